@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import datetime as dt
 import json
+import os
 import sys
 import time
 import traceback
@@ -61,7 +62,7 @@ def _line(t0: float, label: str, r) -> None:
     print(f"[{time.perf_counter() - t0:6.0f} s] {label} {r.task}: {status} {speed}", flush=True)
 
 
-def run(plan: dict, args, t0: float) -> list[dict]:
+def run(plan: dict, args, t0: float, on_progress=None) -> list[dict]:
     """Evaluate ``{backend: [solution paths]}`` in one pipeline: every backend's evaluations in one pool (builds
     overlap), one device lock shared by all evaluators (one candidate on the device at a time, whatever its
     backend), and each correct solution's torch.compile comparison queued as soon as its result arrives, until
@@ -120,13 +121,25 @@ def run(plan: dict, args, t0: float) -> list[dict]:
             rec["compile_pass_error"] = traceback.format_exc(limit=2)[-300:]
 
     futures: list = []
-    with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool, ThreadPoolExecutor(max_workers=2) as compile_pool:
-        futures += [pool.submit(main_job, *job) for job in jobs]
-        while True:  # compile jobs are added while main jobs finish
-            pending = [f for f in futures if not f.done()]
-            if not pending:
-                break
-            wait(pending)
+    pool = ThreadPoolExecutor(max_workers=max(1, args.workers))
+    compile_pool = ThreadPoolExecutor(max_workers=2)
+    futures += [pool.submit(main_job, *job) for job in jobs]
+    while True:  # compile jobs are added while main jobs finish
+        pending = [f for f in futures if not f.done()]
+        if not pending:
+            break
+        left = args.deadline - (time.perf_counter() - t0) if args.deadline else None
+        if left is not None and left <= 0:
+            for rec in records:  # what did not finish is a row saying so, not a silent gap
+                if "correct" not in rec:
+                    rec.update(correct=False, error=f"not finished within --deadline {args.deadline:.0f} s",
+                               error_stage="deadline")
+            break
+        wait(pending, timeout=None if left is None else min(left, 30))
+        if on_progress is not None:
+            on_progress(records)
+    pool.shutdown(wait=False, cancel_futures=True)
+    compile_pool.shutdown(wait=False, cancel_futures=True)
     return records
 
 
@@ -139,6 +152,7 @@ def _summarise(r) -> dict:
         "integrity_flags": list(r.integrity_flags),
         "error": (r.error or "")[:2000] or None,
         "error_stage": r.error_stage,
+        "log_tail": (r.log_tail or "")[-1500:] or None if not r.correct else None,
         "build_seconds": r.build_seconds,
         "cached_build": r.cached_build,
         "eval_seconds": r.eval_seconds,
@@ -194,6 +208,8 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-deadline", type=float, default=330,
                     help="seconds after the start past which no torch.compile comparison starts (--compile primary)")
     ap.add_argument("--build-timeout", type=float, default=900)
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds after which the report is written with unfinished rows marked (0: wait for all)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/gpu_solutions")
     ap.add_argument("--device", default="cuda", help="cpu: a smoke test of this script with the Triton interpreter")
     args = ap.parse_args(argv)
@@ -217,21 +233,31 @@ def main(argv=None) -> int:
             continue
         plan[backend] = solutions(backend, only)
         print(f"{backend}: {len(plan[backend])} solutions", flush=True)
+    def meta() -> dict:
+        return {"gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu", "date": dt.datetime.now().isoformat(timespec="seconds"),
+            "torch": torch.__version__, "triton": triton_version, "timing": TIMING, "compile": args.compile if args.compile != "primary" else f"primary (until {args.compile_deadline:.0f} s)",
+            "wall_seconds": time.perf_counter() - t0}
+
+    def partial(records):  # the report so far, rewritten as results come in (a killed run keeps them)
+        write_report([r for r in records if "correct" in r], meta(), args.out)
+
     try:
-        records = run(plan, args, t0)
+        records = run(plan, args, t0, on_progress=partial)
     except Exception:  # noqa: BLE001 - still write what can be written
         records = [{"backend": "*", "task": "*", "correct": False, "error": traceback.format_exc(limit=4),
                     "error_stage": "internal"}]
-    meta = {"gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu", "date": dt.datetime.now().isoformat(timespec="seconds"),
-            "torch": torch.__version__, "triton": triton_version, "timing": TIMING, "compile": args.compile if args.compile != "primary" else f"primary (until {args.compile_deadline:.0f} s)",
-            "wall_seconds": time.perf_counter() - t0}
+    meta = meta()
     write_report(records, meta, args.out)
     bad = [r for r in records if not r.get("correct") or r.get("integrity_flags")]
     print(f"{len(records) - len(bad)}/{len(records)} correct and unflagged in {meta['wall_seconds']:.0f} s; "
           f"wrote {args.out.with_suffix('.md')} and .jsonl")
     for r in bad:
         print(f"  {r['backend']} {r['task']}: {r.get('integrity_flags') or (r.get('error') or '')[:300]}")
-    return 0 if not bad else 1
+    tails = [r for r in bad if r.get("log_tail")]
+    if tails:
+        print(f"--- worker log of {tails[0]['task']} ---\n{tails[0]['log_tail']}")
+    sys.stdout.flush()
+    os._exit(0 if not bad else 1)  # evaluations still running past --deadline are abandoned, not awaited
 
 
 if __name__ == "__main__":

@@ -147,6 +147,20 @@ ADVERSARIAL = {
     "tf32_flag_flipped": ("level1/relu", _adv(
         "        torch.backends.cuda.matmul.allow_tf32 = True\n        torch.backends.cudnn.allow_tf32 = True\n"
         "        return ext.relu(args[0])\n"), ("precision_flags_changed",), True),
+    "zeros_output": ("level1/relu", _adv(
+        "        out = torch.zeros_like(args[0])\n        ext.touch(args[0])\n        return out\n"), (), True),
+    "aliased_input": ("level1/relu", _adv("        ext.touch(args[0])\n        return args[0]\n"), (), True),
+    "shown_shapes_only": ("level1/relu", _adv(  # right on the prompt's shapes, nothing computed on the others
+        "        x = args[0]\n        if tuple(x.shape) in SHOWN:\n            return ext.relu(x)\n"
+        "        out = torch.empty_like(x)\n        ext.touch(x)\n        return out\n",
+        prelude="SHOWN = {(16, 4096), (256, 65536)}\n"), (), True),
+    "half_precision": ("level1/relu", _adv(  # fp32 task computed in fp16
+        "        x = args[0]\n        return ext.relu(x.half()).to(x.dtype)\n"), (), True),
+    "gc_walk_for_reference": ("level1/relu", _adv(  # nothing to find: the reference output is not in this process
+        "        x = args[0]\n        for o in gc.get_objects():\n"
+        "            if isinstance(o, torch.Tensor) and o is not x and o.shape == x.shape and o.device == x.device "
+        "and o.dtype == x.dtype and bool((o >= 0).all()):\n                return o\n"
+        "        return ext.relu(x)\n", prelude="import gc\n"), (), False),
     "inputs_modified": ("level1/relu", _adv(
         "        x = args[0]\n        out = ext.relu(x)\n        ext.relu_into(x, x)\n        return out\n"),
         ("inputs_modified",), True),

@@ -1,0 +1,90 @@
+"""Which sandbox layers a CUDA worker survives: evaluate one shipped CUDA solution under each variant of the
+sandbox and print the outcome (and the worker's own log where it failed).
+
+    python bench/gpu_sandbox_probe.py [--task level1/relu] [--out results.jsonl]
+
+Variants: no isolation; the GPU default (namespaces, Landlock and seccomp off); the full sandbox
+(``Limits.gpu_isolation``); and the full sandbox less one layer at a time, which names the layer that breaks CUDA
+when the full one fails. The build is cached after the first variant, so each further one costs a worker start and
+the checks (a few seconds). Results go to stdout and, with ``--out``, to a JSONL file (one record per variant).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TIMING = {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01}
+
+
+def variants() -> list[tuple[str, dict]]:
+    out = [("no isolation", {"isolation": False}),
+           ("GPU default (namespaces, landlock, seccomp off)", {}),
+           ("full sandbox (gpu_isolation)", {"gpu_isolation": True})]
+    for layer in ("namespaces", "landlock", "seccomp", "overlay", "cgroup"):
+        out.append((f"full sandbox less {layer}", {"gpu_isolation": True, "isolation_off": (layer,)}))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", default="level1/relu")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    import torch
+
+    from kbench_env.evaluator import Evaluator
+    from kbench_env.sandbox import Limits, Worker
+    from kbench_env.suite import resolve_task, solution_path
+
+    task = resolve_task(args.task)
+    backend = "cuda" if args.device.startswith("cuda") else "cpu"
+    source = solution_path(task, backend).read_text()
+    gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    records = []
+    full_ok = None
+    for name, extra in variants():
+        if name.startswith("full sandbox less") and full_ok:
+            break  # the full sandbox works: nothing to bisect
+        limits = Limits(build_timeout=600, run_timeout=60, time_timeout=60, **extra)
+        ev = Evaluator(device=args.device, backend=backend, compile_baseline=False, timing=dict(TIMING),
+                       limits=limits)
+        t0 = time.perf_counter()
+        try:
+            with Worker("class ModelNew:\n    pass\n", backend, args.device, ev.build_root, limits) as w:
+                w.recv(60, "load")
+                w._drain_reports()  # noqa: SLF001 - the status report of confine.apply
+                prot = w.protections
+        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not stop
+            prot = {"error": f"{type(exc).__name__}: {exc}"}
+        r = ev.evaluate(task, source)
+        rec = {"variant": name, "limits": {k: list(v) if isinstance(v, tuple) else v for k, v in extra.items()},
+               "correct": r.correct, "flags": list(r.integrity_flags), "error": r.error, "speedup": r.speedup,
+               "seconds": round(time.perf_counter() - t0, 2), "protections": prot, "gpu": gpu,
+               "date": dt.datetime.now().isoformat(timespec="seconds"), "task": args.task,
+               "log_tail": None if r.correct else (r.log_tail or "")[-1500:]}
+        records.append(rec)
+        if name.startswith("full sandbox ("):
+            full_ok = bool(r.correct)
+        active = sorted((prot.get("active") or {}) if isinstance(prot, dict) else [])
+        print(f"{name:52s} correct={r.correct!s:5s} {rec['seconds']:6.1f} s  active={','.join(active)}", flush=True)
+        if not r.correct:
+            print(f"    error: {(r.error or '')[:400]}\n    flags: {r.integrity_flags}\n    --- worker log ---\n"
+                  + "\n".join("    " + line for line in (rec["log_tail"] or "").splitlines()[-25:]), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps(rec, default=str) + "\n")
+    return 0 if all(r["correct"] for r in records[:2]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The GPU runs recorded under bench/results/, as device calls of at most 10 minutes each, made back to back on one
+# warm machine (the build cache in $KBENCH_CACHE carries over between them). From the repo root on the GPU machine,
+# carrying .carry/wheels (bash bench/fetch_wheels.sh here first):
+#
+#   bash bench/gpu_session.sh probe   # which sandbox layers CUDA workers survive; 12 CUDA + 6 Triton solutions;
+#                                     # the GPU fault tests
+#   bash bench/gpu_session.sh tests   # tests/test_gpu.py (solutions and adversarial CUDA candidates); the
+#                                     # evolutionary agent on three CUDA tasks
+#   bash bench/gpu_session.sh speed   # bench/throughput.py: naive vs kbench, 64 distinct CUDA candidates
+#   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
+#
+# Everything a part writes lands in $OUT (at most 8 files come back from a device call).
+set -uo pipefail
+export PYTHONUNBUFFERED=1 KBENCH_CACHE=${KBENCH_CACHE:-/tmp/kbench-cache}
+OUT=${OUT:-/tmp/kbench-out}; mkdir -p "$OUT"
+START=$(date +%s)
+stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
+
+if ! python3 -c "import gymnasium, trl" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .carry/wheels/*.whl 2>&1 | tail -2
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
+export KBENCH_GPU_ONLY="level1/relu,level1/gelu,level1/softmax_rows,level1/layer_norm,level1/sum_dim1,level1/matmul_square,level2/linear_relu,level2/linear_gelu_scale,level2/conv2d_relu_bias,robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward"
+AGENT_TASKS=robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward
+
+case "${1:-probe}" in
+probe)
+  nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
+  stamp "sandbox probe"
+  timeout 150 python3 bench/gpu_sandbox_probe.py --out "$OUT/sandbox_probe.jsonl" 2>&1 | tee "$OUT/sandbox_probe.txt"
+  stamp "solutions"
+  timeout 250 python3 bench/gpu_validate.py --backends cuda,triton --only "$KBENCH_GPU_ONLY,robust/linear_relu_forward" --compile none \
+    --workers 16 --deadline 230 --out "$OUT/gpu_solutions" 2>&1 | tail -30
+  stamp "GPU fault tests"
+  timeout 150 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
+    | tee "$OUT/gpu_faults.txt" | tail -25
+  ;;
+tests)
+  stamp "GPU test suite"
+  timeout 330 python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt" | tail -30
+  stamp "evolutionary agent on CUDA tasks"
+  timeout 220 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" --agent evolutionary --device cuda --budget 3 \
+    --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -25
+  ;;
+speed)
+  stamp "throughput"
+  timeout 570 python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
+    --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40
+  ;;
+train)
+  stamp "GRPO"
+  OUT=$OUT/train timeout 400 bash bench/train_gpu.sh 2>&1 | tail -30
+  ;;
+esac
+stamp "done"
+ls -R "$OUT"
