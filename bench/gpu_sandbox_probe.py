@@ -24,11 +24,42 @@ sys.path.insert(0, str(ROOT))
 TIMING = {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01}
 
 
+# Loaded as a candidate under each variant: says from inside the sandbox what CUDA's start-up meets (the device
+# nodes opened through libc, as the driver opens them; a socket; a thread; torch's own CUDA initialisation).
+DIAGNOSE = r'''
+import ctypes, ctypes.util, errno, glob, os, socket, threading
+import torch
+libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+for path in sorted(glob.glob("/dev/nvidia*")):
+    fd = libc.open(path.encode(), os.O_RDWR | os.O_CLOEXEC)
+    print("PROBE open", path, "ok" if fd >= 0 else os.strerror(ctypes.get_errno()), flush=True)
+    if fd >= 0:
+        libc.close(fd)
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+    print("PROBE unix socket ok", flush=True)
+except Exception as exc:
+    print("PROBE unix socket", type(exc).__name__, exc, flush=True)
+t = threading.Thread(target=lambda: None)
+t.start(); t.join()
+print("PROBE thread ok", flush=True)
+try:
+    torch.cuda.init()
+    print("PROBE torch.cuda.init ok:", torch.cuda.get_device_name(), flush=True)
+except Exception as exc:
+    print("PROBE torch.cuda.init", type(exc).__name__, str(exc)[:600], flush=True)
+
+
+class ModelNew(torch.nn.Module):
+    pass
+'''
+
+
 def variants() -> list[tuple[str, dict]]:
     out = [("no isolation", {"isolation": False}),
            ("GPU default (namespaces, landlock, seccomp off)", {}),
            ("full sandbox (gpu_isolation)", {"gpu_isolation": True})]
-    for layer in ("namespaces", "landlock", "seccomp", "overlay", "cgroup"):
+    for layer in ("namespaces", "landlock", "seccomp", "audit", "overlay", "cgroup"):
         out.append((f"full sandbox less {layer}", {"gpu_isolation": True, "isolation_off": (layer,)}))
     return out
 
@@ -60,26 +91,32 @@ def main(argv=None) -> int:
                        limits=limits)
         t0 = time.perf_counter()
         try:
-            with Worker("class ModelNew:\n    pass\n", backend, args.device, ev.build_root, limits) as w:
+            with Worker(DIAGNOSE if backend == "cuda" else "class ModelNew:\n    pass\n", backend, args.device,
+                        ev.build_root, limits) as w:
                 w.recv(60, "load")
                 w._drain_reports()  # noqa: SLF001 - the status report of confine.apply
                 prot = w.protections
+                diag = [line for line in w.log_tail(8000).splitlines() if line.startswith("PROBE")]
         except Exception as exc:  # noqa: BLE001 - a probe reports, it does not stop
-            prot = {"error": f"{type(exc).__name__}: {exc}"}
+            prot, diag = {"error": f"{type(exc).__name__}: {exc}"}, []
         r = ev.evaluate(task, source)
         rec = {"variant": name, "limits": {k: list(v) if isinstance(v, tuple) else v for k, v in extra.items()},
                "correct": r.correct, "flags": list(r.integrity_flags), "error": r.error, "speedup": r.speedup,
                "seconds": round(time.perf_counter() - t0, 2), "protections": prot, "gpu": gpu,
                "date": dt.datetime.now().isoformat(timespec="seconds"), "task": args.task,
-               "log_tail": None if r.correct else (r.log_tail or "")[-1500:]}
+               "log_tail": None if r.correct else (r.log_tail or "")[-1500:], "inside": diag,
+               "phases": r.phase_seconds}
         records.append(rec)
         if name.startswith("full sandbox ("):
             full_ok = bool(r.correct)
         active = sorted((prot.get("active") or {}) if isinstance(prot, dict) else [])
         print(f"{name:52s} correct={r.correct!s:5s} {rec['seconds']:6.1f} s  active={','.join(active)}", flush=True)
+        print("    phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in (r.phase_seconds or {}).items()), flush=True)
+        for line in diag:
+            print("    " + line, flush=True)
         if not r.correct:
             print(f"    error: {(r.error or '')[:400]}\n    flags: {r.integrity_flags}\n    --- worker log ---\n"
-                  + "\n".join("    " + line for line in (rec["log_tail"] or "").splitlines()[-25:]), flush=True)
+                  + "\n".join("    " + line for line in (rec["log_tail"] or "").splitlines()[-6:]), flush=True)
         if args.out:
             with open(args.out, "a") as f:
                 f.write(json.dumps(rec, default=str) + "\n")

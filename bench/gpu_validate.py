@@ -59,7 +59,8 @@ def _evaluator(backend: str, compile_baseline: bool, args):
 def _line(t0: float, label: str, r) -> None:
     status = "ok" if r.correct and not r.integrity_flags else ("FLAGGED" if r.integrity_flags else "FAIL")
     speed = f"{r.speedup:.3g}x" if r.speedup else "-"
-    print(f"[{time.perf_counter() - t0:6.0f} s] {label} {r.task}: {status} {speed}", flush=True)
+    phases = " ".join(f"{k}={v:.1f}" for k, v in (r.phase_seconds or {}).items())
+    print(f"[{time.perf_counter() - t0:6.0f} s] {label} {r.task}: {status} {speed}  ({phases})", flush=True)
 
 
 def run(plan: dict, args, t0: float, on_progress=None) -> list[dict]:
@@ -156,6 +157,7 @@ def _summarise(r) -> dict:
         "build_seconds": r.build_seconds,
         "cached_build": r.cached_build,
         "eval_seconds": r.eval_seconds,
+        "phase_seconds": r.phase_seconds,
         "configs": [{"name": c.name, "dtype": c.dtype, "held_out": c.held_out, "correct": c.correct,
                      "norm_err": c.norm_err, "candidate_ms": c.candidate_ms, "reference_ms": c.reference_ms,
                      "compile_ms": c.compile_ms, "speedup": c.speedup} for c in r.configs],

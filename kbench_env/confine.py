@@ -195,9 +195,10 @@ def apply(job: dict) -> dict:
         act["parent_death"] = "killed if the parent dies"
     if os.getppid() == 1:  # the parent died before the signal was armed
         os._exit(1)
-    guard = Guard(scratch, build_root, read_roots, report, enforce=isolate and not gpu_relaxed)
+    guard = Guard(scratch, build_root, read_roots, report, enforce=isolate and not gpu_relaxed and "audit" not in off)
     sys.addaudithook(guard)
-    act["audit_hook"] = "Python-level attempts refused and reported"
+    act["audit_hook"] = ("Python-level attempts refused and reported" if guard.enforce else
+                         "Python-level attempts reported, not refused")
     status["confine_ms"] = round((time.perf_counter() - t0) * 1e3, 2)
     if report is not None:
         guard.send({"kind": "status", **status})

@@ -10,6 +10,7 @@ anything a candidate does: every failure is a result.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
@@ -202,16 +203,23 @@ class Evaluator:
             result.correct = False
 
     def _run_stages(self, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult) -> None:
-        self._build(worker, result)  # concurrent with other candidates' builds and runs
+        with _phase(result, "build"):
+            self._build(worker, result)  # concurrent with other candidates' builds and runs
         if not result.compiled:
             return
-        with self._device_lock:
-            prepared = self._check(task, configs, seed, worker, result)
+        with _phase(result, "device_wait"):
+            self._device_lock.acquire()
+        try:
+            with _phase(result, "check"):
+                prepared = self._check(task, configs, seed, worker, result)
             if not result.correct or not self.time_candidates:
                 return
             self._time(task, configs, prepared, seed, worker, result)
             if result.stage == "timed" and not result.integrity_flags:
-                self._plausibility(task, configs, prepared, seed, worker, result)
+                with _phase(result, "plausibility"):
+                    self._plausibility(task, configs, prepared, seed, worker, result)
+        finally:
+            self._device_lock.release()
 
     def _build(self, worker: Worker, result: EvalResult) -> None:
         header, _ = worker.recv(self.limits.build_timeout, "build and load")
@@ -240,7 +248,8 @@ class Evaluator:
                               inputs=[describe_value(x) for x in inputs])
             result.configs.append(cr)
             prepared[cfg.name] = (mod, init_inputs, init_seed, inputs)
-            ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, self.device)
+            with _phase(result, "reference_outputs"):
+                ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, self.device)
             sent = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             worker.send({"type": "run", "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
                          "backward": task.backward}, {"init_inputs": init_inputs, "inputs": sent})
@@ -282,7 +291,13 @@ class Evaluator:
 
     def _time(self, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
               result: EvalResult) -> None:
-        ref_times = self._reference_times(task, configs, prepared, seed)
+        with _phase(result, "reference_timing"):
+            ref_times = self._reference_times(task, configs, prepared, seed)
+        with _phase(result, "timing"):
+            self._time_candidate(task, configs, prepared, seed, worker, result, ref_times)
+
+    def _time_candidate(self, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
+                        result: EvalResult, ref_times: dict) -> None:
         for i, cfg in enumerate(configs):
             cr = result.configs[i]
             mod, init_inputs, init_seed, _ = prepared[cfg.name]
@@ -301,9 +316,11 @@ class Evaluator:
             picks = sorted(set(self._rng.sample(range(n), min(self.check_calls, n)) + [n - 1]))
             rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
             for j in picks:
-                inputs_j = integrity.perturb(bases[j % len(bases)], t_seed + j, self.noise)
-                ref_j = task.reference_output(mod, init_inputs, inputs_j, cfg, init_seed, self.device)
-                if not integrity.fingerprints_agree(fps[j], integrity.fingerprint(ref_j), rel):
+                with _phase(result, "timed_output_checks"):
+                    inputs_j = integrity.perturb(bases[j % len(bases)], t_seed + j, self.noise)
+                    ref_j = task.reference_output(mod, init_inputs, inputs_j, cfg, init_seed, self.device)
+                    agree = integrity.fingerprints_agree(fps[j], integrity.fingerprint(ref_j), rel)
+                if not agree:
                     self._flag(result, f"timed_output_wrong: the output of timed call {j} on configuration "
                                        f"{cfg.name!r} does not match the reference for its inputs, although the "
                                        f"correctness run passed (cached, stale or deferred results)")
@@ -430,6 +447,16 @@ class Evaluator:
             wall = _wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
         self._ref_times[self._ref_key(task, cfg)]["wall_ms"] = wall
         return wall
+
+
+@contextlib.contextmanager
+def _phase(result: EvalResult, name: str):
+    """Add the wall time of the block to ``result.phase_seconds[name]``."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        result.phase_seconds[name] = round(result.phase_seconds.get(name, 0.0) + time.perf_counter() - t0, 4)
 
 
 def _flag_sandbox_violations(worker: Worker, result: EvalResult) -> None:

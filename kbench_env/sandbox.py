@@ -107,7 +107,7 @@ _INFLIGHT_LOCK = threading.Lock()
 _INFLIGHT: dict = {}  # build key -> Event set once the worker building that source has published it
 
 #: Layers of the sandbox that ``Limits.isolation_off`` may name.
-LAYERS = ("namespaces", "overlay", "landlock", "seccomp", "cgroup")
+LAYERS = ("namespaces", "overlay", "landlock", "seccomp", "cgroup", "audit")  # audit: the hook reports only
 
 
 @dataclass
@@ -145,6 +145,19 @@ def _rss_bytes(pid) -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b.*")
+
+
+def _last_exception(log: str, max_chars: int = 400) -> str | None:
+    """The last ``SomeError: message`` line of a Python traceback in the worker's log (the cause behind an exit
+    status), trimmed."""
+    for line in reversed(log.splitlines()):
+        line = line.strip()
+        if _EXC_LINE.match(line):
+            return line[:max_chars]
+    return None
 
 
 class WorkerError(RuntimeError):
@@ -691,7 +704,8 @@ class Worker:
                     "SIGSYS": " (a forbidden system call: the sandbox's seccomp filter)",
                     "SIGXFSZ": " (a file grew past the size limit)"}.get(name, "")
             return f"the worker crashed with {name}{hint} {when}"
-        return f"the worker exited with status {code} {when}"
+        last = _last_exception(self.log_tail())
+        return f"the worker exited with status {code} {when}" + (f": {last}" if last else "")
 
     def log_tail(self, max_chars: int = 3000) -> str:
         path = os.path.join(self.scratch, "worker.log")
