@@ -50,6 +50,17 @@ speed)
   timeout 570 python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
     --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40
   ;;
+final)  # what one last short device session can hold: the GPU tests side by side, GRPO, the agent
+  export KBENCH_COMPILE_BASELINE=0
+  stamp "GPU test suite (candidates side by side on the GPU)"
+  KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=16 KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 250 \
+    python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
+  stamp "GRPO"
+  STEPS=2 OUT=$OUT/train timeout 110 bash bench/train_gpu.sh 2>&1 | tail -12
+  stamp "evolutionary agent on CUDA tasks"
+  timeout 140 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" --agent evolutionary --device cuda --budget 2 \
+    --workers 6 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -14
+  ;;
 train)
   stamp "GRPO"
   OUT=$OUT/train timeout 400 bash bench/train_gpu.sh 2>&1 | tail -30

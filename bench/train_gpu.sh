@@ -62,7 +62,7 @@ path = solution_path(task, "cuda")
 if path is None:
     raise SystemExit("no shipped CUDA ReLU solution (tasks/solutions/cuda/level1/relu.py): reward check skipped")
 src = path.read_text()
-ev = Evaluator(device="cuda", backend="cuda")
+ev = Evaluator(device="cuda", backend="cuda", timing={"warmup": 1, "min_reps": 5, "max_reps": 30, "min_seconds": 0.02})
 fn = KBenchReward(ev, [task], keep_history=True)
 t0 = time.time()
 rewards = fn(prompts=[None] * 2, completions=[src, "not a kernel"], task=[task.name] * 2,
@@ -70,9 +70,8 @@ rewards = fn(prompts=[None] * 2, completions=[src, "not a kernel"], task=[task.n
 r = fn.history[0][2]
 print(f"reward function: {rewards} in {time.time() - t0:.1f}s; ReLU correct={r.correct} speedup={r.speedup} "
       f"flags={r.integrity_flags} error={r.error}")
-d = ev.evaluate(task, src)
-print(f"Evaluator.evaluate: reward {d.reward:.3f} correct={d.correct} speedup={d.speedup}")
-print("OK" if rewards[0] > 0 and d.reward > 0 and rewards[1] == -0.6 else "MISMATCH")
+print(f"the environment's reward for that evaluation: {r.reward:.3f}")
+print("OK" if rewards[0] > 0 and rewards[0] == r.reward and rewards[1] == -0.6 else "MISMATCH")
 PY
 
 # 3. a tiny random Qwen2 with a tokenizer trained here

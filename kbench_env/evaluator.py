@@ -73,7 +73,8 @@ class Evaluator:
         check_calls: how many timed calls (chosen at random afterwards, plus the last) have their outputs checked.
         timing: keyword arguments for timing.time_calls (warmup, min_reps, max_reps, min_seconds).
         time_candidates: set False to skip timing (correctness only; speedup stays None).
-        compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU).
+        compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU;
+            the environment variable KBENCH_COMPILE_BASELINE=0 or 1 sets the default).
         reverify_above: speedups above this are re-timed by an independent method (wall clock from this process).
         roofline: flag times below the device's measured bandwidth / FLOP-rate floor.
         build_workers: candidates in flight at once in ``evaluate_many`` (builds overlap; the device is shared
@@ -101,6 +102,8 @@ class Evaluator:
         self.check_calls = check_calls
         self.timing = dict(timing or {})
         self.time_candidates = time_candidates
+        if compile_baseline is None and os.environ.get("KBENCH_COMPILE_BASELINE", "") in ("0", "1"):
+            compile_baseline = os.environ["KBENCH_COMPILE_BASELINE"] == "1"  # a run-wide switch, e.g. smoke runs
         self.compile_baseline = (not self.device.startswith("cpu")) if compile_baseline is None else compile_baseline
         if baseline == "compile":
             self.compile_baseline = True
@@ -108,7 +111,9 @@ class Evaluator:
         self.roofline = roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
         self._device_lock = threading.Lock()  # run and time one candidate at a time on this device
-        self._ref_lock = threading.Lock()
+        self._ref_lock = threading.Lock()  # guards _ref_locks; one lock per task keeps each reference timed once
+        self._ref_locks: dict = {}
+        self._cal_lock = threading.Lock()
         self._ref_times: dict = {}
         self._calibration: dict | None = None
         self._rng = random.Random()
@@ -399,6 +404,8 @@ class Evaluator:
         """Time the reference (eager, and compiled if asked) in a worker of its own, under the candidate's
         conditions; cached per configuration. Also measures the device's roofline once."""
         with self._ref_lock:
+            lock = self._ref_locks.setdefault((task.name, task.source_hash), threading.Lock())
+        with lock:
             return self._reference_times_locked(task, configs, prepared, seed)
 
     def _reference_times_locked(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
@@ -406,12 +413,14 @@ class Evaluator:
         if todo or self._calibration is None:
             with self._reference_worker(task) as w:
                 _expect(w.recv(self.limits.build_timeout, "reference load"), task)
-                if self._calibration is None:
-                    dtypes = sorted({c.dtype for c in configs})
-                    w.send({"type": "calibrate", "dtypes": dtypes})
-                    self._calibration = _expect(w.recv(self.limits.time_timeout, "device calibration"), task)
-                    if self._calibration.get("graph_gap_ms"):  # CUDA: correct graph timings for the node gap
-                        self.timing.setdefault("gap_ms", self._calibration["graph_gap_ms"])
+                with self._cal_lock:  # once per evaluator, whichever task comes first
+                    if self._calibration is None:
+                        dtypes = sorted({c.dtype for c in configs})
+                        w.send({"type": "calibrate", "dtypes": dtypes})
+                        cal = _expect(w.recv(self.limits.time_timeout, "device calibration"), task)
+                        if cal.get("graph_gap_ms"):  # CUDA: correct graph timings for the node gap
+                            self.timing.setdefault("gap_ms", cal["graph_gap_ms"])
+                        self._calibration = cal
                 for cfg in todo:
                     i = configs.index(cfg)
                     self._ref_times[self._ref_key(task, cfg)] = self._time_reference(w, task, cfg, prepared, seed, i)
