@@ -135,8 +135,8 @@ def apply(job: dict) -> dict:
     off = set(sb.get("off", ()))
     gpu_relaxed = job.get("device", "cpu").startswith("cuda") and not sb.get("gpu_isolation")
     if gpu_relaxed:
-        # Not yet validated with a GPU: on an H100 (2026-11-22) CUDA workers under these layers exited with status 1
-        # at their first forward, while the same candidates ran without them. GPU workers keep the session,
+        # On an H100 (2026-11-22, 2026-11-23) torch.cuda.init() failed under these layers (CUDA error 304, "OS call
+        # failed"), with any one of them left off too (bench/gpu_sandbox_probe.py). GPU workers keep the session,
         # environment, limit, capability, cgroup, audit-hook and watchdog layers; Limits(gpu_isolation=True) opts
         # back in (tests/test_gpu_faults.py::test_full_sandbox_on_the_gpu shows the worker's log when it fails).
         off |= {"namespaces", "landlock", "seccomp"}

@@ -111,6 +111,9 @@ def test_kernel_hang_times_out(gpu_ev):
     _then_ok(gpu_ev)
 
 
+@pytest.mark.xfail(reason="on the H100 (2026-11-23) torch.cuda.init() fails with CUDA error 304 under the full "
+                          "sandbox, with any one layer left off too (bench/results/gpu_runs.md); GPU workers run "
+                          "without namespaces, Landlock and seccomp until it passes", strict=False)
 def test_full_sandbox_on_the_gpu(evaluator):
     """Namespaces, Landlock and seccomp for CUDA workers (Limits.gpu_isolation): off by default until this passes
     on a GPU. On failure the message carries the worker's own log (the traceback behind an exit status)."""
