@@ -189,6 +189,13 @@ def perturb(inputs: list, seed: int, scale: float = 1e-2) -> list:
     return out
 
 
+def base_sets(inputs: list, seed: int, n: int, scale: float = 1e-2) -> list:
+    """The ``n`` input sets timed calls are derived from: perturbed copies of a configuration's inputs, made the
+    same way by the worker (from the inputs it already holds) and by the parent (to check timed outputs), so no
+    GPU-sized input set travels between them."""
+    return [perturb(inputs, seed + 7919 * k, scale) for k in range(max(1, n))]
+
+
 def fingerprint(out) -> list:
     """Per output leaf: (sum, sum of |x|, sum of x^2) in float64; cheap, and wrong for any stale output."""
     from .compare import flatten_outputs

@@ -29,6 +29,7 @@ import torch
 
 from . import integrity, timing  # noqa: F401  (timing captures the clock before candidate code is loaded)
 from .backends import get_backend
+from .compare import compare_outputs
 from .task import DTYPES
 
 CANDIDATE_FILE = "candidate.py"
@@ -38,22 +39,24 @@ _COMMAND = re.compile(r"\S*(?:c\+\+|g\+\+|gcc|clang\+\+|nvcc|ld)\s+-.*")
 # ---------------------------------------------------------------------- message framing (both sides use these)
 
 
-def pack(header: dict, payload=None) -> bytes:
-    """Frame a message: 4-byte header length, JSON header, optional ``torch.save`` payload."""
+def pack(header: dict, payload=None):
+    """Frame a message: 4-byte header length, JSON header, optional ``torch.save`` payload. Returns a buffer for
+    ``Connection.send_bytes``, written once (payloads of GPU-sized tensors are hundreds of MiB: no extra copies)."""
     h = json.dumps(header).encode()
-    body = b""
+    buf = io.BytesIO()
+    buf.write(struct.pack("<I", len(h)))
+    buf.write(h)
     if payload is not None:
-        buf = io.BytesIO()
         torch.save(payload, buf)
-        body = buf.getvalue()
-    return struct.pack("<I", len(h)) + h + body
+    return buf.getbuffer()
 
 
-def unpack(data: bytes) -> tuple[dict, object]:
-    (n,) = struct.unpack("<I", data[:4])
-    header = json.loads(data[4 : 4 + n].decode())
-    body = data[4 + n :]
-    payload = torch.load(io.BytesIO(body), weights_only=True) if body else None
+def unpack(data) -> tuple[dict, object]:
+    view = memoryview(data)
+    (n,) = struct.unpack("<I", view[:4])
+    header = json.loads(bytes(view[4 : 4 + n]).decode())
+    body = view[4 + n :]
+    payload = torch.load(io.BytesIO(body), weights_only=True) if len(body) else None
     return header, payload
 
 
@@ -138,6 +141,29 @@ def _to_cpu(out):
     raise TypeError(f"forward returned a {type(out).__name__}; return a tensor (or a tuple of tensors)")
 
 
+def _detach(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, (list, tuple)):
+        return [_detach(o) for o in out]
+    return out
+
+
+def _clone(xs: list) -> list:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _same(after: list, before: list) -> bool:
+    """Bit-for-bit equal (NaN payloads aside): forward did not write into its inputs."""
+    for a, b in zip(after, before):
+        if isinstance(b, torch.Tensor):
+            if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+                return False
+            if not torch.equal(a, b) and not (b.is_floating_point() and torch.equal(a.nan_to_num(), b.nan_to_num())):
+                return False
+    return True
+
+
 def _op_namespaces() -> set:
     return {name.split("::", 1)[0] for name in torch._C._dispatch_get_all_op_names()}
 
@@ -169,6 +195,7 @@ def main(conn, job: dict) -> None:
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": "loaded", "build_seconds": time.perf_counter() - t0, "cached": backend.build_was_cached()})
     models: dict = {}
+    originals: dict = {}  # config -> the inputs as received (timing input sets are derived from them)
     while True:
         header, payload = unpack(conn.recv_bytes())
         kind = header["type"]
@@ -188,8 +215,9 @@ def main(conn, job: dict) -> None:
                 if header.get("compile"):  # the torch.compile baseline (reference workers only)
                     model = torch.compile(model)
                 models[cfg] = model
-                inputs = _device_inputs(payload["inputs"], device)
-                again = _device_inputs(payload["inputs"], device)
+                originals[cfg] = _device_inputs(payload["inputs"], device)
+                inputs = _clone(originals[cfg])
+                again = _clone(originals[cfg])
                 flags_before = integrity.precision_flags()
                 backend.poison(device)
                 with grad:
@@ -198,18 +226,25 @@ def main(conn, job: dict) -> None:
                     with audit:
                         out = model(*inputs)
                         backend.sync()
-                    out_cpu = _to_cpu(out)
-                    del out
+                    full = header.get("reply", "full") == "full"  # the reference's workers send no output
+                    out_cpu = _to_cpu(out) if full else None  # what forward returned, before anything else runs
                     backend.poison(device)
-                    out2 = _to_cpu(model(*again))
+                    out2 = model(*again)
                     backend.sync()
+                # The second run and the inputs are compared here rather than sent back (GPU-sized tensors cost
+                # seconds each through the pipe): a candidate that could subvert this could equally have sent
+                # doctored copies, so nothing is lost; the output itself is compared on the trusted side.
+                again_mismatch, _ = compare_outputs(_detach(out2), _detach(out), dtype, header.get("tolerance"))
+                del out, out2
+                reply = {"out": out_cpu} if full else None
                 send({"type": "output", "config": cfg, "audit": audit.report(),
-                      "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags())},
-                     {"out": out_cpu, "out2": out2, "inputs_after": _to_cpu(inputs)})
+                      "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags()),
+                      "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
+                      "inputs_modified": not _same(inputs, originals[cfg])}, reply)
             elif kind == "time":
                 model = models[header["config"]]
-                bases = [_device_inputs(s, device) for s in payload["base_sets"]]
                 seed, scale = header["seed"], header["noise"]
+                bases = integrity.base_sets(originals[header["config"]], header["base_seed"], header["sets"], scale)
                 fps: list = []
 
                 def make_inputs(j):
