@@ -215,13 +215,13 @@ def cuda_results():
     honest = ROOT / "tasks/solutions/cuda/level1/relu.py"
     items = [(resolve_task(_task_name(p)), p.read_text()) for p in CUDA_SOLUTIONS]
     items += [(resolve_task(task), src) for task, src, _, _ in ADVERSARIAL.values()]
-    out = ev.evaluate_many(items, max_workers=int(os.environ.get("KBENCH_GPU_WORKERS", 8)), seed=2024)
+    names = [("cuda_solution", _task_name(p)) for p in CUDA_SOLUTIONS] + [("cuda_adversarial", n) for n in ADVERSARIAL]
+    out: list = [None] * len(items)
+    for i, r in ev.evaluate_iter(items, max_workers=int(os.environ.get("KBENCH_GPU_WORKERS", 8)), seed=2024):
+        out[i] = r
+        _record(*names[i], r)  # as they arrive: a device call cut short keeps what finished
     solutions = dict(zip(CUDA_SOLUTIONS, out[: len(CUDA_SOLUTIONS)]))
     adversarial = dict(zip(ADVERSARIAL, out[len(CUDA_SOLUTIONS):]))
-    for p, r in solutions.items():
-        _record("cuda_solution", _task_name(p), r)
-    for name, r in adversarial.items():
-        _record("cuda_adversarial", name, r)
     return solutions, adversarial, solutions.get(honest)
 
 
@@ -230,9 +230,10 @@ def triton_results():
     pytest.importorskip("triton")
     ev = _evaluator("triton")
     items = [(resolve_task(_task_name(p)), p.read_text()) for p in TRITON_SOLUTIONS]
-    out = dict(zip(TRITON_SOLUTIONS, ev.evaluate_many(items, max_workers=8, seed=2024)))
-    for p, r in out.items():
-        _record("triton_solution", _task_name(p), r)
+    out = {}
+    for i, r in ev.evaluate_iter(items, max_workers=8, seed=2024):
+        out[TRITON_SOLUTIONS[i]] = r
+        _record("triton_solution", _task_name(TRITON_SOLUTIONS[i]), r)
     return out
 
 
