@@ -27,6 +27,7 @@ from . import integrity
 from . import screen as screen_mod
 from .backends import get_backend
 from .compare import compare_outputs, tolerance_for
+from .devicelock import DeviceLock, gpu_lock_path
 from .result import ConfigResult, EvalResult
 from .reward import get_reward_fn
 from .sandbox import Limits, Worker, WorkerError
@@ -117,7 +118,11 @@ class Evaluator:
         self.reverify_above = reverify_above
         self.roofline = roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
-        self._device_lock = threading.Lock()  # run and time one candidate at a time on this device
+        # Run and time one candidate at a time on this device: on a GPU across processes too (devicelock.py).
+        if self.device.startswith("cuda"):
+            self._device_lock = DeviceLock(lambda: gpu_lock_path(self.cache_dir / "locks", self.device))
+        else:
+            self._device_lock = threading.Lock()
         self._ref_lock = threading.Lock()  # guards _ref_locks; one lock per task keeps each reference timed once
         self._ref_locks: dict = {}
         self._cal_lock = threading.Lock()

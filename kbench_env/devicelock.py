@@ -1,0 +1,82 @@
+"""A GPU's lock across threads and processes: one candidate (or reference) runs or is timed on a GPU at a time,
+also when several evaluators share it (threads of one process, other processes, another kbench run on the
+machine), so no timing overlaps someone else's kernels.
+
+The lock is an ``flock`` on ``<cache>/locks/gpu-<uuid>.lock``, named by the GPU's UUID (the same physical GPU is
+``cuda:0`` in one process and ``cuda:3`` in another, depending on CUDA_VISIBLE_DEVICES). Where the lock file
+cannot be had (a read-only cache), it degrades to this process's lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from pathlib import Path
+
+
+def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:
+    """The lock file of ``device`` ("cuda" or "cuda:N") under ``lock_dir``: named by the GPU's UUID where torch
+    reports it, else by the index and CUDA_VISIBLE_DEVICES."""
+    import torch
+
+    index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+    try:
+        name = f"gpu-{torch.cuda.get_device_properties(index).uuid}"
+    except (AttributeError, RuntimeError, AssertionError):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_") or "none"
+        name = f"gpu-{visible}-{index}"
+    return Path(lock_dir) / f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in name)}.lock"
+
+
+class DeviceLock:
+    """``threading.Lock``-like (``acquire``, ``release``, context manager) lock held across processes.
+
+    ``path`` is the lock file, or a callable that returns it (resolved on first use: finding a GPU's UUID
+    initialises CUDA, which should not happen before it is needed).
+    """
+
+    def __init__(self, path):
+        self._thread = threading.Lock()
+        self._path = path
+        self._fd: int | None = None
+        self._failed = False
+
+    def _open(self) -> int | None:
+        if self._fd is None and not self._failed:
+            try:
+                path = Path(self._path() if callable(self._path) else self._path)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            except Exception:  # noqa: BLE001 - no lock file: this process's lock still holds
+                self._failed = True
+        return self._fd
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._thread.acquire(blocking, timeout):
+            return False
+        fd = self._open()
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._thread.release()
+                return False
+            except OSError:
+                self._failed = True
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+        self._thread.release()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -1,0 +1,72 @@
+"""The GPU lock (kbench_env/devicelock.py) excludes other threads and other processes: hold intervals never overlap."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+
+from kbench_env.devicelock import DeviceLock
+
+
+def _hold(path: str, n: int, out) -> None:
+    lock = DeviceLock(path)
+    for _ in range(n):
+        with lock:
+            t0 = time.monotonic()
+            time.sleep(0.02)
+            out.put((t0, time.monotonic()))
+
+
+def _no_overlap(intervals: list) -> bool:
+    intervals = sorted(intervals)
+    return all(a_end <= b_start for (_, a_end), (b_start, _) in zip(intervals, intervals[1:]))
+
+
+def test_lock_excludes_other_processes(tmp_path):
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    path = str(tmp_path / "locks" / "gpu-test.lock")
+    procs = [ctx.Process(target=_hold, args=(path, 5, q)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    intervals = [q.get(timeout=60) for _ in range(15)]
+    for p in procs:
+        p.join(timeout=30)
+        assert p.exitcode == 0
+    assert _no_overlap(intervals), intervals
+
+
+def test_lock_excludes_threads_and_other_instances(tmp_path):
+    import queue
+
+    q: queue.Queue = queue.Queue()
+    path = str(tmp_path / "gpu-test.lock")
+    shared = DeviceLock(path)
+    threads = [threading.Thread(target=lambda: [_hold_with(shared, q) for _ in range(4)]) for _ in range(2)]
+    threads += [threading.Thread(target=_hold, args=(path, 4, q))]  # its own instance on the same file
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    intervals = [q.get_nowait() for _ in range(12)]
+    assert _no_overlap(intervals), intervals
+    assert shared.acquire(blocking=False)  # free again once every holder is done
+    shared.release()
+
+
+def _hold_with(lock: DeviceLock, out) -> None:
+    with lock:
+        t0 = time.monotonic()
+        time.sleep(0.02)
+        out.put((t0, time.monotonic()))
+
+
+def test_unusable_lock_file_falls_back_to_the_process_lock(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    lock = DeviceLock(str(blocker / "sub" / "x.lock"))  # a path under a regular file cannot be created
+    with lock:
+        assert not lock.acquire(blocking=False)
+    assert lock.acquire(blocking=False)
+    lock.release()
