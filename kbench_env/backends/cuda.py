@@ -85,8 +85,8 @@ class CudaBackend(ExtensionBackend):
         """KernelBench-format device code includes <torch/extension.h> (all of libtorch's C++ API, pybind11 and
         Python), which nvcc parses twice, for the device and the host. The device code needs only what
         <torch/types.h> declares (tensors, factories, ATen operators, dispatch macros), which load_inline includes
-        anyway. Measured here (2 cores, nvcc 13.0, sm_90, torch 2.13 headers): a ReLU kernel's .cu takes 85 s with
-        <torch/extension.h>, 64 s with <torch/all.h> and 35 s with <torch/types.h>. So the include is replaced
+        anyway. Measured (bench/results/header_cost_cpu.md; 2 cores, nvcc 13.0, sm_90, torch 2.13 headers): a ReLU
+        kernel's .cu takes 85 s with <torch/extension.h>, 60 s with <torch/all.h> and 31 s with <torch/types.h>. So the include is replaced
         (one line for one, line numbers unchanged) unless the source uses what only the full header declares;
         a build that then fails for want of a declaration from torch is rebuilt as written (needs_full_headers)."""
         texts = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
