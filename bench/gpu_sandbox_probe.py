@@ -4,8 +4,8 @@ sandbox and print the outcome (and the worker's own log where it failed).
     python bench/gpu_sandbox_probe.py [--task level1/relu] [--out results.jsonl]
 
 Variants: no isolation; the GPU default (namespaces, Landlock and seccomp off); the full sandbox
-(``Limits.gpu_isolation``); and the full sandbox less one layer at a time, which names the layer that breaks CUDA
-when the full one fails. The build is cached after the first variant, so each further one costs a worker start and
+(``Limits.gpu_isolation``); the full sandbox less one layer at a time; and one layer at a time on its own, which
+together name the layers that break CUDA when the full sandbox fails. The build is cached after the first variant, so each further one costs a worker start and
 the checks (a few seconds). Results go to stdout and, with ``--out``, to a JSONL file (one record per variant).
 """
 
@@ -59,8 +59,12 @@ def variants() -> list[tuple[str, dict]]:
     out = [("no isolation", {"isolation": False}),
            ("GPU default (namespaces, landlock, seccomp off)", {}),
            ("full sandbox (gpu_isolation)", {"gpu_isolation": True})]
-    for layer in ("namespaces", "landlock", "seccomp", "audit", "overlay", "cgroup"):
+    layers = ("namespaces", "landlock", "seccomp", "audit", "overlay", "cgroup")
+    for layer in layers:
         out.append((f"full sandbox less {layer}", {"gpu_isolation": True, "isolation_off": (layer,)}))
+    for layer in layers:  # one layer at a time on top of the GPU default: which ones CUDA survives
+        out.append((f"only {layer}", {"gpu_isolation": True,
+                                      "isolation_off": tuple(x for x in layers if x != layer)}))
     return out
 
 
@@ -84,7 +88,7 @@ def main(argv=None) -> int:
     records = []
     full_ok = None
     for name, extra in variants():
-        if name.startswith("full sandbox less") and full_ok:
+        if (name.startswith("full sandbox less") or name.startswith("only ")) and full_ok:
             break  # the full sandbox works: nothing to bisect
         limits = Limits(build_timeout=600, run_timeout=60, time_timeout=60, **extra)
         ev = Evaluator(device=args.device, backend=backend, compile_baseline=False, timing=dict(TIMING),
