@@ -40,7 +40,8 @@ probe)
   ;;
 tests)
   stamp "GPU test suite"
-  timeout 330 python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt" | tail -30
+  KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 330 python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider \
+    2>&1 | tee "$OUT/gpu_tests.txt" | tail -30
   stamp "evolutionary agent on CUDA tasks"
   timeout 220 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" --agent evolutionary --device cuda --budget 3 \
     --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -25
