@@ -65,22 +65,18 @@ def _line(t0: float, label: str, r) -> None:
 
 def run(plan: dict, args, t0: float, on_progress=None) -> list[dict]:
     """Evaluate ``{backend: [solution paths]}`` in one pipeline: every backend's evaluations in one pool (builds
-    overlap), one device lock shared by all evaluators (one candidate on the device at a time, whatever its
-    backend), and each correct solution's torch.compile comparison queued as soon as its result arrives, until
+    overlap), the GPU's lock taken by every evaluator (one candidate on the device at a time, whatever its
+    backend; kbench_env/devicelock.py), and each correct solution's torch.compile comparison queued as soon as its result arrives, until
     ``--compile-deadline`` seconds after the start."""
-    import threading
     from concurrent.futures import ThreadPoolExecutor, wait
 
     from kbench_env.suite import resolve_task
 
-    device_lock = threading.Lock()
     evaluators, compilers = {}, {}
-    for backend in plan:
+    for backend in plan:  # on a GPU every evaluator takes the same per-GPU lock (kbench_env/devicelock.py)
         evaluators[backend] = _evaluator(backend, args.compile == "all", args)
-        evaluators[backend]._device_lock = device_lock  # noqa: SLF001 - one device, one candidate at a time
         if args.compile == "primary":
             compilers[backend] = _evaluator(backend, True, args)
-            compilers[backend]._device_lock = device_lock  # noqa: SLF001
     records = []
     jobs = []
     for backend, paths in plan.items():
@@ -235,20 +231,20 @@ def main(argv=None) -> int:
             continue
         plan[backend] = solutions(backend, only)
         print(f"{backend}: {len(plan[backend])} solutions", flush=True)
-    def meta() -> dict:
+    def make_meta() -> dict:
         return {"gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu", "date": dt.datetime.now().isoformat(timespec="seconds"),
             "torch": torch.__version__, "triton": triton_version, "timing": TIMING, "compile": args.compile if args.compile != "primary" else f"primary (until {args.compile_deadline:.0f} s)",
             "wall_seconds": time.perf_counter() - t0}
 
     def partial(records):  # the report so far, rewritten as results come in (a killed run keeps them)
-        write_report([r for r in records if "correct" in r], meta(), args.out)
+        write_report([r for r in records if "correct" in r], make_meta(), args.out)
 
     try:
         records = run(plan, args, t0, on_progress=partial)
     except Exception:  # noqa: BLE001 - still write what can be written
         records = [{"backend": "*", "task": "*", "correct": False, "error": traceback.format_exc(limit=4),
                     "error_stage": "internal"}]
-    meta = meta()
+    meta = make_meta()
     write_report(records, meta, args.out)
     bad = [r for r in records if not r.get("correct") or r.get("integrity_flags")]
     print(f"{len(records) - len(bad)}/{len(records)} correct and unflagged in {meta['wall_seconds']:.0f} s; "

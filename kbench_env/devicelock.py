@@ -52,8 +52,8 @@ class DeviceLock:
                 self._failed = True
         return self._fd
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if not self._thread.acquire(blocking, timeout):
+    def acquire(self, blocking: bool = True) -> bool:
+        if not self._thread.acquire(blocking):
             return False
         fd = self._open()
         if fd is not None:

@@ -317,7 +317,7 @@ class Evaluator:
         for i, cfg in enumerate(configs):
             cr = result.configs[i]
             mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-            base_seed = _seeds(seed, 1000 + 100 * i)[0]
+            base_seed = _base_seed(seed, i)
             t_seed = _seeds(seed, 5000 + i)[0]
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
                          "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets})
@@ -331,11 +331,13 @@ class Evaluator:
             n = len(fps)
             picks = sorted(set(self._rng.sample(range(n), min(self.check_calls, n)) + [n - 1]))
             rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
-            with _phase(result, "timed_output_checks"):
-                bases = integrity.base_sets(inputs, base_seed, self.input_sets, self.noise)
+            bases: dict = {}  # only the input sets the picked calls came from
             for j in picks:
                 with _phase(result, "timed_output_checks"):
-                    inputs_j = integrity.perturb(bases[j % len(bases)], t_seed + j, self.noise)
+                    k = j % self.input_sets
+                    if k not in bases:
+                        bases[k] = integrity.base_set(inputs, base_seed, k, self.noise)
+                    inputs_j = integrity.perturb(bases[k], t_seed + j, self.noise)
                     ref_j = task.reference_output(mod, init_inputs, inputs_j, cfg, init_seed, self.device)
                     agree = integrity.fingerprints_agree(fps[j], integrity.fingerprint(ref_j), rel)
                 if not agree:
@@ -449,7 +451,7 @@ class Evaluator:
             _expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
             w.send({"type": "time", "config": name, "backward": task.backward, "params": self.timing,
                     "seed": _seeds(seed, 7000 + i)[0], "noise": self.noise,
-                    "base_seed": _seeds(seed, 1000 + 100 * i)[0], "sets": self.input_sets})
+                    "base_seed": _base_seed(seed, i), "sets": self.input_sets})
             h = _expect(w.recv(self.limits.time_timeout, f"reference timing ({label})"), task)
             if compiled:
                 out["compile_ms"] = h["median_ms"]
@@ -467,6 +469,11 @@ class Evaluator:
             wall = _wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
         self._ref_times[self._ref_key(task, cfg)]["wall_ms"] = wall
         return wall
+
+
+def _base_seed(seed: int, i: int) -> int:
+    """Seed of configuration ``i``'s timing input sets: the same for the candidate and the reference."""
+    return _seeds(seed, 1000 + 100 * i)[0]
 
 
 @contextlib.contextmanager

@@ -189,11 +189,11 @@ def perturb(inputs: list, seed: int, scale: float = 1e-2) -> list:
     return out
 
 
-def base_sets(inputs: list, seed: int, n: int, scale: float = 1e-2) -> list:
-    """The ``n`` input sets timed calls are derived from: perturbed copies of a configuration's inputs, made the
-    same way by the worker (from the inputs it already holds) and by the parent (to check timed outputs), so no
-    GPU-sized input set travels between them."""
-    return [perturb(inputs, seed + 7919 * k, scale) for k in range(max(1, n))]
+def base_set(inputs: list, seed: int, k: int, scale: float = 1e-2) -> list:
+    """Input set ``k`` of those timed calls are derived from: a perturbed copy of a configuration's inputs, made
+    the same way by the worker (from the inputs it already holds) and by the parent (to check timed outputs), so
+    no GPU-sized input set travels between them."""
+    return perturb(inputs, seed + 7919 * k, scale)
 
 
 def fingerprint(out) -> list:

@@ -23,7 +23,7 @@ import torch
 from .. import timing
 from ..screen import ScreenError
 from .base import calls_named
-from .extension import EXTENSION_INCLUDE, LIGHT_INCLUDE, NEEDS_EXTENSION_H, ExtensionBackend, _with_opt
+from .extension import ExtensionBackend, _with_opt, lighten
 
 _LOADERS = {"load_inline", "load"}
 L2_FLUSH_BYTES = 256 << 20
@@ -89,14 +89,8 @@ class CudaBackend(ExtensionBackend):
         kernel's .cu takes 85 s with <torch/extension.h>, 60 s with <torch/all.h> and 31 s with <torch/types.h>. So the include is replaced
         (one line for one, line numbers unchanged) unless the source uses what only the full header declares;
         a build that then fails for want of a declaration from torch is rebuilt as written (needs_full_headers)."""
-        texts = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources)
-        if not all(isinstance(t, str) for t in texts):
-            return None
-        joined = "\n".join(texts)
-        if not EXTENSION_INCLUDE.search(joined) or NEEDS_EXTENSION_H.search(joined):
-            return None
-        light = [EXTENSION_INCLUDE.sub(LIGHT_INCLUDE, t) for t in texts]
-        return light[0] if isinstance(cuda_sources, str) else light
+        light = lighten(cuda_sources)
+        return light if light is not None and light != cuda_sources else None  # nothing replaced: as written
 
     def sync(self) -> None:
         torch.cuda.synchronize()

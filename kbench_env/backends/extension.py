@@ -41,6 +41,18 @@ MISSING_TORCH_DECLARATION = re.compile(
     r"is not a member of '(?:torch|at|c10)")
 
 
+def lighten(sources, head: str = ""):
+    """``sources`` (a string or a list of strings, as load_inline takes them) with each <torch/extension.h>
+    include replaced by <torch/types.h> (one line for one) and ``head`` put first, in the same shape; None where
+    they cannot be lightened (not text, or using what only <torch/extension.h> declares)."""
+    texts = [sources] if isinstance(sources, str) else list(sources or [])
+    if not texts or not all(isinstance(t, str) for t in texts) or NEEDS_EXTENSION_H.search("\n".join(texts)):
+        return None
+    light = [EXTENSION_INCLUDE.sub(LIGHT_INCLUDE, t) for t in texts]
+    light[0] = head + light[0]
+    return light[0] if isinstance(sources, str) else light
+
+
 def _with_opt(flags) -> list:
     flags = list(flags or [])
     if not any(f.startswith("-O") for f in flags):
@@ -142,21 +154,17 @@ class ExtensionBackend(Backend):
         load_inline puts <torch/extension.h> (all of libtorch's C++ API) on top of ``cpp_sources``; the kernels and
         the bindings it generates need only <torch/types.h> and <torch/python.h>. Measured (bench/results/
         header_cost_cpu.md; 2 cores, g++ 12, torch 2.13): a bound function's file compiles in 22 s with the first and
-        16 s with the other two; a KernelBench-format CPU candidate's cold build went from 25-27 s to 18 s. So,
+        16 s with the other two (a whole cold build: bench/results/eval_cost_cpu.md). So,
         unless the candidate asked for something else (``no_implicit_headers``, positional options) or uses what
         only the full header declares, those two are included instead (``no_implicit_headers=True``) and its own
         <torch/extension.h> lines become <torch/types.h>; a build that then lacks a declaration from torch is
         rebuilt as written (needs_full_headers)."""
         if args or kwargs.get("no_implicit_headers") or kwargs.get("use_pch"):
             return None
-        texts = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
-        if not texts or not all(isinstance(t, str) for t in texts) or NEEDS_EXTENSION_H.search("\n".join(texts)):
-            return None
         head = "#include <torch/types.h>\n" + ("#include <torch/python.h>\n" if kwargs.get("is_python_module", True)
                                                 else "")
-        light = [EXTENSION_INCLUDE.sub(LIGHT_INCLUDE, t) for t in texts]
-        light[0] = head + light[0]
-        return (light[0] if isinstance(cpp_sources, str) else light), {**kwargs, "no_implicit_headers": True}
+        light = lighten(cpp_sources, head)
+        return None if light is None else (light, {**kwargs, "no_implicit_headers": True})
 
     def needs_full_headers(self, error: str) -> bool:
         """Whether a failed build of lighter sources failed for want of the headers they dropped."""
