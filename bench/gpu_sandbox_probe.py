@@ -5,13 +5,16 @@ sandbox and print the outcome (and the worker's own log where it failed).
 
 Variants: no isolation; the GPU default (namespaces, Landlock and seccomp off); the full sandbox
 (``Limits.gpu_isolation``); the full sandbox less one layer at a time; and one layer at a time on its own, which
-together name the layers that break CUDA when the full sandbox fails. The build is cached after the first variant, so each further one costs a worker start and
-the checks (a few seconds). Results go to stdout and, with ``--out``, to a JSONL file (one record per variant).
+together name the layers that break CUDA when the full sandbox fails; then the finer variants that could keep the
+network out of GPU workers (a network namespace without the mount namespace, seccomp allowing AF_UNIX sockets).
+The first two variants evaluate the task in full; the others start a diagnostic worker and, where CUDA starts in it,
+check the task's first configuration without timing (a few seconds each). Results go to stdout and, with ``--out``, to a JSONL file (one record per variant).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import sys
@@ -57,7 +60,7 @@ class ModelNew(torch.nn.Module):
 
 def variants() -> list[tuple[str, dict]]:
     out = [("no isolation", {"isolation": False}),
-           ("GPU default (namespaces, landlock, seccomp off)", {}),
+           ("GPU default", {}),
            ("full sandbox (gpu_isolation)", {"gpu_isolation": True})]
     layers = ("namespaces", "landlock", "seccomp", "audit", "overlay", "cgroup")
     for layer in layers:
@@ -65,6 +68,17 @@ def variants() -> list[tuple[str, dict]]:
     for layer in layers:  # one layer at a time on top of the GPU default: which ones CUDA survives
         out.append((f"only {layer}", {"gpu_isolation": True,
                                       "isolation_off": tuple(x for x in layers if x != layer)}))
+    # the finer variants that could keep the network out of GPU workers
+    out += [("only network namespace", {"gpu_isolation": True, "netns_only": True,
+                                         "isolation_off": ("landlock", "seccomp", "overlay")}),
+            ("only seccomp allowing AF_UNIX", {"gpu_isolation": True, "unix_sockets": True,
+                                               "isolation_off": ("namespaces", "landlock", "overlay")}),
+            ("network namespace + seccomp allowing AF_UNIX", {"gpu_isolation": True, "netns_only": True,
+                                                              "unix_sockets": True,
+                                                              "isolation_off": ("landlock", "overlay")}),
+            ("network namespace + seccomp allowing AF_UNIX + landlock",
+             {"gpu_isolation": True, "netns_only": True, "unix_sockets": True, "isolation_off": ("overlay",)}),
+            ("full sandbox with seccomp allowing AF_UNIX", {"gpu_isolation": True, "unix_sockets": True})]
     return out
 
 
@@ -73,11 +87,13 @@ def main(argv=None) -> int:
     ap.add_argument("--task", default="level1/relu")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--variants", default="", help="comma-separated substrings of variant names (default: all)")
     args = ap.parse_args(argv)
 
     import torch
 
     from kbench_env.evaluator import Evaluator
+    from kbench_env.result import EvalResult
     from kbench_env.sandbox import Limits, Worker
     from kbench_env.suite import resolve_task, solution_path
 
@@ -86,10 +102,9 @@ def main(argv=None) -> int:
     source = solution_path(task, backend).read_text()
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     records = []
-    full_ok = None
-    for name, extra in variants():
-        if (name.startswith("full sandbox less") or name.startswith("only ")) and full_ok:
-            break  # the full sandbox works: nothing to bisect
+    for n, (name, extra) in enumerate(variants()):
+        if args.variants and not any(v in name for v in args.variants.split(",")):
+            continue
         limits = Limits(build_timeout=600, run_timeout=60, time_timeout=60, **extra)
         ev = Evaluator(device=args.device, backend=backend, compile_baseline=False, timing=dict(TIMING),
                        limits=limits)
@@ -103,7 +118,19 @@ def main(argv=None) -> int:
                 diag = [line for line in w.log_tail(8000).splitlines() if line.startswith("PROBE")]
         except Exception as exc:  # noqa: BLE001 - a probe reports, it does not stop
             prot, diag = {"error": f"{type(exc).__name__}: {exc}"}, []
-        r = ev.evaluate(task, source)
+        # Past the first two, a variant whose worker cannot start CUDA needs no evaluation; one that can gets a
+        # correctness check on the task's first configuration (no timing: this is about the sandbox).
+        init_ok = any(line.startswith("PROBE torch.cuda.init ok") for line in diag) or backend != "cuda"
+        if n >= 2:
+            ev.time_candidates = False
+            probe_task = dataclasses.replace(task, configs=[task.configs_for(args.device)[0]])
+        else:
+            probe_task = task
+        if n >= 2 and not init_ok:
+            r = EvalResult(task=task.name, backend=backend, device=args.device,
+                           error="torch.cuda.init failed in the worker (see the PROBE lines)")
+        else:
+            r = ev.evaluate(probe_task, source)
         rec = {"variant": name, "limits": {k: list(v) if isinstance(v, tuple) else v for k, v in extra.items()},
                "correct": r.correct, "flags": list(r.integrity_flags), "error": r.error, "speedup": r.speedup,
                "seconds": round(time.perf_counter() - t0, 2), "protections": prot, "gpu": gpu,
@@ -111,8 +138,6 @@ def main(argv=None) -> int:
                "log_tail": None if r.correct else (r.log_tail or "")[-1500:], "inside": diag,
                "phases": r.phase_seconds}
         records.append(rec)
-        if name.startswith("full sandbox ("):
-            full_ok = bool(r.correct)
         active = sorted((prot.get("active") or {}) if isinstance(prot, dict) else [])
         print(f"{name:52s} correct={r.correct!s:5s} {rec['seconds']:6.1f} s  active={','.join(active)}", flush=True)
         print("    phases: " + ", ".join(f"{k} {v:.2f}s" for k, v in (r.phase_seconds or {}).items()), flush=True)

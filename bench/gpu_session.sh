@@ -3,8 +3,9 @@
 # warm machine (the build cache in $KBENCH_CACHE carries over between them). From the repo root on the GPU machine,
 # carrying .carry/wheels (bash bench/fetch_wheels.sh here first):
 #
-#   bash bench/gpu_session.sh probe   # which sandbox layers CUDA workers survive; 12 CUDA + 6 Triton solutions;
-#                                     # the GPU fault tests
+#   bash bench/gpu_session.sh probe   # one evaluation traced; which sandbox layers CUDA workers survive; every
+#                                     # CUDA and Triton solution (as many as finish in the call)
+#   bash bench/gpu_session.sh faults  # the GPU fault tests
 #   bash bench/gpu_session.sh tests   # tests/test_gpu.py (solutions and adversarial CUDA candidates); the
 #                                     # evolutionary agent on three CUDA tasks
 #   bash bench/gpu_session.sh speed   # bench/throughput.py: naive vs kbench, 64 distinct CUDA candidates
@@ -29,13 +30,19 @@ AGENT_TASKS=robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross
 case "${1:-probe}" in
 probe)
   nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
-  stamp "sandbox probe"
-  timeout 150 python3 bench/gpu_sandbox_probe.py --out "$OUT/sandbox_probe.jsonl" 2>&1 | tee "$OUT/sandbox_probe.txt"
+  stamp "one evaluation traced (level1/relu, CUDA), beside the sandbox probe"
+  timeout 200 python3 bench/eval_cost.py task 1 --device cuda --profile --trace "$OUT/trace.jsonl" \
+    > "$OUT/eval_cost_cuda.txt" 2>&1 &
+  COST=$!
+  timeout 200 python3 bench/gpu_sandbox_probe.py --out "$OUT/sandbox_probe.jsonl" 2>&1 | tee "$OUT/sandbox_probe.txt" \
+    | grep -v "PROBE open"
+  wait $COST; grep '^{' "$OUT/eval_cost_cuda.txt"
   stamp "solutions"
-  timeout 250 python3 bench/gpu_validate.py --backends cuda,triton --only "$KBENCH_GPU_ONLY,robust/linear_relu_forward" --compile none \
-    --workers 16 --deadline 230 --out "$OUT/gpu_solutions" 2>&1 | tail -30
-  stamp "GPU fault tests"
-  timeout 150 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
+  timeout $(( 580 - ($(date +%s) - START) )) python3 bench/gpu_validate.py --backends cuda,triton --compile none \
+    --workers 16 --deadline $(( 560 - ($(date +%s) - START) )) --out "$OUT/gpu_solutions" 2>&1 | tail -45
+  ;;
+faults)
+  timeout 300 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
     | tee "$OUT/gpu_faults.txt" | tail -25
   ;;
 tests)

@@ -135,23 +135,24 @@ def compare_outputs(cand, ref, config_dtype: torch.dtype, overrides: dict | None
             if c.dtype != expected_dtype and c.dtype != r.dtype:
                 return Mismatch(f"{where} has dtype {c.dtype}, expected {expected_dtype}"), figures
             tol = tolerance_for(config_dtype, overrides)
+            cd = c.detach().to(r.device)  # everything on the reference's device: no host copies of GPU outputs
             ref_finite = torch.isfinite(r)
-            cand_cpu = c.detach().cpu()
-            if not torch.equal(torch.isfinite(cand_cpu), ref_finite.cpu()):
-                idx = tuple(int(v) for v in torch.nonzero(torch.isfinite(cand_cpu) != ref_finite.cpu())[0].tolist())
+            cand_finite = torch.isfinite(cd)
+            if not torch.equal(cand_finite, ref_finite):
+                idx = tuple(int(v) for v in torch.nonzero(cand_finite != ref_finite)[0].tolist())
                 return Mismatch(
                     f"{where}: non-finite values where the reference is finite (or the reverse), first at index "
-                    f"{list(idx)}: got {cand_cpu[idx].item()}, expected {r.cpu()[idx].item()}",
+                    f"{list(idx)}: got {cd[idx].item()}, expected {r[idx].item()}",
                     norm_err=math.inf, max_err=math.inf, index=idx,
                 ), figures
-            mask = ref_finite.cpu()
-            norm_err, max_err, idx = error_figures(cand_cpu[mask], r.cpu()[mask]) if not mask.all() else error_figures(cand_cpu, r)
+            all_finite = bool(ref_finite.all())
+            norm_err, max_err, idx = error_figures(cd, r) if all_finite else error_figures(cd[ref_finite], r[ref_finite])
             figures["norm_err"] = max(figures["norm_err"] or 0.0, norm_err)
             figures["max_err"] = max(figures["max_err"] or 0.0, max_err)
             if norm_err > tol["norm"] or max_err > tol["max"]:
                 detail = ""
-                if idx and mask.all():
-                    detail = f"; worst element at index {list(idx)}: got {cand_cpu[idx].item():.6g}, expected {r.cpu()[idx].item():.6g}"
+                if idx and all_finite:
+                    detail = f"; worst element at index {list(idx)}: got {cd[idx].item():.6g}, expected {r[idx].item():.6g}"
                 return Mismatch(
                     f"{where}: norm-wise relative error {norm_err:.3g} (tolerance {tol['norm']:.1g}), "
                     f"max error / rms {max_err:.3g} (tolerance {tol['max']:.1g}){detail}",

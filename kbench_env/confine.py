@@ -172,7 +172,7 @@ def apply(job: dict) -> dict:
             hide += [h for h in {home, os.path.expanduser("~root"), "/home", "/root", "/tmp", "/var/tmp", "/mnt",
                                  "/media", "/srv"} if h]
         _namespaces(scratch, build_root, sb.get("overlay") if "overlay" not in off else None, hide, act, miss,
-                    user_ns=os.geteuid() != 0 or bool(sb.get("userns")))
+                    user_ns=os.geteuid() != 0 or bool(sb.get("userns")), net_only=bool(sb.get("netns_only")))
     _limits(limits, device, act, miss, cgroup=bool(sb.get("cgroup")))
     read_roots, exec_roots = _allowed_paths(scratch, build_root, device, sb.get("extra_read", ()))
     if use_landlock:
@@ -183,7 +183,7 @@ def apply(job: dict) -> dict:
                             "namespace hides them (home, /tmp), signals to same-uid processes are not scoped")
     _drop_privileges(act, miss)
     if isolate and "seccomp" not in off:
-        _seccomp(act, miss)
+        _seccomp(act, miss, unix_sockets=bool(sb.get("unix_sockets")))
     elif isolate:
         miss["seccomp"] = "turned off (Limits.isolation_off)"
     if sb.get("cgroup"):  # the parent moves this process into its pids cgroup while it confines itself
@@ -262,15 +262,19 @@ def _mount(src, target, fstype, flags, data=None) -> None:
 
 
 def _namespaces(scratch: str, build_root: str, overlay: dict | None, hide: list, act: dict, miss: dict,
-                user_ns: bool = False) -> None:
-    flags = _CLONE_NEWNS | _CLONE_NEWNET
+                user_ns: bool = False, net_only: bool = False) -> None:
+    flags = _CLONE_NEWNET if net_only else _CLONE_NEWNS | _CLONE_NEWNET
     uid, gid = os.geteuid(), os.getegid()
     if user_ns:
         flags |= _CLONE_NEWUSER
     if _libc.unshare(flags) != 0:
-        why = _err("unshare(mount, network" + (", user" if user_ns else "") + ")")
-        miss["network_namespace"] = miss["mount_namespace"] = why + " (no network isolation beyond seccomp/Landlock)"
+        why = _err(("unshare(network" if net_only else "unshare(mount, network") + (", user" if user_ns else "") + ")")
+        miss["network_namespace"] = why + " (no network isolation beyond seccomp/Landlock)"
+        if not net_only:
+            miss["mount_namespace"] = why
         return
+    if net_only:
+        miss["mount_namespace"] = miss["build_cache_overlay"] = "network namespace only (Limits.netns_only)"
     if user_ns:
         try:
             _write("/proc/self/setgroups", "deny")
@@ -281,6 +285,8 @@ def _namespaces(scratch: str, build_root: str, overlay: dict | None, hide: list,
             act["network_namespace"] = "own network namespace: no interface up, loopback included"
             return
     act["network_namespace"] = "own network namespace: no interface up, loopback included"
+    if net_only:
+        return
     try:
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     except OSError as exc:
@@ -538,7 +544,7 @@ def _drop_privileges(act: dict, miss: dict) -> None:
 # ====================================================================== 6. seccomp
 
 
-def _seccomp(act: dict, miss: dict) -> None:
+def _seccomp(act: dict, miss: dict, unix_sockets: bool = False) -> None:
     arch = _SECCOMP_ARCH.get(platform.machine())
     if arch is None:
         miss["seccomp"] = f"no system call table for {platform.machine()}"
@@ -554,7 +560,12 @@ def _seccomp(act: dict, miss: dict) -> None:
     prog = [ins(LD, 4), ins(JEQ, audit_arch, 1, 0), ins(RET, KILL), ins(LD, 0)]
     if platform.machine() == "x86_64":
         prog += [ins(JGE, 0x40000000, 0, 1), ins(RET, KILL)]  # x32 system calls
-    rules = [(nr["socket"], errno_ret(errno.EACCES)), (nr["clone3"], errno_ret(errno.ENOSYS))]
+    if unix_sockets:  # socket(AF_UNIX, ...) allowed (a GPU driver talks to its daemons over them), others refused
+        prog += [ins(JEQ, nr["socket"], 0, 4), ins(LD, 16), ins(JEQ, socket.AF_UNIX, 0, 1), ins(RET, ALLOW),
+                 ins(RET, errno_ret(errno.EACCES))]
+        rules = [(nr["clone3"], errno_ret(errno.ENOSYS))]
+    else:
+        rules = [(nr["socket"], errno_ret(errno.EACCES)), (nr["clone3"], errno_ret(errno.ENOSYS))]
     rules += [(n, errno_ret(errno.EPERM)) for name, n in nr.items() if name not in ("socket", "clone3", "clone")]
     for n, ret in rules:
         prog += [ins(JEQ, n, 0, 1), ins(RET, ret)]
@@ -569,7 +580,8 @@ def _seccomp(act: dict, miss: dict) -> None:
     if _libc.prctl(_PR_SET_SECCOMP, 2, ctypes.addressof(fbuf), 0, 0) != 0:  # SECCOMP_MODE_FILTER
         miss["seccomp"] = _err("seccomp filter")
         return
-    act["seccomp"] = ("socket() refused (every family); setsid, mount, namespace, module, kexec, bpf, ptrace, "
+    act["seccomp"] = (("socket() refused for every family but AF_UNIX" if unix_sockets else "socket() refused (every family)")
+                      + "; setsid, mount, namespace, module, kexec, bpf, ptrace, "
                       "keyring, io_uring and perf system calls refused")
 
 

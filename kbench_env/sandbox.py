@@ -134,6 +134,8 @@ class Limits:
     extra_read_paths: tuple = ()  # more paths the worker may read (e.g. a toolkit outside /usr)
     scratch_root: str | None = None  # where scratch directories are made (default: the system's temporary dir)
     gpu_isolation: bool = False  # namespaces, Landlock and seccomp for CUDA workers too (not yet validated on a GPU)
+    netns_only: bool = False  # the namespaces layer makes a network namespace only (no mount namespace)
+    unix_sockets: bool = False  # seccomp lets socket() make AF_UNIX sockets (every other family stays refused)
 
 
 def _rss_bytes(pid) -> int:
@@ -523,6 +525,10 @@ class Worker:
         if first is not None:
             first.wait(timeout=self.limits.build_timeout)
         self.busy_seconds = 0.0  # time the worker reported spending on requests (build excluded)
+        # Per message: what, seconds to pack and send or to wait for the reply, bytes, the worker's busy seconds.
+        # Written as JSON lines to $KBENCH_TRACE when the worker closes (where an evaluation's time goes).
+        self.trace: list = []
+        self._t_created = time.monotonic()
         self.build_root = build_root
         self.protections: dict = {}  # the worker's confinement status (confine.apply), once it has reported
         self.published: list = []
@@ -564,7 +570,8 @@ class Worker:
                         "extra_read": list(self.limits.extra_read_paths),
                         # what an unprivileged parent gets: a user namespace (KBENCH_SANDBOX_USERNS=1 tries it as root)
                         "userns": os.environ.get("KBENCH_SANDBOX_USERNS") == "1",
-                        "gpu_isolation": self.limits.gpu_isolation},
+                        "gpu_isolation": self.limits.gpu_isolation, "netns_only": self.limits.netns_only,
+                        "unix_sockets": self.limits.unix_sockets},
         }
         proc = ctx.Process(target=worker_mod.main, args=(child, job), daemon=True)
         try:
@@ -588,12 +595,17 @@ class Worker:
     # ------------------------------------------------------------------ messaging
     def send(self, header: dict, payload=None) -> None:
         try:
-            self.conn.send_bytes(worker_mod.pack(header, payload))
+            t0 = time.monotonic()
+            data = worker_mod.pack(header, payload)
+            self.conn.send_bytes(data)
+            self.trace.append({"send": header.get("type"), "config": header.get("config"), "bytes": len(data),
+                               "s": round(time.monotonic() - t0, 4)})
         except (BrokenPipeError, ConnectionResetError, OSError):
             raise WorkerError(self._death("while sending it work"), self.log_tail()) from None
 
     def recv(self, timeout: float, what: str):
-        deadline = time.monotonic() + timeout
+        t0 = time.monotonic()
+        deadline = t0 + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -618,6 +630,9 @@ class Worker:
                 try:
                     header, payload = worker_mod.unpack(data)
                     self.busy_seconds += float(header.get("busy_s") or 0.0) if isinstance(header, dict) else 0.0
+                    self.trace.append({"recv": what, "bytes": len(data), "s": round(time.monotonic() - t0, 4),
+                                       "busy_s": round(float(header.get("busy_s") or 0.0), 4)
+                                       if isinstance(header, dict) else None})
                     if not self._build_done and isinstance(header, dict) and header.get("type") in ("loaded", "error"):
                         self._build_over()  # the build result: publish it now, for workers waiting on it
                     return header, payload
@@ -748,6 +763,7 @@ class Worker:
                 pass
         self._drain_reports()
         self._closed = True
+        self._write_trace()
         # The process group may hold children the candidate started: kill it either way.
         pid = self.proc.pid
         if pid is not None:
@@ -758,6 +774,17 @@ class Worker:
         self.kill()
         self.conn.close()
         self._release()
+
+    def _write_trace(self) -> None:
+        path = os.environ.get("KBENCH_TRACE")
+        if not path:
+            return
+        try:
+            with open(path, "a") as f:
+                f.write(json.dumps({"worker": self.proc.pid, "lived_s": round(time.monotonic() - self._t_created, 3),
+                                    "messages": self.trace}) + "\n")
+        except OSError:
+            pass
 
     def _publish(self) -> None:
         if self.scratch is not None and "build_cache_overlay" in self.protections.get("active", {}):

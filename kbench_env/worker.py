@@ -251,16 +251,18 @@ def main(conn, job: dict) -> None:
                 held = originals.pop(header["config"])
                 bases = [integrity.base_set(held, header["base_seed"], k, scale) for k in range(header["sets"])]
                 del held
+                stds = [integrity.input_stds(b) for b in bases]
                 fps: list = []
 
                 def make_inputs(j):
-                    return integrity.perturb(bases[j % len(bases)], seed + j, scale)
+                    return integrity.perturb(bases[j % len(bases)], seed + j, scale, stds[j % len(bases)])
 
                 with grad:
-                    t = backend.time_calls(model, make_inputs, on_output=lambda j, o: fps.append(integrity.fingerprint(o)),
+                    t = backend.time_calls(model, make_inputs,
+                                           on_output=lambda j, o: fps.append(integrity.fingerprint_pending(o)),
                                            **header.get("params", {}))
                 send({"type": "timing", "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
-                      "fingerprints": fps})
+                      "fingerprints": integrity.fingerprint_values(fps)})
             elif kind == "wallclock":
                 model = models[header["config"]]
                 sets = [integrity.perturb(_device_inputs(payload["inputs"], device), header["seed"] + j, header["noise"])

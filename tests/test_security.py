@@ -322,3 +322,33 @@ def test_kbench_doctor_command(capsys):
 
     report = json.loads(capsys.readouterr().out)
     assert {"machine", "active", "missing", "limitations", "worker_start_ms"} <= set(report)
+
+
+def test_network_namespace_only_with_unix_sockets_still_blocks_the_network():
+    """The confinement GPU workers can get (a network namespace without the mount namespace, seccomp allowing
+    AF_UNIX sockets for the driver): native AF_UNIX sockets work, native AF_INET and AF_INET6 sockets are
+    refused, and the protections report says so."""
+    from kbench_env import sandbox
+
+    code = _at_import("""
+    libc = ctypes.CDLL(None, use_errno=True)
+    got = []
+    fd = libc.socket(1, 1, 0)
+    if fd < 0: got.append("AF_UNIX refused")
+    else: libc.close(fd)
+    if libc.socket(2, 1, 0) >= 0: got.append("AF_INET allowed")
+    if libc.socket(10, 2, 0) >= 0: got.append("AF_INET6 allowed")
+    raise RuntimeError("RESULT " + (", ".join(got) or "as expected"))
+    """)
+    root = os.path.join(str(ROOT), ".kbench-cache", "builds", "cpu")
+    os.makedirs(root, exist_ok=True)
+    limits = Limits(netns_only=True, unix_sockets=True, isolation_off=("landlock",))
+    with sandbox.Worker(code, "cpu", "cpu", root, limits) as w:
+        header, _ = w.recv(60, "load")
+        w._drain_reports()  # noqa: SLF001 - the confinement's status report
+        prot = w.protections
+    assert header["type"] == "error" and "RESULT as expected" in header["message"], header
+    if os.geteuid() == 0 and os.path.exists("/proc/self/ns/net"):
+        assert "network_namespace" in prot["active"], prot
+        assert "mount_namespace" in prot["missing"], prot
+    assert "AF_UNIX" in prot["active"].get("seccomp", "AF_UNIX"), prot
