@@ -53,9 +53,11 @@ def main() -> int:
                    timing=dict(TIMING))
     if args.what == "big":
         big = Config(name="big", sizes={"batch_size": 256, "dim": 65536}, dtype="float32", held_out=False,
-                     devices=("cpu",))
+                     devices=(args.device,))
         task = dataclasses.replace(task, configs=[big])
-        sources = [solution_path(task, "cpu").read_text()] * (args.n + 1)  # the first one times the reference
+    if args.what in ("big", "task"):
+        backend = "cpu" if args.device == "cpu" else "cuda"
+        sources = [solution_path(task, backend).read_text()] * (args.n + 1)  # the first one times the reference
     else:
         from throughput import CPU_TEMPLATE
         sources = [CPU_TEMPLATE.format(idx=time.time_ns() % 10**9 + i, chunk=1024) for i in range(args.n)]

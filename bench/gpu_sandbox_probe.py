@@ -78,6 +78,9 @@ def variants() -> list[tuple[str, dict]]:
                                                               "isolation_off": ("landlock", "overlay")}),
             ("network namespace + seccomp allowing AF_UNIX + landlock",
              {"gpu_isolation": True, "netns_only": True, "unix_sockets": True, "isolation_off": ("overlay",)}),
+            ("network namespace + seccomp allowing AF_UNIX + landlock reading everything",
+             {"gpu_isolation": True, "netns_only": True, "unix_sockets": True, "isolation_off": ("overlay",),
+              "extra_read_paths": ("/",)}),
             ("full sandbox with seccomp allowing AF_UNIX", {"gpu_isolation": True, "unix_sockets": True})]
     return out
 

@@ -46,16 +46,28 @@ faults)
     | tee "$OUT/gpu_faults.txt" | tail -25
   ;;
 tests)
-  stamp "GPU test suite"
-  KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 330 python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider \
-    2>&1 | tee "$OUT/gpu_tests.txt" | tail -30
+  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
+  stamp "sandbox probe: the GPU default, and Landlock reading everything"
+  timeout 90 python3 bench/gpu_sandbox_probe.py --variants "GPU default,reading everything" \
+    --out "$OUT/sandbox_probe.jsonl" 2>&1 | tee "$OUT/sandbox_probe.txt" | grep -v "PROBE open"
+  stamp "GPU fault tests (and the GPU worker's network)"
+  timeout 150 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
+    | tee "$OUT/gpu_faults.txt" | tail -12
+  stamp "GPU test suite (candidates side by side on the GPU)"
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=16 KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
+    timeout $(left 390) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \
+    | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "evolutionary agent on CUDA tasks"
-  timeout 220 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" --agent evolutionary --device cuda --budget 3 \
-    --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -25
+  KBENCH_COMPILE_BASELINE=0 timeout $(left 585) python3 -m kbench_env.cli run --suite "$AGENT_TASKS" \
+    --agent evolutionary --device cuda --budget 2 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -16
   ;;
 speed)
+  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
+  stamp "one evaluation traced (level1/relu, CUDA)"
+  timeout 150 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
+    > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
   stamp "throughput"
-  timeout 570 python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
+  timeout $(left 585) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
     --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40
   ;;
 final)  # what one last short device session can hold: the GPU tests side by side, GRPO, the agent

@@ -1,6 +1,6 @@
 """On a CUDA GPU: a candidate that makes an illegal memory access, exhausts GPU memory or hangs in a kernel costs
 only itself (a clear error, the worker replaced) and the next evaluation on the same evaluator succeeds; a sandboxed
-worker still reaches the GPU. Skipped where no GPU is present.
+worker still reaches the GPU, and has no network. Skipped where no GPU is present.
 
 The faulty candidates use the fast path (``cuda_kernel``: nvcc -cubin, under a second), so only the closing
 correct evaluation builds with ``load_inline`` (once per cache)."""
@@ -111,12 +111,42 @@ def test_kernel_hang_times_out(gpu_ev):
     _then_ok(gpu_ev)
 
 
-@pytest.mark.xfail(reason="on the H100 (2026-11-23) torch.cuda.init() fails with CUDA error 304 under the full "
-                          "sandbox, with any one layer left off too (bench/results/gpu_runs.md); GPU workers run "
-                          "without namespaces, Landlock and seccomp until it passes", strict=False)
+NETWORK_AT_IMPORT = """
+import ctypes, socket
+_libc = ctypes.CDLL(None, use_errno=True)
+if _libc.socket(2, 1, 0) >= 0 or _libc.socket(10, 1, 0) >= 0:
+    raise RuntimeError("native AF_INET/AF_INET6 socket() succeeded")
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+except OSError:
+    pass
+"""
+
+
+def test_gpu_worker_has_no_network(gpu_ev):
+    """The GPU default (network namespace, seccomp allowing only AF_UNIX sockets, the audit hook enforcing):
+    native AF_INET and AF_INET6 sockets are refused, a Python-level connection is refused and flagged, and the
+    network namespace is reported active."""
+    from kbench_env import sandbox
+
+    with sandbox.Worker("class ModelNew:\n    pass\n", "cuda", "cuda", gpu_ev.build_root, gpu_ev.limits) as w:
+        w.recv(60, "load")
+        w._drain_reports()  # noqa: SLF001 - the confinement's status report
+        active = w.protections.get("active", {})
+    assert "network_namespace" in active and "AF_UNIX" in active.get("seccomp", ""), w.protections
+    r = gpu_ev.evaluate(RELU, NETWORK_AT_IMPORT + RELU_CUDA)
+    assert "native AF_INET" not in (r.error or ""), r.feedback()
+    assert any(f.startswith("sandbox_violation") and "network" in f for f in r.integrity_flags), r.feedback()
+    assert r.reward == -1.0
+    _then_ok(gpu_ev)
+
+
+@pytest.mark.xfail(reason="on the H100 (2026-11-23) torch.cuda.init() fails with CUDA error 304 under the mount "
+                          "namespace, under Landlock, and under seccomp refusing AF_UNIX, each on its own "
+                          "(bench/results/gpu_runs.md); GPU workers get a network namespace and seccomp allowing "
+                          "AF_UNIX instead", strict=False)
 def test_full_sandbox_on_the_gpu(evaluator):
-    """Namespaces, Landlock and seccomp for CUDA workers (Limits.gpu_isolation): off by default until this passes
-    on a GPU. On failure the message carries the worker's own log (the traceback behind an exit status)."""
+    """The full sandbox (mount namespace and Landlock too) for CUDA workers (Limits.gpu_isolation). On failure the message carries the worker's own log (the traceback behind an exit status)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     from kbench_env import sandbox
