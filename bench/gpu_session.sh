@@ -70,6 +70,17 @@ speed)
   timeout $(left 585) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
     --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40
   ;;
+resume)  # the GPU test suite side by side, then the agent resumed from an earlier call's results (RESUME=file)
+  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
+  stamp "GPU test suite (candidates side by side on the GPU)"
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=16 KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
+    timeout $(left 230) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \
+    | tee "$OUT/gpu_tests.txt" | tail -25
+  stamp "evolutionary agent on CUDA tasks, resumed"
+  [ -n "${RESUME:-}" ] && cp "$RESUME" "$OUT/evolutionary_cuda.jsonl"
+  KBENCH_COMPILE_BASELINE=0 timeout $(left ${AGENT_END:-505}) python3 -m kbench_env.cli run --suite "$AGENT_TASKS" \
+    --agent evolutionary --device cuda --budget 2 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" 2>&1 | tail -16
+  ;;
 final)  # what one last short device session can hold: the GPU tests side by side, GRPO, the agent
   export KBENCH_COMPILE_BASELINE=0
   stamp "GPU test suite (candidates side by side on the GPU)"

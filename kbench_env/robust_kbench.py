@@ -49,7 +49,7 @@ from pathlib import Path
 
 import torch
 
-from .task import Task, TaskError, build_module, load_task
+from .task import Task, TaskError, build_module, load_task, seeded
 
 FORMS = ("forward", "backward")
 
@@ -158,7 +158,7 @@ def _probe(rk, init_kw: dict, input_kw: dict, filename: str) -> dict:
     last: Exception | None = None
     for device in ("meta", "cpu"):
         try:
-            with torch.random.fork_rng(devices=[]), torch.device(device):
+            with seeded(0), torch.device(device):  # the lock: evaluations in other threads draw seeded
                 inputs = list(rk.get_inputs(**input_kw))
                 model = rk.Model(**init_kw)
                 with torch.no_grad():

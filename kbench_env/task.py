@@ -33,9 +33,11 @@ smaller configurations for the CPU (see ``derive_configs``).
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import hashlib
 import math
+import threading
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +54,20 @@ DTYPES = {
 
 #: Reference inputs of a CPU configuration derived from a plain KernelBench file hold at most this many elements.
 CPU_ELEMENT_BUDGET = 1 << 18
+
+
+_RNG_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """torch's global CPU generator forked and seeded with ``seed``, one thread at a time. Evaluations run in
+    threads (``Evaluator.evaluate_many``): a thread drawing from the generator that another has just re-seeded
+    would build the reference with other parameters than the candidate's worker gets (seen on an H100 with
+    candidates side by side: linear, convolution and norm tasks failed with correct kernels)."""
+    with _RNG_LOCK, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 class TaskError(ValueError):
@@ -145,15 +161,13 @@ class Task:
         mod = self.module(config)
         dtype = DTYPES[config.dtype]
         init_inputs = list(mod.get_init_inputs())
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             inputs = [cast_input(x, dtype, device) for x in mod.get_inputs()]
         return mod, init_inputs, inputs
 
     def make_model(self, mod: types.ModuleType, init_inputs: list, init_seed: int, dtype: torch.dtype, device: str):
         """Construct the reference ``Model`` with ``init_seed`` (the candidate's ``ModelNew`` gets the same seed)."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(init_seed)
+        with seeded(init_seed):
             model = mod.Model(*init_inputs)
         return model.to(device=device, dtype=dtype).eval() if isinstance(model, torch.nn.Module) else model
 
@@ -300,8 +314,7 @@ def size_constants(source: str) -> dict:
 
 def meta_inputs(mod) -> list:
     """``get_inputs()`` with tensors created on the meta device (shapes only), or on the CPU if that fails."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
+    with seeded(0):
         try:
             with torch.device("meta"):
                 return list(mod.get_inputs())
@@ -339,8 +352,7 @@ def derive_configs(source: str, filename: str) -> list[Config]:
         cfg = Config(name=name, sizes=sizes, held_out=held_out, devices=("cpu", "cuda"))
         try:
             m = build_module(source, sizes, filename)
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
+            with seeded(0):
                 inputs = m.get_inputs()
                 model = m.Model(*m.get_init_inputs())
                 with torch.no_grad():

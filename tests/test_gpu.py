@@ -265,6 +265,8 @@ def test_cuda_exploit_is_caught(cuda_results, name):
     honest = cuda_results[2]
     _, _, expected, strict = ADVERSARIAL[name]
     kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
+    # the candidate must have been built and loaded: a build or load failure is not the check catching it
+    assert r.compiled and r.error_stage not in ("screen", "build", "load"), f"{name} did not load:\n{r.feedback()}"
     caught = bool(r.integrity_flags) or not r.correct
     if strict and expected and r.integrity_flags:
         assert any(k in kinds for k in expected), f"{name}: flags {r.integrity_flags}\n{r.feedback()}"
@@ -280,4 +282,4 @@ def test_adversarial_extension_is_otherwise_honest(cuda_results):
     """The shared adversarial extension's honest path (patched timer aside) computes the right thing, so the
     strict cases above fail because of their exploit, not because of a broken kernel."""
     r = cuda_results[1]["patched_timer"]
-    assert all(c.correct for c in r.configs), r.feedback()
+    assert r.configs and all(c.correct for c in r.configs), r.feedback()

@@ -6,6 +6,7 @@ modules are wrapped so that calls into them are counted (decoy detection)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -101,11 +102,19 @@ class ExtensionBackend(Backend):
             payload = {"sources": payload_sources, "args": args,
                        "kw": {k: v for k, v in kwargs.items() if k != "build_directory"}}
             kwargs["build_directory"] = _dir_for(kind, name, payload)
-            try:
-                mod = original(name, *first, *args, **kwargs)
-            except Exception:
-                backend._build_failed = True
-                raise
+            # One build per directory at a time across processes: workers without the overlay of the build cache
+            # (GPU workers) share the directory, and torch's own lock lets a waiter import a library whose build
+            # failed or is half-written (seen on an H100: "cannot open shared object file"). A waiter then finds
+            # the finished build (ninja has nothing to do) or builds it itself and gets its own error.
+            with open(kwargs["build_directory"] + ".lock", "a+") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    mod = original(name, *first, *args, **kwargs)
+                except Exception:
+                    backend._build_failed = True
+                    raise
+                finally:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
             return backend.count_calls(mod) if mod is not None else mod
 
         def load_inline(name, cpp_sources, cuda_sources=None, *args, **kwargs):
