@@ -54,7 +54,7 @@ tests)
   timeout 150 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
     | tee "$OUT/gpu_faults.txt" | tail -12
   stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=16 KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
     timeout $(left 390) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \
     | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "evolutionary agent on CUDA tasks"
@@ -73,7 +73,7 @@ speed)
 resume)  # the GPU test suite side by side, then the agent resumed from an earlier call's results (RESUME=file)
   left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
   stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=16 KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
     timeout $(left 230) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \
     | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "evolutionary agent on CUDA tasks, resumed"
@@ -84,7 +84,7 @@ resume)  # the GPU test suite side by side, then the agent resumed from an earli
 final)  # what one last short device session can hold: the GPU tests side by side, GRPO, the agent
   export KBENCH_COMPILE_BASELINE=0
   stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=16 KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 250 \
+  KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 250 \
     python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "GRPO"
   STEPS=2 OUT=$OUT/train timeout 110 bash bench/train_gpu.sh 2>&1 | tail -12

@@ -28,6 +28,11 @@ report channel, publishing new builds, the watchdogs). Every layer is applied wh
    sockets, running programs other than the compiler tool chain, reading another process's /proc entries. It is a
    report layer, not the wall: native code (a C++ kernel, ctypes) bypasses it; the layers above do not.
 
+CUDA workers (unless ``Limits.gpu_isolation``): CUDA's initialisation fails under the mount namespace, under Landlock
+and under a seccomp filter that refuses AF_UNIX sockets (H100, bench/results/gpu_runs.md), so they get the network
+namespace alone (``netns_only``) and a filter that refuses every socket family but AF_UNIX (``unix_sockets``), with
+the other layers; they have no read-only view of the file system.
+
 What is not stopped, by design or for want of a mechanism, is listed in ``LIMITATIONS`` (``kbench doctor``).
 
 This module must not import anything that runs candidate code, and ``apply`` must run before the candidate loads.
@@ -55,6 +60,8 @@ LIMITATIONS = (
     "sources nobody has built yet (first writer wins)",
     "/bin/sh stays executable (ninja runs its commands through it); the audit hook refuses shells from Python only",
     "other processes' command lines (/proc/<pid>/cmdline) stay readable",
+    "CUDA workers have no mount namespace and no Landlock (CUDA does not start under them): their native code can "
+    "read and write files wherever the user running kbench can, and AF_UNIX sockets are allowed (no network)",
 )
 
 # Environment variables a build or a run may need; anything named like a credential is dropped even if listed.

@@ -78,7 +78,8 @@ class Evaluator:
         input_sets: input sets the timed calls are derived from (perturbed copies of the checked inputs, made in
             the worker; each call gets a further perturbed fresh copy).
         noise: relative size of the per-call perturbation of the timed inputs.
-        check_calls: how many timed calls (chosen at random afterwards, plus the last) have their outputs checked.
+        check_calls: how many timed calls, chosen at random afterwards, have their outputs checked (the first and
+            the last timed call always are).
         timing: keyword arguments for timing.time_calls (warmup, min_reps, max_reps, min_seconds).
         time_candidates: set False to skip timing (correctness only; speedup stays None).
         compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU;
@@ -329,16 +330,20 @@ class Evaluator:
                 return
             fps = header["fingerprints"]
             n = len(fps)
-            picks = sorted(set(self._rng.sample(range(n), min(self.check_calls, n)) + [n - 1]))
+            # random calls, and the first and last: the first of a CUDA-graph block and the last call timed
+            picks = sorted(set(self._rng.sample(range(n), min(self.check_calls, n)) + [0, n - 1]))
             rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
             bases: dict = {}  # only the input sets the picked calls came from
+            reference = None
             for j in picks:
                 with _phase(result, "timed_output_checks"):
                     k = j % self.input_sets
                     if k not in bases:
                         bases[k] = integrity.base_set(inputs, base_seed, k, self.noise)
                     inputs_j = integrity.perturb(bases[k], t_seed + j, self.noise)
-                    ref_j = task.reference_output(mod, init_inputs, inputs_j, cfg, init_seed, self.device)
+                    if reference is None:
+                        reference = task.reference_runner(mod, init_inputs, cfg, init_seed, self.device)
+                    ref_j = reference(inputs_j)
                     agree = integrity.fingerprints_agree(fps[j], integrity.fingerprint(ref_j), rel)
                 if not agree:
                     self._flag(result, f"timed_output_wrong: the output of timed call {j} on configuration "

@@ -66,7 +66,9 @@ def seeded(seed: int):
     would build the reference with other parameters than the candidate's worker gets (seen on an H100 with
     candidates side by side: linear, convolution and norm tasks failed with correct kernels)."""
     with _RNG_LOCK, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        # the CPU generator only, as the fork: torch.manual_seed would also queue a seeding of every lazily
+        # initialised accelerator (a formatted stack trace each time, ~1 ms apiece where there is none)
+        torch.random.default_generator.manual_seed(seed)
         yield
 
 
@@ -185,19 +187,36 @@ class Task:
         same, already rounded inputs and parameters, so that its own rounding does not decide correctness; if the
         program does not run in that precision it falls back to the configuration's dtype.
         """
+        return self.reference_runner(mod, init_inputs, config, init_seed, device, upcast)(inputs)
+
+    def reference_runner(self, mod, init_inputs, config: Config, init_seed: int, device: str = "cpu",
+                         upcast: bool = True):
+        """``reference_output`` as a function of the inputs, with the model built once (the evaluator checks
+        several timed calls of a configuration against it). Reference models hold no state between calls: they
+        are in eval mode, and backward tasks take their gradients with ``torch.autograd.grad``."""
         from .compare import REFERENCE_DTYPE
 
         dtype = DTYPES[config.dtype]
         model = self.make_model(mod, init_inputs, init_seed, dtype, device)
         ref_dtype = REFERENCE_DTYPE.get(dtype, dtype) if upcast else dtype
+        up_model = None
         if ref_dtype != dtype:
             try:
-                up_inputs = [x.to(ref_dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
                 up_model = copy.deepcopy(model).to(ref_dtype) if isinstance(model, torch.nn.Module) else model
-                return _call(up_model, up_inputs, self.backward)
             except (RuntimeError, TypeError, NotImplementedError):
-                pass
-        return _call(model, inputs, self.backward)
+                up_model = None
+
+        def run(inputs):
+            if up_model is not None:
+                try:
+                    up_inputs = [x.to(ref_dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                                 for x in inputs]
+                    return _call(up_model, up_inputs, self.backward)
+                except (RuntimeError, TypeError, NotImplementedError):
+                    pass
+            return _call(model, inputs, self.backward)
+
+        return run
 
     def input_shapes(self, config: Config) -> list:
         """Shapes and dtypes of the inputs of ``config`` (``get_inputs`` on the meta device: nothing allocated)."""

@@ -4,6 +4,7 @@ not flagged. Candidates reuse the shipped ReLU kernel's build (same load_inline 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from conftest import ROOT, read
 from kbench_env.suite import resolve_task
@@ -129,3 +130,39 @@ def test_large_speedup_is_reverified_independently(evaluator):
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, roofline=False)
     r = ev.evaluate(RELU, CASES["patched_timer"][0])
     assert any(f.startswith("speedup_not_reverified") for f in r.integrity_flags), r.feedback()
+
+
+def test_reference_parameters_do_not_depend_on_other_threads():
+    """Evaluations run in threads (evaluate_many) and each builds its reference model from a seed: another thread
+    re-seeding torch's global generator in between must not change the parameters (an H100 run with candidates
+    side by side failed correct linear, convolution and norm kernels that way)."""
+    import threading
+
+    task = resolve_task("level2/linear_relu")
+    cfg = task.configs_for("cpu")[0]
+    mod, init_inputs, _ = task.instantiate(cfg, 1, "cpu")
+
+    def weights(seed):
+        return [p.detach().clone() for p in task.make_model(mod, init_inputs, seed, torch.float32, "cpu").parameters()]
+
+    expected = weights(123)
+    stop = threading.Event()
+
+    def disturb():
+        k = 0
+        while not stop.is_set():
+            task.instantiate(cfg, 1000 + k, "cpu")
+            weights(1000 + k)
+            k += 1
+
+    threads = [threading.Thread(target=disturb) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(40):
+            got = weights(123)
+            assert all(torch.equal(a, b) for a, b in zip(got, expected))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()

@@ -132,7 +132,7 @@ class CudaBackend(ExtensionBackend):
         est_ms = (clock() - t0) * 1e3
         B = block or int(min(32, max(1, 2.0 / max(est_ms, 1e-3))))  # about 2 ms of work per block
         device = next((x.device for x in probe if isinstance(x, torch.Tensor)), torch.device("cuda"))
-        graph = self._capture(fn, probe, B)
+        graph = self._capture(fn, make_inputs, B)
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
         while len(times) < max_reps and (len(times) < min_blocks or total < min_seconds) and (clock() - start) < max_seconds:
@@ -168,14 +168,23 @@ class CudaBackend(ExtensionBackend):
             j += B
         return timing.summarize(times)
 
-    def _capture(self, fn, probe, B: int):
-        """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured."""
+    def _capture(self, fn, make_inputs, B: int):
+        """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured.
+
+        The warm-up calls before capture get inputs of their own (other storage, other content) and every static
+        buffer gets different content: a candidate that caches outputs by pointer or content during the warm-up
+        would otherwise find a hit while being captured, put no kernel in the graph for that call, and have its
+        stale output replayed as fresh (seen on an H100: 2 of 32 calls per block elided, mostly missed by the
+        sampled output checks). Whatever it returns at capture time without launching work is now stale for
+        inputs it has never seen, and the output checks catch it."""
         try:
-            static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in probe] for _ in range(B)]
+            warm = [make_inputs(-200 - k) for k in range(2)]
+            static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in make_inputs(-300 - b)]
+                         for b in range(B)]
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):
-                for ins in static_in[:2]:
+                for ins in warm:
                     fn(*ins)
             torch.cuda.current_stream().wait_stream(s)
             torch.cuda.synchronize()
@@ -183,6 +192,7 @@ class CudaBackend(ExtensionBackend):
             with torch.cuda.graph(g):
                 static_out = [fn(*ins) for ins in static_in]
             torch.cuda.synchronize()
+            del warm
             return g, static_in, static_out
         except Exception:  # noqa: BLE001 - not capturable: time eagerly instead
             torch.cuda.synchronize()
