@@ -6,9 +6,11 @@
 #   bash bench/gpu_session.sh probe   # one evaluation traced; which sandbox layers CUDA workers survive; every
 #                                     # CUDA and Triton solution (as many as finish in the call)
 #   bash bench/gpu_session.sh faults  # the GPU fault tests
-#   bash bench/gpu_session.sh tests   # tests/test_gpu.py (solutions and adversarial CUDA candidates); the
-#                                     # evolutionary agent on three CUDA tasks
-#   bash bench/gpu_session.sh speed   # bench/throughput.py: naive vs kbench, 64 distinct CUDA candidates
+#   bash bench/gpu_session.sh tests   # the GPU fault tests; tests/test_gpu.py (solutions and adversarial CUDA
+#                                     # candidates, side by side), then bench/gpu_tests_verdict.py on its record
+#   bash bench/gpu_session.sh agent   # the evolutionary agent on three CUDA tasks
+#   bash bench/gpu_session.sh speed   # one evaluation traced (eval_cost.py); bench/throughput.py: naive vs kbench,
+#                                     # 64 distinct CUDA candidates
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
@@ -47,19 +49,19 @@ faults)
   ;;
 tests)
   left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
-  stamp "sandbox probe: the GPU default, and Landlock reading everything"
-  timeout 90 python3 bench/gpu_sandbox_probe.py --variants "GPU default,reading everything" \
-    --out "$OUT/sandbox_probe.jsonl" 2>&1 | tee "$OUT/sandbox_probe.txt" | grep -v "PROBE open"
   stamp "GPU fault tests (and the GPU worker's network)"
-  timeout 150 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
+  timeout 200 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
     | tee "$OUT/gpu_faults.txt" | tail -12
   stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
-    timeout $(left 390) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \
-    | tee "$OUT/gpu_tests.txt" | tail -25
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
+    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 580) python3 -m pytest -q -m gpu tests/test_gpu.py \
+    -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
+  python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
+  ;;
+agent)
   stamp "evolutionary agent on CUDA tasks"
-  KBENCH_COMPILE_BASELINE=0 timeout $(left 585) python3 -m kbench_env.cli run --suite "$AGENT_TASKS" \
-    --agent evolutionary --device cuda --budget 2 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -16
+  KBENCH_COMPILE_BASELINE=0 timeout 570 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" \
+    --agent evolutionary --device cuda --budget 3 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" 2>&1 | tail -16
   ;;
 speed)
   left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }

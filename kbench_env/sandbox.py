@@ -757,12 +757,8 @@ class Worker:
     def close(self) -> None:
         if self._closed:
             return
-        if self.proc.exitcode is None:
-            try:
-                self.conn.send_bytes(worker_mod.pack({"type": "exit"}))
-                self.proc.join(timeout=2)
-            except (BrokenPipeError, OSError):
-                pass
+        # No graceful exit: the worker holds nothing to save (its reports are in the channel, its builds published
+        # once loaded), and waiting for its interpreter to shut down cost ~20 ms a step.
         self._drain_reports()
         self._closed = True
         self._write_trace()
