@@ -65,9 +65,11 @@ agent)
   ;;
 speed)
   left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
-  stamp "one evaluation traced (level1/relu, CUDA)"
+  stamp "one evaluation traced (level1/relu, CUDA), with the forward audit on kineto/CUPTI, then on operators only"
   timeout 150 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
     > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
+  KBENCH_GPU_AUDIT=ops timeout 100 python3 bench/eval_cost.py task 2 --device cuda --trace "$OUT/trace_ops.jsonl" \
+    2>&1 | grep '^{' | tee "$OUT/eval_cost_cuda_ops.txt"
   stamp "throughput"
   timeout $(left 585) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
     --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40

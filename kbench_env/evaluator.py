@@ -295,6 +295,8 @@ class Evaluator:
                                    f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
             if header.get("inputs_modified"):
                 self._flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cfg.name!r}")
+            audit_s = float((header.get("audit") or {}).get("overhead_s") or 0.0)  # the worker's profiler cost
+            result.phase_seconds["worker_audit"] = round(result.phase_seconds.get("worker_audit", 0.0) + audit_s, 4)
             for flag in integrity.audit_flags(header["audit"], cfg.name, TORCH_KERNEL_PREFIXES):
                 self._flag(result, flag)
             if header.get("flags_changed"):

@@ -61,7 +61,8 @@ class EvalResult:
     worker_seconds: float | None = None  # time the worker spent running and timing (build excluded)
     # Where the evaluation's wall time went: build (worker start to loaded), device_wait (for the device lock),
     # check (correctness runs; of it, reference_outputs on the trusted side), reference_timing (its own worker,
-    # with the device calibration on first use), timing (candidate, with the timed-output checks), plausibility.
+    # with the device calibration on first use), timing (candidate, with the timed-output checks), plausibility;
+    # worker_audit: of check, the worker's time starting, stopping and reading its forward audit's profiler.
     phase_seconds: dict = field(default_factory=dict)
     log_tail: str | None = None  # the worker's own output (compiler, prints), trimmed
 

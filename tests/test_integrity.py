@@ -96,6 +96,18 @@ def test_honest_solution_is_not_flagged(results):
     assert honest.correct and honest.integrity_flags == [], honest.feedback()
 
 
+def test_phase_times_account_for_the_evaluation(results):
+    """Where an evaluation's time went: the phases are reported, nested ones inside their parents, and together
+    they do not exceed the evaluation's wall time."""
+    ph = results[1].phase_seconds
+    for name in ("build", "check", "reference_outputs", "worker_audit", "timing", "timed_output_checks"):
+        assert name in ph and ph[name] >= 0, ph
+    assert ph["worker_audit"] > 0 and ph["reference_outputs"] <= ph["check"]
+    assert ph["timed_output_checks"] <= ph["timing"]
+    top = ("build", "device_wait", "check", "reference_timing", "timing", "plausibility")
+    assert sum(ph.get(k, 0.0) for k in top) <= results[1].eval_seconds + 1e-3, (ph, results[1].eval_seconds)
+
+
 def test_precision_downgrade_fails_correctness(evaluator):
     src = with_model(f"    def forward(self, x):\n        return {OP}(x).half().float()\n")
     r = evaluator.evaluate(RELU, src)
