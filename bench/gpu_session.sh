@@ -9,6 +9,7 @@
 #   bash bench/gpu_session.sh tests   # the GPU fault tests; tests/test_gpu.py (solutions and adversarial CUDA
 #                                     # candidates, side by side), then bench/gpu_tests_verdict.py on its record
 #   bash bench/gpu_session.sh agent   # the evolutionary agent on three CUDA tasks
+#   bash bench/gpu_session.sh fidelity  # bench/timing_fidelity.py: kbench's time against the profiler's
 #   bash bench/gpu_session.sh speed   # one evaluation traced (eval_cost.py); bench/throughput.py: naive vs kbench,
 #                                     # 64 distinct CUDA candidates
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
@@ -57,6 +58,10 @@ tests)
     KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 580) python3 -m pytest -q -m gpu tests/test_gpu.py \
     -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
+  ;;
+fidelity)
+  stamp "timing fidelity"
+  timeout 400 python3 bench/timing_fidelity.py --out "$OUT/timing_fidelity_h100.md" 2>&1 | tail -14
   ;;
 agent)
   stamp "evolutionary agent on CUDA tasks"
