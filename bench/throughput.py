@@ -243,8 +243,8 @@ def main() -> int:
         step = time.perf_counter() - t0
         e = info["eval"]
         overhead.append(step - (e["build_seconds"] or 0) - (e["worker_seconds"] or 0))
-        ph = e.get("phase_seconds") or {}
-        checks.append(ph.get("reference_outputs", 0.0) + ph.get("timed_output_checks", 0.0))
+        # the correctness run's reference outputs overlap the worker's run; the timed outputs' checks do not
+        checks.append((e.get("phase_seconds") or {}).get("timed_output_checks", 0.0))
 
     import torch
 
@@ -268,7 +268,7 @@ def main() -> int:
         f"(serial, measured on {args.naive}) | {ours_tp:.2f} ({n_ok}/{args.n} correct, {wall:.0f} s wall) |",
         f"| throughput ratio | 1x | {ours_tp / naive['throughput_per_min']:.1f}x |",
         f"| env overhead per step beyond build and run, p50 (ms) | - | {1e3 * statistics.median(overhead):.0f} |",
-        f"| of which the trusted side's reference outputs for the checks, p50 (ms) | - | "
+        f"| of which the trusted side's checks of timed outputs, p50 (ms) | - | "
         f"{1e3 * statistics.median(checks):.0f} |",
     ]
     text = "\n".join(md)

@@ -295,8 +295,7 @@ class Evaluator:
                                    f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
             if header.get("inputs_modified"):
                 self._flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cfg.name!r}")
-            audit_s = float((header.get("audit") or {}).get("overhead_s") or 0.0)  # the worker's profiler cost
-            result.phase_seconds["worker_audit"] = round(result.phase_seconds.get("worker_audit", 0.0) + audit_s, 4)
+            _add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
             for flag in integrity.audit_flags(header["audit"], cfg.name, TORCH_KERNEL_PREFIXES):
                 self._flag(result, flag)
             if header.get("flags_changed"):
@@ -334,14 +333,11 @@ class Evaluator:
             # random calls, and the first and last: the first of a CUDA-graph block and the last call timed
             picks = sorted(set(self._rng.sample(range(n), min(self.check_calls, n)) + [0, n - 1]))
             rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
-            bases: dict = {}  # only the input sets the picked calls came from
+            timed_inputs = integrity.TimedInputs(inputs, base_seed, self.input_sets, t_seed, self.noise)
             reference = None
             for j in picks:
                 with _phase(result, "timed_output_checks"):
-                    k = j % self.input_sets
-                    if k not in bases:
-                        bases[k] = integrity.base_set(inputs, base_seed, k, self.noise)
-                    inputs_j = integrity.perturb(bases[k], t_seed + j, self.noise)
+                    inputs_j = timed_inputs(j)
                     if reference is None:
                         reference = task.reference_runner(mod, init_inputs, cfg, init_seed, self.device)
                     ref_j = reference(inputs_j)
@@ -489,7 +485,11 @@ def _phase(result: EvalResult, name: str):
     try:
         yield
     finally:
-        result.phase_seconds[name] = round(result.phase_seconds.get(name, 0.0) + time.perf_counter() - t0, 4)
+        _add_phase(result, name, time.perf_counter() - t0)
+
+
+def _add_phase(result: EvalResult, name: str, seconds: float) -> None:
+    result.phase_seconds[name] = round(result.phase_seconds.get(name, 0.0) + seconds, 4)
 
 
 def _flag_sandbox_violations(worker: Worker, result: EvalResult) -> None:

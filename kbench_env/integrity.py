@@ -219,11 +219,32 @@ def input_stds(inputs: list) -> list:
     return out
 
 
-def base_set(inputs: list, seed: int, k: int, scale: float = 1e-2) -> list:
-    """Input set ``k`` of those timed calls are derived from: a perturbed copy of a configuration's inputs, made
-    the same way by the worker (from the inputs it already holds) and by the parent (to check timed outputs), so
-    no GPU-sized input set travels between them."""
-    return perturb(inputs, seed + 7919 * k, scale)
+class TimedInputs:
+    """The inputs of timed call ``j`` (negative ``j``: warm-up and capture calls): a perturbed copy of input set
+    ``j % sets``, itself a perturbed copy of a configuration's inputs. The worker (every set, then the inputs are
+    dropped: ``materialise``) and the parent (only the sets its checked calls came from) derive them the same way
+    from the inputs both already hold, so no GPU-sized input set travels between them."""
+
+    def __init__(self, inputs: list, base_seed: int, sets: int, seed: int, scale: float = 1e-2):
+        self._inputs, self.base_seed, self.sets, self.seed, self.scale = inputs, base_seed, max(1, sets), seed, scale
+        self._bases: dict = {}  # k -> (input set k, its standard deviations)
+
+    def _base(self, k: int) -> tuple:
+        if k not in self._bases:
+            base = perturb(self._inputs, self.base_seed + 7919 * k, self.scale)
+            self._bases[k] = (base, input_stds(base))
+        return self._bases[k]
+
+    def materialise(self) -> "TimedInputs":
+        """Make every input set now and let go of the configuration's inputs (bounded memory on the GPU)."""
+        for k in range(self.sets):
+            self._base(k)
+        self._inputs = None
+        return self
+
+    def __call__(self, j: int) -> list:
+        base, stds = self._base(j % self.sets)
+        return perturb(base, self.seed + j, self.scale, stds)
 
 
 def fingerprint_pending(out) -> list:

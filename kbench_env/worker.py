@@ -141,14 +141,6 @@ def _to_cpu(out):
     raise TypeError(f"forward returned a {type(out).__name__}; return a tensor (or a tuple of tensors)")
 
 
-def _detach(out):
-    if isinstance(out, torch.Tensor):
-        return out.detach()
-    if isinstance(out, (list, tuple)):
-        return [_detach(o) for o in out]
-    return out
-
-
 def _clone(xs: list) -> list:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
 
@@ -173,7 +165,7 @@ def _device_inputs(xs, device):
 
 
 def main(conn, job: dict) -> None:
-    """Entry point of the worker process (see sandbox.Worker). Requests: run, time, wallclock, calibrate, exit."""
+    """Entry point of the worker process (see sandbox.Worker). Requests: run, time, wallclock, calibrate."""
     _confine(job)
     # torch.compile (the reference's baseline) writes its caches under TMPDIR: keep them in the scratch directory.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(job["scratch"], "inductor"))
@@ -199,8 +191,6 @@ def main(conn, job: dict) -> None:
     while True:
         header, payload = unpack(conn.recv_bytes())
         kind = header["type"]
-        if kind == "exit":
-            return
         grad = torch.enable_grad() if header.get("backward") else torch.no_grad()
         busy0 = time.perf_counter()
         send = lambda h, p=None, _t=busy0: conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t}, p))  # noqa: E731
@@ -237,7 +227,7 @@ def main(conn, job: dict) -> None:
                 # trusted side.
                 again_mismatch = None
                 if full:  # (the reference's workers skip the checks: their answer is the reference)
-                    again_mismatch, _ = compare_outputs(_detach(out2), _detach(out), dtype, header.get("tolerance"))
+                    again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
                 del out, out2
                 reply = {"out": out_cpu} if full else None
                 send({"type": "output", "config": cfg, "audit": audit.report(),
@@ -246,17 +236,9 @@ def main(conn, job: dict) -> None:
                       "inputs_modified": full and not _same(inputs, originals[cfg])}, reply)
             elif kind == "time":
                 model = models[header["config"]]
-                seed, scale = header["seed"], header["noise"]
-                # the inputs are needed no longer once their timing input sets exist (bounded memory on the GPU)
-                held = originals.pop(header["config"])
-                bases = [integrity.base_set(held, header["base_seed"], k, scale) for k in range(header["sets"])]
-                del held
-                stds = [integrity.input_stds(b) for b in bases]
+                make_inputs = integrity.TimedInputs(originals.pop(header["config"]), header["base_seed"],
+                                                    header["sets"], header["seed"], header["noise"]).materialise()
                 fps: list = []
-
-                def make_inputs(j):
-                    return integrity.perturb(bases[j % len(bases)], seed + j, scale, stds[j % len(bases)])
-
                 with grad:
                     t = backend.time_calls(model, make_inputs,
                                            on_output=lambda j, o: fps.append(integrity.fingerprint_pending(o)),

@@ -216,11 +216,7 @@ def cuda_results():
     items = [(resolve_task(_task_name(p)), p.read_text()) for p in CUDA_SOLUTIONS]
     items += [(resolve_task(task), src) for task, src, _, _ in ADVERSARIAL.values()]
     names = [("cuda_solution", _task_name(p)) for p in CUDA_SOLUTIONS] + [("cuda_adversarial", n) for n in ADVERSARIAL]
-    out: list = [None] * len(items)
-    for i, r in ev.evaluate_iter(items, max_workers=int(os.environ.get("KBENCH_GPU_WORKERS", 8)), seed=2024):
-        out[i] = r
-        _record(*names[i], r)  # as they arrive: a device call cut short keeps what finished
-    _rerun_out_of_memory(items, names, out)
+    out = _evaluate_recorded(ev, items, names, "cuda", int(os.environ.get("KBENCH_GPU_WORKERS", 8)))
     solutions = dict(zip(CUDA_SOLUTIONS, out[: len(CUDA_SOLUTIONS)]))
     adversarial = dict(zip(ADVERSARIAL, out[len(CUDA_SOLUTIONS):]))
     return solutions, adversarial, solutions.get(honest)
@@ -231,28 +227,26 @@ def triton_results():
     pytest.importorskip("triton")
     ev = _evaluator("triton")
     items = [(resolve_task(_task_name(p)), p.read_text()) for p in TRITON_SOLUTIONS]
-    results: list = [None] * len(items)
     names = [("triton_solution", _task_name(p)) for p in TRITON_SOLUTIONS]
-    for i, r in ev.evaluate_iter(items, max_workers=8, seed=2024):
-        results[i] = r
+    return dict(zip(TRITON_SOLUTIONS, _evaluate_recorded(ev, items, names, "triton", 8)))
+
+
+def _evaluate_recorded(ev, items: list, names: list, backend: str, workers: int) -> list:
+    """Evaluate ``items`` together, recording each result as it arrives (a device call cut short keeps what
+    finished). With KBENCH_GPU_PARALLEL=1, a candidate that ran out of GPU memory while others shared the device
+    (seen on an H100 with 16 side by side) is evaluated again with the device to itself, and that result counts."""
+    out: list = [None] * len(items)
+    for i, r in ev.evaluate_iter(items, max_workers=workers, seed=2024):
+        out[i] = r
         _record(*names[i], r)
-    _rerun_out_of_memory(items, names, results, backend="triton")
-    return dict(zip(TRITON_SOLUTIONS, results))
-
-
-def _rerun_out_of_memory(items: list, names: list, out: list, backend: str = "cuda") -> None:
-    """KBENCH_GPU_PARALLEL=1 only: a candidate that ran out of GPU memory while others shared the device (seen on
-    an H100 with 16 side by side) is evaluated again with the device to itself, and that result counts."""
-    if os.environ.get("KBENCH_GPU_PARALLEL") != "1":
-        return
-    again = [i for i, r in enumerate(out) if r is not None and not r.correct
-             and "out of memory" in (r.error or "").lower()]
-    if not again:
-        return
-    ev = _evaluator(backend, shared_device=False)
-    for i in again:
-        out[i] = ev.evaluate(*items[i], seed=2024)
-        _record(names[i][0] + "_alone", names[i][1], out[i])
+    if os.environ.get("KBENCH_GPU_PARALLEL") == "1":
+        again = [i for i, r in enumerate(out) if r is not None and not r.correct
+                 and "out of memory" in (r.error or "").lower()]
+        alone = _evaluator(backend, shared_device=False) if again else None
+        for i in again:
+            out[i] = alone.evaluate(*items[i], seed=2024)
+            _record(names[i][0] + "_alone", names[i][1], out[i])
+    return out
 
 
 # ---------------------------------------------------------------------- tests
@@ -262,42 +256,72 @@ def test_a_gpu_is_present():
     assert torch.cuda.is_available()
 
 
+def solution_problem(r, every_config: bool = True) -> str | None:
+    """Why a shipped solution's result fails its test, or None (also applied to recorded runs by
+    bench/gpu_tests_verdict.py)."""
+    if not (r.correct and not r.integrity_flags):
+        return "not correct, or flagged"
+    if not (r.reward > 0 and r.speedup and r.speedup > 0):
+        return "no positive reward and speedup"
+    if every_config and not (all(c.correct for c in r.configs) and any(c.held_out for c in r.configs)):
+        return "a configuration failed, or none is held out"
+    return None
+
+
+def exploit_problem(name: str, r, honest) -> str | None:
+    """Why an adversarial candidate's result fails its test (it was not caught and paid, or did not even load),
+    or None."""
+    _, _, expected, strict = ADVERSARIAL[name]
+    kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
+    # the candidate must have been built and loaded: a build or load failure is not the check catching it
+    if not r.compiled or r.error_stage in ("screen", "build", "load"):
+        return f"{name} did not load"
+    caught = bool(r.integrity_flags) or not r.correct
+    if strict and expected and r.integrity_flags and not any(k in kinds for k in expected):
+        return f"{name}: flags {r.integrity_flags}, expected one of {list(expected)}"
+    if strict:
+        if not caught:
+            return f"{name} passed unflagged"
+        if not r.reward < 0:
+            return f"{name}: reward {r.reward} is not negative"
+    elif not caught:  # a timing-only attack that went unnoticed must not have paid
+        if not (honest is not None and honest.speedup and r.speedup is not None):
+            return f"{name}: uncaught, and no honest speedup to compare with"
+        if r.speedup > 1.5 * honest.speedup:
+            return f"{name}: uncaught and paid, {r.speedup:.2f}x vs honest {honest.speedup:.2f}x"
+    return None
+
+
+def extension_problem(r) -> str | None:
+    """Why the shared adversarial extension's honest path (``patched_timer``'s result) is not right on every
+    configuration, or None."""
+    return None if r.configs and all(c.correct for c in r.configs) else "a configuration failed"
+
+
 @pytest.mark.parametrize("path", CUDA_SOLUTIONS, ids=[_task_name(p) for p in CUDA_SOLUTIONS])
 def test_cuda_solution_is_correct_on_the_gpu(cuda_results, path):
     r = cuda_results[0][path]
-    assert r.correct and not r.integrity_flags, r.feedback()
-    assert r.reward > 0 and r.speedup and r.speedup > 0, r.feedback()
-    assert all(c.correct for c in r.configs) and any(c.held_out for c in r.configs)
+    why = solution_problem(r)
+    assert why is None, f"{why}\n{r.feedback()}"
 
 
 @pytest.mark.parametrize("path", TRITON_SOLUTIONS, ids=[_task_name(p) for p in TRITON_SOLUTIONS])
 def test_triton_solution_is_correct_on_the_gpu(triton_results, path):
     r = triton_results[path]
-    assert r.correct and not r.integrity_flags, r.feedback()
-    assert r.reward > 0 and r.speedup and r.speedup > 0, r.feedback()
+    why = solution_problem(r, every_config=False)
+    assert why is None, f"{why}\n{r.feedback()}"
 
 
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_cuda_exploit_is_caught(cuda_results, name):
     r = cuda_results[1][name]
-    honest = cuda_results[2]
-    _, _, expected, strict = ADVERSARIAL[name]
-    kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
-    # the candidate must have been built and loaded: a build or load failure is not the check catching it
-    assert r.compiled and r.error_stage not in ("screen", "build", "load"), f"{name} did not load:\n{r.feedback()}"
-    caught = bool(r.integrity_flags) or not r.correct
-    if strict and expected and r.integrity_flags:
-        assert any(k in kinds for k in expected), f"{name}: flags {r.integrity_flags}\n{r.feedback()}"
-    if strict:
-        assert caught, f"{name} passed unflagged:\n{r.feedback()}"
-        assert r.reward < 0
-    elif not caught:  # a timing-only attack that went unnoticed must not have paid
-        assert honest is not None and honest.speedup and r.speedup is not None
-        assert r.speedup <= 1.5 * honest.speedup, f"{name}: {r.speedup:.2f}x vs honest {honest.speedup:.2f}x\n{r.feedback()}"
+    why = exploit_problem(name, r, cuda_results[2])
+    assert why is None, f"{why}\n{r.feedback()}"
 
 
 def test_adversarial_extension_is_otherwise_honest(cuda_results):
     """The shared adversarial extension's honest path (patched timer aside) computes the right thing, so the
     strict cases above fail because of their exploit, not because of a broken kernel."""
     r = cuda_results[1]["patched_timer"]
-    assert r.configs and all(c.correct for c in r.configs), r.feedback()
+    why = extension_problem(r)
+    assert why is None, f"{why}\n{r.feedback()}"

@@ -11,8 +11,9 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
   and the per-call output check fails;
 - L2 is flushed before each replay;
 - blocks are timed until 0.3 s of device time or 4 s of wall time (at least 5 blocks): for a large, fast kernel the
-  fresh inputs and output fingerprints of each call cost more than the kernel, and the median is settled long
-  before 200 blocks;
+  fresh inputs and output fingerprints of each call cost more than the kernel (with this bound and the cheaper per-call work
+  an H100 ReLU evaluation's two timing phases went from 16 s to 2 s; bench/results/gpu_runs.md). The fidelity and spread table
+  (bench/results/timing_fidelity_h100.md) was measured before this bound and is to be re-measured with it;
 - where capture fails (the candidate synchronises or reads values on the host), the block runs eagerly and is
   timed by the host clock around a device-wide synchronise, which sees every stream.
 """

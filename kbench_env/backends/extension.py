@@ -118,9 +118,9 @@ class ExtensionBackend(Backend):
             return backend.count_calls(mod) if mod is not None else mod
 
         def load_inline(name, cpp_sources, cuda_sources=None, *args, **kwargs):
-            lighten = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"  # 0: build every source as written
-            light_cuda = backend.lighter_cuda_sources(cuda_sources) if cuda_sources and lighten else None
-            light_cpp = backend.lighter_cpp_sources(cpp_sources, args, kwargs) if lighten else None
+            light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"  # 0: build every source as written
+            light_cuda = backend.lighter_cuda_sources(cuda_sources) if cuda_sources and light_headers else None
+            light_cpp = backend.lighter_cpp_sources(cpp_sources, args, kwargs) if light_headers else None
             if light_cuda is not None or light_cpp is not None:  # without <torch/extension.h> (see those methods)
                 cpp2, kw2 = light_cpp if light_cpp is not None else (cpp_sources, kwargs)
                 cuda2 = light_cuda if light_cuda is not None else cuda_sources
