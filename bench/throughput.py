@@ -254,7 +254,7 @@ def main() -> int:
         "naive_latency_s": naive["latency_s"], "naive_throughput_per_min": naive["throughput_per_min"],
         "cold_latency_s": cold, "cached_latency_s": cached, "fast_path_latency_s": fast_lat,
         "batch": args.n, "batch_wall_s": wall, "batch_correct": n_ok, "ours_throughput_per_min": ours_tp,
-        "env_overhead_s": overhead, "env_overhead_output_checks_s": checks, "workers": args.workers or ev.build_workers,
+        "env_overhead_s": overhead, "env_overhead_timed_output_checks_s": checks, "workers": args.workers or ev.build_workers,
     }
     md = [
         f"# Throughput: naive vs kbench ({name}, {rows['date']}, {rows['cores']} cores)", "",
