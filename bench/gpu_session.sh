@@ -12,6 +12,7 @@
 #   bash bench/gpu_session.sh fidelity  # bench/timing_fidelity.py: kbench's time against the profiler's
 #   bash bench/gpu_session.sh speed   # one evaluation traced (eval_cost.py); bench/throughput.py: naive vs kbench,
 #                                     # 64 distinct CUDA candidates
+#   bash bench/gpu_session.sh batch   # bench/throughput.py alone, cut to end by $DEADLINE seconds
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
@@ -77,7 +78,14 @@ speed)
     2>&1 | grep '^{' | tee "$OUT/eval_cost_cuda_ops.txt"
   stamp "throughput"
   timeout $(left 585) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
-    --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40
+    --deadline $(left 575) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40
+  ;;
+batch)  # bench/throughput.py alone, ending by DEADLINE seconds (default 360): the batch's rate so far if cut short
+  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
+  stamp "throughput"
+  timeout $(left $(( ${DEADLINE:-360} + 15 ))) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 \
+    --workers 16 --deadline $(left ${DEADLINE:-360}) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 \
+    | grep -v "correct=True$" | tail -40
   ;;
 resume)  # the GPU test suite side by side, then the agent resumed from an earlier call's results (RESUME=file)
   left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }

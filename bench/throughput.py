@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -183,7 +184,14 @@ def main() -> int:
     ap.add_argument("--cold", type=int, default=2, help="single cold candidates for the latency figures")
     ap.add_argument("--workers", type=int, default=None, help="candidates in flight (default: CPU cores)")
     ap.add_argument("--out", default=None, help="write Markdown here (and .jsonl beside it)")
+    ap.add_argument("--batch-seconds", type=float, default=None,
+                    help="stop waiting for the batch after this long and report the rate of the candidates finished "
+                         "by then (pipeline fill included, so a lower bound on the steady rate)")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds from the start by which the whole run must end: the batch wait is cut to fit")
+    ap.add_argument("--env-steps", type=int, default=5, help="cached env steps for the overhead figure")
     args = ap.parse_args()
+    started = time.perf_counter()
 
     from kbench_env import Evaluator, resolve_task
     from kbench_env.env import KBenchEnv
@@ -205,39 +213,37 @@ def main() -> int:
           f"{naive['throughput_per_min']:.2f} candidates/min", flush=True)
 
     ev.evaluate(task, fast.format(idx=-1))  # warm the worker server and the reference timings
+    phases: dict = {"cold": [], "cached": [], "fast_path": []}  # where each single evaluation's time went
     cold = []
     for s in srcs(args.cold, 20_000):
         t0 = time.perf_counter()
         r = ev.evaluate(task, s)
         cold.append(time.perf_counter() - t0)
+        phases["cold"].append(r.phase_seconds)
         assert r.correct, r.feedback()
     cached = []
     for s in srcs(args.cold, 20_000):
         t0 = time.perf_counter()
-        ev.evaluate(task, s)
+        r = ev.evaluate(task, s)
         cached.append(time.perf_counter() - t0)
+        phases["cached"].append(r.phase_seconds)
     fast_lat = []
     for i in range(3):
         t0 = time.perf_counter()
         r = ev.evaluate(task, fast.format(idx=30_000 + i))
         fast_lat.append(time.perf_counter() - t0)
+        phases["fast_path"].append(r.phase_seconds)
         assert r.correct, r.feedback()
+    print("phases:", json.dumps(phases), flush=True)
     print(f"ours: cold {statistics.median(cold):.1f} s, cached {statistics.median(cached):.2f} s, "
           f"fast path {statistics.median(fast_lat):.2f} s", flush=True)
 
-    batch = srcs(args.n, 40_000)
-    t0 = time.perf_counter()
-    results = ev.evaluate_many([(task, s) for s in batch], max_workers=args.workers,
-                               progress=lambda d, n, r: print(f"  {d}/{n} correct={r.correct}", flush=True))
-    wall = time.perf_counter() - t0
-    ours_tp = 60 * len(batch) / wall
-    n_ok = sum(r.correct for r in results)
-
+    # env overhead first: a batch cut short leaves evaluations queueing for the device
     env = KBenchEnv(task="level1/relu", evaluator=ev)
     env.reset(seed=0)
     overhead, checks = [], []
     src = srcs(1, 20_000)[0]  # cached
-    for _ in range(5):
+    for _ in range(args.env_steps):
         t0 = time.perf_counter()
         _, _, _, _, info = env.step(src)
         step = time.perf_counter() - t0
@@ -246,6 +252,30 @@ def main() -> int:
         # the correctness run's reference outputs overlap the worker's run; the timed outputs' checks do not
         checks.append((e.get("phase_seconds") or {}).get("timed_output_checks", 0.0))
 
+    batch = srcs(args.n, 40_000)
+    done_at: list = []  # (seconds since the batch began, correct, check phase seconds) per finished candidate
+    t0 = time.perf_counter()
+
+    def run_batch():
+        for _, r in ev.evaluate_iter([(task, s) for s in batch], max_workers=args.workers):
+            done_at.append((time.perf_counter() - t0, r.correct, (r.phase_seconds or {}).get("check")))
+            print(f"  {len(done_at)}/{len(batch)} at {done_at[-1][0]:.0f} s correct={r.correct}", flush=True)
+
+    runner = threading.Thread(target=run_batch, daemon=True)
+    runner.start()
+    wait = args.batch_seconds
+    if args.deadline is not None:
+        left = max(1.0, args.deadline - (time.perf_counter() - started) - 5)
+        wait = left if wait is None else min(wait, left)
+    runner.join(wait)
+    finished = list(done_at)
+    partial = len(finished) < len(batch)
+    wall = time.perf_counter() - t0 if partial else finished[-1][0]
+    ours_tp = 60 * len(finished) / wall
+    n_ok = sum(c for _, c, _ in finished)
+    if partial:
+        print(f"batch: {len(finished)}/{len(batch)} finished in {wall:.0f} s; the rest are abandoned", flush=True)
+
     import torch
 
     name = torch.cuda.get_device_name() if cuda else __import__("kbench_env.hardware", fromlist=["x"]).cpu_description()
@@ -253,19 +283,25 @@ def main() -> int:
         "device": name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
         "naive_latency_s": naive["latency_s"], "naive_throughput_per_min": naive["throughput_per_min"],
         "cold_latency_s": cold, "cached_latency_s": cached, "fast_path_latency_s": fast_lat,
-        "batch": args.n, "batch_wall_s": wall, "batch_correct": n_ok, "ours_throughput_per_min": ours_tp,
+        "batch": args.n, "batch_wall_s": wall, "batch_correct": n_ok, "batch_finished": len(finished),
+        "batch_finish_times_s": [round(t, 2) for t, _, _ in finished],
+        "batch_check_s": [c for _, _, c in finished], "phase_seconds": phases,
+        "worker_warmup": os.environ.get("KBENCH_WORKER_WARMUP", "1") != "0",
+        "gpu_audit": os.environ.get("KBENCH_GPU_AUDIT", "kernels"), "ours_throughput_per_min": ours_tp,
         "env_overhead_s": overhead, "env_overhead_timed_output_checks_s": checks, "workers": args.workers or ev.build_workers,
     }
     md = [
         f"# Throughput: naive vs kbench ({name}, {rows['date']}, {rows['cores']} cores)", "",
-        f"Command: `python bench/throughput.py --device {args.device} --n {args.n} --naive {args.naive}`", "",
+        f"Command: `python bench/throughput.py {' '.join(sys.argv[1:])}`", "",
         "| measure | naive | kbench |", "| --- | --- | --- |",
         f"| cold step latency p50 / p95 (s) | {pct(naive['latency_s'], .5):.1f} / {pct(naive['latency_s'], .95):.1f} "
         f"| {pct(cold, .5):.1f} / {pct(cold, .95):.1f} |",
         f"| cached step latency p50 / p95 (s) | (no cache: as cold) | {pct(cached, .5):.2f} / {pct(cached, .95):.2f} |",
         f"| fast-path step latency p50 (s) | - | {pct(fast_lat, .5):.2f} |",
         f"| throughput, {args.n} distinct candidates (per minute) | {naive['throughput_per_min']:.2f} "
-        f"(serial, measured on {args.naive}) | {ours_tp:.2f} ({n_ok}/{args.n} correct, {wall:.0f} s wall) |",
+        f"(serial, measured on {args.naive}) | {ours_tp:.2f} ({n_ok}/{args.n} correct, {wall:.0f} s wall"
+        + (f"; {len(finished)} of {args.n} finished when the run stopped waiting, pipeline fill included" if partial
+           else "") + ") |",
         f"| throughput ratio | 1x | {ours_tp / naive['throughput_per_min']:.1f}x |",
         f"| env overhead per step beyond build and run, p50 (ms) | - | {1e3 * statistics.median(overhead):.0f} |",
         f"| of which the trusted side's checks of timed outputs, p50 (ms) | - | "
@@ -279,6 +315,9 @@ def main() -> int:
         out.write_text(text + "\n")
         with open(out.with_suffix(".jsonl"), "a") as f:
             f.write(json.dumps(rows) + "\n")
+    if partial:  # abandoned evaluations still hold workers: do not wait for them
+        sys.stdout.flush()
+        os._exit(0)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -249,6 +249,8 @@ class Evaluator:
         result.stage = "built"
         result.build_seconds = round(header["build_seconds"], 3)
         result.cached_build = header.get("cached")
+        if header.get("warmup_seconds"):
+            _add_phase(result, "worker_warmup", float(header["warmup_seconds"]))
 
     def _flag(self, result: EvalResult, flag: str) -> None:
         kind = flag.split(":", 1)[0]

@@ -13,7 +13,6 @@ called by ``forward`` or from inside the candidate's own extension (e.g. ``at::m
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 
@@ -72,11 +71,13 @@ class ForwardAudit:
     code ran (a custom operator in a namespace the candidate registered, a call into one of its pybind
     extensions, or, on the GPU, a kernel that is not PyTorch's)."""
 
-    def __init__(self, candidate_namespaces: set, extension_calls, device: str, enabled: bool = True):
+    def __init__(self, candidate_namespaces: set, extension_calls, device: str, enabled: bool = True,
+                 mode: str = "kernels"):
         self.namespaces = candidate_namespaces
         self.extension_calls = extension_calls  # callable returning the count of calls into candidate extensions
         self.device = device
         self.enabled = enabled
+        self.mode = mode
 
     def __enter__(self):
         self._overhead = 0.0
@@ -86,9 +87,9 @@ class ForwardAudit:
         t0 = _perf_counter()
         self._calls0 = self.extension_calls()
         # On a GPU, kineto with CUPTI also names the GPU kernels that ran (evidence of the candidate's own work
-        # beside counted launches); KBENCH_GPU_AUDIT=ops audits PyTorch operators only, with the legacy profiler,
-        # which starts in milliseconds (kineto takes ~1.4 s on first use): an A/B knob for the audit's cost.
-        if self.device.startswith("cuda") and os.environ.get("KBENCH_GPU_AUDIT", "kernels") != "ops":
+        # beside counted launches); mode "ops" (KBENCH_GPU_AUDIT=ops in the parent) audits PyTorch operators only,
+        # with the legacy profiler, which starts in milliseconds (kineto takes ~1.4 s on first use): an A/B knob.
+        if self.device.startswith("cuda") and self.mode != "ops":
             from torch.profiler import ProfilerActivity, profile
 
             self._prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])

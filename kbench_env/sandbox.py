@@ -50,10 +50,11 @@ def _context():
     if _CTX is None:
         if "forkserver" in mp.get_all_start_methods():
             _CTX = mp.get_context("forkserver")
-            # torch.utils.cpp_extension pulls in setuptools (~95 modules, ~40 ms): every C++/CUDA worker needs it,
-            # so it is imported once in the fork server rather than in each worker
-            _CTX.set_forkserver_preload(["torch", "torch.utils.cpp_extension", "kbench_env.worker",
-                                         "kbench_env.confine"])
+            # setuptools is most of torch.utils.cpp_extension's import (~95 modules, ~110 ms on the CPU machine):
+            # every C++/CUDA worker needs it, so it is imported once in the fork server rather than in each worker.
+            # Not cpp_extension itself: with a CUDA build of torch (2.11, H100, 2026-11-23) importing it leaves the
+            # process multi-threaded and every forked child fails "Cannot re-initialize CUDA in forked subprocess".
+            _CTX.set_forkserver_preload(["torch", "setuptools", "kbench_env.worker", "kbench_env.confine"])
             _start_forkserver_without_main()
         else:  # pragma: no cover - non-Linux
             _CTX = mp.get_context("spawn")
@@ -568,6 +569,9 @@ class Worker:
         job = {
             "source": source, "backend": backend, "device": device, "scratch": self.scratch,
             "build_root": build_root, "threads": self.limits.threads, "audit": audit,
+            # A/B knobs for a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
+            "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
+            "warmup": os.environ.get("KBENCH_WORKER_WARMUP", "1") != "0",
             "limits": {"memory_bytes": self.limits.memory_bytes, "file_bytes": self.limits.file_bytes,
                        "open_files": self.limits.open_files, "cpu_seconds": self.limits.cpu_seconds,
                        "processes": self.limits.processes},
