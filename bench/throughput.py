@@ -248,7 +248,9 @@ def main() -> int:
         _, _, _, _, info = env.step(src)
         step = time.perf_counter() - t0
         e = info["eval"]
-        overhead.append(step - (e["build_seconds"] or 0) - (e["worker_seconds"] or 0))
+        # the GPU worker's start of CUDA and its profiler (worker_warmup) is the worker's work, like its build
+        warmup = (e.get("phase_seconds") or {}).get("worker_warmup", 0.0)
+        overhead.append(step - (e["build_seconds"] or 0) - warmup - (e["worker_seconds"] or 0))
         # the correctness run's reference outputs overlap the worker's run; the timed outputs' checks do not
         checks.append((e.get("phase_seconds") or {}).get("timed_output_checks", 0.0))
 

@@ -249,8 +249,9 @@ class Evaluator:
         result.stage = "built"
         result.build_seconds = round(header["build_seconds"], 3)
         result.cached_build = header.get("cached")
-        if header.get("warmup_seconds"):
-            _add_phase(result, "worker_warmup", float(header["warmup_seconds"]))
+        for key, phase in (("warmup_seconds", "worker_warmup"), ("cuda_start_seconds", "worker_cuda_start")):
+            if header.get(key):
+                _add_phase(result, phase, float(header[key]))
 
     def _flag(self, result: EvalResult, flag: str) -> None:
         kind = flag.split(":", 1)[0]

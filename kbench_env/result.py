@@ -63,7 +63,8 @@ class EvalResult:
     # check (correctness runs; of it, reference_outputs on the trusted side), reference_timing (its own worker,
     # with the device calibration on first use), timing (candidate, with the timed-output checks), plausibility;
     # worker_audit: of check, the worker's time starting, stopping and reading its forward audit's profiler;
-    # worker_warmup: of build, the GPU worker's start of CUDA and of the audit's profiler, before the candidate loads.
+    # worker_warmup: of build, the GPU worker's start of CUDA and of the audit's profiler, before the candidate loads
+    # (worker_cuda_start: of it, CUDA's context and first kernel).
     phase_seconds: dict = field(default_factory=dict)
     log_tail: str | None = None  # the worker's own output (compiler, prints), trimmed
 

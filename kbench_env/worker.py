@@ -164,16 +164,20 @@ def _device_inputs(xs, device):
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
-def _warm_up(device: str, job: dict) -> float:
-    """Start CUDA, and the profiler the forward audit uses, before the candidate loads. Trusted one-off work that
-    otherwise lands in the candidate's turn on the device (a cached evaluation on an H100, 2026-11-23: 1.4-3.8 s of
-    its 3-6 s check phase went to the audit's first profile, and the context's start fell in the load); done here
-    it overlaps other candidates' turns. KBENCH_WORKER_WARMUP=0 in the parent turns it off (an A/B knob)."""
+def _warm_up(device: str, job: dict) -> tuple[float, float]:
+    """Start CUDA, and the profiler the forward audit uses, before the candidate loads: trusted one-off work that
+    otherwise lands in the candidate's turn on the device, and done here overlaps other candidates' turns. On an
+    H100 (2026-11-23, bench/results/throughput_h100.md): without it, 1.4-3.8 s of a cached evaluation's 3-6 s check
+    phase went to the audit's first profile; with it, the check phase took 1.4-1.8 s and the warm-up 6.5-6.8 s.
+    KBENCH_WORKER_WARMUP=0 in the parent turns it off (an A/B knob). Returns the seconds it took, and of them
+    CUDA's start (context and a first kernel)."""
     if not device.startswith("cuda"):
-        return 0.0
+        return 0.0, 0.0
     t0 = time.perf_counter()
     torch.cuda.init()
     x = torch.ones(256, device=device)
+    torch.cuda.synchronize(device)
+    cuda_start = time.perf_counter() - t0
     if job.get("audit", True):
         warm = integrity.ForwardAudit(set(), lambda: 0, device, mode=job.get("audit_mode", "kernels"))
         with warm:
@@ -181,7 +185,7 @@ def _warm_up(device: str, job: dict) -> float:
             torch.cuda.synchronize(device)
         warm.report()
     torch.cuda.synchronize(device)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, cuda_start
 
 
 def main(conn, job: dict) -> None:
@@ -195,7 +199,7 @@ def main(conn, job: dict) -> None:
     device = job["device"]
     send = lambda header, payload=None: conn.send_bytes(pack(header, payload))  # noqa: E731
     send({"type": "hello", "pid": os.getpid()})
-    warmup_seconds = _warm_up(device, job) if job.get("warmup", True) else 0.0
+    warmup_seconds, cuda_start_seconds = _warm_up(device, job) if job.get("warmup", True) else (0.0, 0.0)
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     try:
@@ -207,7 +211,7 @@ def main(conn, job: dict) -> None:
         return
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": "loaded", "build_seconds": time.perf_counter() - t0, "cached": backend.build_was_cached(),
-          "warmup_seconds": warmup_seconds})
+          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
     models: dict = {}
     originals: dict = {}  # config -> the inputs as received (timing input sets are derived from them)
     while True:
