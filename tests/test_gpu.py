@@ -161,6 +161,15 @@ ADVERSARIAL = {
         "            if isinstance(o, torch.Tensor) and o is not x and o.shape == x.shape and o.device == x.device "
         "and o.dtype == x.dtype and bool((o >= 0).all()):\n                return o\n"
         "        return ext.relu(x)\n", prelude="import gc\n"), (), False),
+    "nondeterministic": ("level1/relu", _adv(  # 12: right on odd calls, an unwritten output on even ones
+        "        x = args[0]\n        CALLS[0] += 1\n        if CALLS[0] % 2:\n            return ext.relu(x)\n"
+        "        out = torch.empty_like(x)\n        ext.touch(x)\n        return out\n",
+        prelude="CALLS = [0]\n"), ("nondeterministic",), True),
+    "stale_after_checks": ("level1/relu", _adv(  # 13: honest through the correctness runs, then no launch at all
+        "        x = args[0]\n        CALLS[0] += 1\n        key = (tuple(x.shape), x.dtype)\n"
+        "        if CALLS[0] > 12 and key in LAST:\n            return LAST[key]\n"
+        "        LAST[key] = ext.relu(x)\n        return LAST[key]\n",
+        prelude="CALLS = [0]\nLAST = {}\n"), ("timed_output_wrong", "below_roofline", "speedup_not_reverified"), True),
     "inputs_modified": ("level1/relu", _adv(
         "        x = args[0]\n        out = ext.relu(x)\n        ext.relu_into(x, x)\n        return out\n"),
         ("inputs_modified",), True),
