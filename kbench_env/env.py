@@ -83,6 +83,7 @@ class KBenchEnv(gym.Env):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        self._owns_evaluator = evaluator is None  # closed with the env (its spare worker); a shared one is not
         self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward, **evaluator_kwargs)
         self.fixed_task = resolve_task(task) if isinstance(task, str) else task
         self.suite_spec = suite
@@ -146,6 +147,8 @@ class KBenchEnv(gym.Env):
 
     def close(self):
         self._closed = True
+        if self._owns_evaluator:
+            self.evaluator.close()
 
     # ------------------------------------------------------------------ helpers
     def suite_tasks(self) -> list[Task]:

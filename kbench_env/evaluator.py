@@ -18,6 +18,7 @@ import secrets
 import time
 import asyncio
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from .compare import compare_outputs, tolerance_for
 from .devicelock import DeviceLock, gpu_lock_path
 from .result import ConfigResult, EvalResult
 from .reward import get_reward_fn
-from .sandbox import Limits, Worker, WorkerError
+from .sandbox import Limits, SpareWorkers, Worker, WorkerError
 from .task import DTYPES, Config, Task, describe_value, geomean
 
 #: Kernel-name prefixes of PyTorch's own GPU kernels (not the candidate's) for the decoy check.
@@ -88,13 +89,15 @@ class Evaluator:
         roofline: flag times below the device's measured bandwidth / FLOP-rate floor.
         build_workers: candidates in flight at once in ``evaluate_many`` (builds overlap; the device is shared
             one candidate at a time). Default: the number of CPU cores.
+        spare_worker: keep one started, confined, idle worker ready for the next candidate (sandbox.SpareWorkers;
+            on a GPU it has CUDA started). Off with False or KBENCH_SPARE_WORKER=0.
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
                  limits: Limits | None = None, cache_dir: str | Path | None = None, input_sets: int = 3,
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
-                 roofline: bool = True, build_workers: int | None = None):
+                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None):
         self.device = resolve_device(device)
         self.backend_name = backend or ("cpu" if self.device.startswith("cpu") else "cuda")
         self.backend = get_backend(self.backend_name)
@@ -130,6 +133,18 @@ class Evaluator:
         self._ref_times: dict = {}
         self._calibration: dict | None = None
         self._rng = random.Random()
+        if spare_worker is None:
+            spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
+        self._spares = None
+        if spare_worker:
+            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits,
+                                        refill="take" if self.device.startswith("cpu") else "release")
+            weakref.finalize(self, self._spares.close)
+
+    def close(self) -> None:
+        """Stop the spare worker (it also leaves by itself after sandbox.SPARE_IDLE_S idle)."""
+        if self._spares is not None:
+            self._spares.close()
 
     def __deepcopy__(self, memo):
         """Copies of an env share its Evaluator (gymnasium deep-copies make() kwargs, e.g. in check_env)."""
@@ -207,7 +222,9 @@ class Evaluator:
             return
         seed = secrets.randbits(62) if seed is None else seed
         try:
-            with Worker(source, self.backend_name, self.device, self.build_root, self.limits) as worker:
+            worker = (self._spares.take(source) if self._spares is not None else
+                      Worker(source, self.backend_name, self.device, self.build_root, self.limits))
+            with worker:
                 try:
                     self._run_stages(task, configs, seed, worker, result)
                 finally:
@@ -219,6 +236,9 @@ class Evaluator:
             result.error_stage = "timing" if timing_failed else (result.error_stage or ("build" if not result.compiled else "run"))
             result.log_tail = _tail(exc.log_tail)
             result.correct = False
+        finally:
+            if self._spares is not None and self._spares.refill_on == "release":
+                self._spares.refill()  # after this evaluation's timed runs, never during them
 
     def _run_stages(self, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult) -> None:
         with _phase(result, "build"):

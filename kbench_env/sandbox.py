@@ -517,19 +517,16 @@ def _disk_usage(path: str, limit_files: int = 100_000) -> tuple[int, int]:
 class Worker:
     """One sandboxed candidate process. Use as a context manager; ``close()`` always reaps it."""
 
-    def __init__(self, source: str, backend: str, device: str, build_root: str, limits: Limits | None = None,
+    def __init__(self, source: str | None, backend: str, device: str, build_root: str, limits: Limits | None = None,
                  scratch_root: str | None = None, audit: bool = True):
+        """``source=None`` starts a spare: confined (and on a GPU, with CUDA started) but waiting for its candidate,
+        which ``assign`` hands it (SpareWorkers keeps one ready)."""
         self.limits = limits or Limits()
-        # Builds are private to a worker until it has loaded (its overlay of the cache): a worker for a source that
-        # another worker of this process is building waits for that build to be published, as torch's build lock
-        # made it wait before.
-        self._build_key = hashlib.sha256("\0".join((backend, device, build_root, str(source))).encode()).hexdigest()
+        self._backend, self._device = backend, device
+        self._build_key = self._build_event = None
         self._build_done = False
-        with _INFLIGHT_LOCK:
-            first = _INFLIGHT.get(self._build_key)
-            self._build_event = None if first is not None else _INFLIGHT.setdefault(self._build_key, threading.Event())
-        if first is not None:
-            first.wait(timeout=self.limits.build_timeout)
+        if source is not None:
+            self._claim_build(source, build_root)
         self.busy_seconds = 0.0  # time the worker reported spending on requests (build excluded)
         # With $KBENCH_TRACE set, per message: what, seconds to pack and send or to wait for the reply, bytes, the
         # worker's busy seconds; written there as a JSON line when the worker closes (where an evaluation's time
@@ -551,6 +548,28 @@ class Worker:
                 self._release()  # nothing was started: give back the cgroup, the scratch and waiting workers
             raise
 
+    def _claim_build(self, source: str, build_root: str) -> None:
+        """Builds are private to a worker until it has loaded (its overlay of the cache): a worker for a source that
+        another worker of this process is building waits for that build to be published, as torch's build lock
+        made it wait before."""
+        key = "\0".join((self._backend, self._device, build_root, str(source)))
+        self._build_key = hashlib.sha256(key.encode()).hexdigest()
+        with _INFLIGHT_LOCK:
+            first = _INFLIGHT.get(self._build_key)
+            self._build_event = None if first is not None else _INFLIGHT.setdefault(self._build_key, threading.Event())
+        if first is not None:
+            first.wait(timeout=self.limits.build_timeout)
+
+    def assign(self, source: str) -> None:
+        """Give a spare (started with ``source=None``) its candidate; it then builds and loads it as a worker
+        started with the source does. Raises WorkerError if the spare is gone (it leaves after ``SPARE_IDLE_S``)."""
+        if self._build_key is not None or self._closed:
+            raise ValueError("assign() is for an unused spare worker")
+        if self.proc.exitcode is not None:
+            raise WorkerError("the spare worker has exited", self.log_tail())
+        self._claim_build(source, self.build_root)
+        self.send({"type": "source", "source": source})
+
     def _start(self, source, backend, device, build_root, scratch_root, audit) -> None:
         self.scratch = os.path.realpath(tempfile.mkdtemp(prefix="kbench-worker-",
                                                          dir=scratch_root or self.limits.scratch_root))
@@ -568,7 +587,7 @@ class Worker:
         hide = [d for d in (_forkserver_dir(),) if d]
         job = {
             "source": source, "backend": backend, "device": device, "scratch": self.scratch,
-            "build_root": build_root, "threads": self.limits.threads, "audit": audit,
+            "build_root": build_root, "threads": self.limits.threads, "audit": audit, "spare_idle_s": SPARE_IDLE_S,
             # A/B knobs for a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
             "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
             "warmup": os.environ.get("KBENCH_WORKER_WARMUP", "1") != "0",
@@ -833,6 +852,81 @@ class Worker:
 
     def __exit__(self, *exc):
         self.close()
+
+
+# ---------------------------------------------------------------------- spare workers
+
+#: How long a spare worker waits for a candidate before it exits (it holds a process, and on a GPU a CUDA context).
+SPARE_IDLE_S = 60.0
+
+
+class SpareWorkers:
+    """One started, confined, idle worker kept ready for the next candidate, so that a step does not wait for a
+    worker to start: on the CPU, the fork, confinement and imports (~30 ms); on a GPU, also CUDA's and the
+    forward audit's profiler's start (~6.5 s on an H100, bench/results/throughput_h100.md), which a spare does
+    while nothing of the caller's waits on it.
+
+    A spare holds no candidate code until ``take`` assigns it one, and serves one candidate only, as every worker.
+    The replacement starts when one is taken (``refill="take"``: the CPU, where a start costs milliseconds, done
+    while the taken worker builds) or when the caller says its evaluation is over (``refill="release"``: GPUs, so
+    that a spare's start, which launches a kernel and starts the profiler, never overlaps a timed run of this
+    caller's; other callers' evaluations on the same GPU may overlap it, as any worker's start would).
+    """
+
+    def __init__(self, backend: str, device: str, build_root: str, limits: Limits, refill: str = "take"):
+        self._args = (backend, device, build_root, limits)
+        self.refill_on = refill
+        self._lock = threading.Lock()
+        self._spare: Worker | None = None
+        self._starting = False
+        self._closed = False
+        self.served = 0  # candidates given a spare (the rest started a worker of their own)
+
+    def take(self, source: str) -> Worker:
+        """A worker for ``source``: the spare if one is ready and alive, else a newly started one."""
+        with self._lock:
+            spare, self._spare = self._spare, None
+        if spare is not None and time.monotonic() - spare._t_created > SPARE_IDLE_S - 5:
+            spare.close()  # about to leave by itself: it might go between being given the source and loading it
+            spare = None
+        if self.refill_on == "take":
+            self.refill()
+        if spare is not None:
+            try:
+                spare.assign(source)
+                self.served += 1
+                return spare
+            except (WorkerError, ValueError):
+                spare.close()
+        return Worker(source, *self._args)
+
+    def refill(self) -> None:
+        """Start a spare in the background, unless one is ready or starting."""
+        with self._lock:
+            if self._closed or self._spare is not None or self._starting:
+                return
+            self._starting = True
+        threading.Thread(target=self._start_one, name="kbench-spare-worker", daemon=True).start()
+
+    def _start_one(self) -> None:
+        try:
+            worker = Worker(None, *self._args)
+        except Exception:  # noqa: BLE001 - no spare this time: the next take starts its own worker
+            worker = None
+        with self._lock:
+            self._starting = False
+            keep = worker is not None and not self._closed and self._spare is None
+            if keep:
+                self._spare = worker
+        if worker is not None and not keep:
+            worker.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            spare.close()
 
 
 # ---------------------------------------------------------------------- doctor

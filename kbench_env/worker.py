@@ -200,11 +200,19 @@ def main(conn, job: dict) -> None:
     send = lambda header, payload=None: conn.send_bytes(pack(header, payload))  # noqa: E731
     send({"type": "hello", "pid": os.getpid()})
     warmup_seconds, cuda_start_seconds = _warm_up(device, job) if job.get("warmup", True) else (0.0, 0.0)
+    source = job["source"]
+    if source is None:  # a spare (sandbox.SpareWorkers): wait for a candidate, or leave
+        if not conn.poll(job.get("spare_idle_s", 60.0)):
+            return
+        header, _ = unpack(conn.recv_bytes())
+        if header.get("type") != "source":
+            return
+        source = header["source"]
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     try:
         backend.prepare_worker(job["build_root"])
-        mod = _load_candidate(job["source"])
+        mod = _load_candidate(source)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a message
         stage = "build" if backend.last_build_failed() else "load"
         send({"type": "error", "stage": stage, "message": format_exception(exc, job["build_root"])})

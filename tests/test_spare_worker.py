@@ -1,0 +1,86 @@
+"""The spare worker (sandbox.SpareWorkers): a started, confined, idle worker that the next candidate gets, so a
+step does not wait for a worker to start. It must serve one candidate only, give the same results as a worker
+started for the candidate, and never be the reason an evaluation fails (a spare that has gone is replaced)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import candidates as C
+from kbench_env import sandbox
+from kbench_env.evaluator import Evaluator
+from kbench_env.sandbox import Limits, SpareWorkers
+from kbench_env.suite import resolve_task, solution_path
+
+LIMITS = Limits(build_timeout=600, run_timeout=30, time_timeout=60)
+TIMING = {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01}
+
+
+def _wait_for_spare(pool: SpareWorkers, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        spare = pool._spare  # noqa: SLF001
+        if spare is not None:
+            return spare
+        time.sleep(0.02)
+    raise AssertionError("no spare worker started")
+
+
+def test_the_next_candidate_gets_the_spare_and_its_own_result():
+    ev = Evaluator(device="cpu", limits=LIMITS, timing=TIMING, spare_worker=True)
+    task = resolve_task("level1/relu")
+    try:
+        first = ev.evaluate(task, C.WRONG_SHAPE)
+        assert first.error_stage == "correctness", first.feedback()
+        spare = _wait_for_spare(ev._spares)  # noqa: SLF001
+        second = ev.evaluate(task, C.RAISES_IN_FORWARD)
+        assert ev._spares.served == 1  # noqa: SLF001
+        assert spare.proc.exitcode is not None  # used once, then gone like any worker
+        assert second.error_stage == "run" and "bad block size" in second.error, second.feedback()
+        honest = ev.evaluate(task, solution_path(task, "cpu").read_text())
+        assert ev._spares.served == 2  # noqa: SLF001
+        assert honest.correct and not honest.integrity_flags and honest.speedup, honest.feedback()
+    finally:
+        ev.close()
+
+
+def test_a_spare_that_died_is_replaced_not_blamed():
+    ev = Evaluator(device="cpu", limits=LIMITS, timing=TIMING, spare_worker=True)
+    task = resolve_task("level1/relu")
+    try:
+        ev.evaluate(task, C.WRONG_SHAPE)
+        spare = _wait_for_spare(ev._spares)  # noqa: SLF001
+        os.kill(spare.proc.pid, signal.SIGKILL)
+        spare.proc.join(5)
+        r = ev.evaluate(task, C.RAISES_IN_FORWARD)
+        assert ev._spares.served == 0  # noqa: SLF001
+        assert r.error_stage == "run" and "bad block size" in r.error, r.feedback()
+    finally:
+        ev.close()
+
+
+def test_an_idle_spare_leaves_by_itself(monkeypatch, tmp_path):
+    monkeypatch.setattr(sandbox, "SPARE_IDLE_S", 0.5)
+    (tmp_path / "builds").mkdir()
+    pool = SpareWorkers("cpu", "cpu", str(tmp_path / "builds"), LIMITS)
+    try:
+        pool.refill()
+        spare = _wait_for_spare(pool)
+        spare.proc.join(15)
+        assert spare.proc.exitcode == 0
+        with pool.take(C.WRONG_SHAPE) as worker:  # a worker of its own, which loads the candidate
+            assert worker is not spare and pool.served == 0
+            header, _ = worker.recv(60.0, "build and load")
+            assert header["type"] == "loaded", header
+    finally:
+        pool.close()
+
+
+def test_without_spares_every_candidate_starts_its_own_worker():
+    ev = Evaluator(device="cpu", limits=LIMITS, timing=TIMING, spare_worker=False)
+    task = resolve_task("level1/relu")
+    assert ev._spares is None  # noqa: SLF001
+    r = ev.evaluate(task, C.RAISES_IN_FORWARD)
+    assert r.error_stage == "run", r.feedback()
