@@ -289,6 +289,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
                     print(f"step {step + 1}/{steps}: rss {rss_trace[-1]} MB, unexpected {len(unexpected)}",
                           flush=True)
     elapsed = time.time() - t_start
+    ev.close()  # its spare worker: kept on purpose between steps, and what close() must clean up like the rest
     sandbox.flush_cleanups()
     time.sleep(1.0)  # killed processes are reaped by init shortly after
     end = {"descendants": len(descendants()), "orphans": len(processes_under(scratch_root)), "rss_mb": _rss_mb(),
