@@ -208,6 +208,7 @@ def main(conn, job: dict) -> None:
         if header.get("type") != "source":
             return
         source = header["source"]
+        warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     try:
