@@ -37,6 +37,7 @@ def test_the_next_candidate_gets_the_spare_and_its_own_result():
         spare = _wait_for_spare(ev._spares)  # noqa: SLF001
         second = ev.evaluate(task, C.RAISES_IN_FORWARD)
         assert ev._spares.served == 1  # noqa: SLF001
+        spare.proc.join(10)  # killed when its evaluation closed it; reaped in the background
         assert spare.proc.exitcode is not None  # used once, then gone like any worker
         assert second.error_stage == "run" and "bad block size" in second.error, second.feedback()
         honest = ev.evaluate(task, solution_path(task, "cpu").read_text())
