@@ -267,11 +267,20 @@ class Evaluator:
             return
         result.compiled = True
         result.stage = "built"
+        self._note_patches(result, header)
         result.build_seconds = round(header["build_seconds"], 3)
         result.cached_build = header.get("cached")
         for key, phase in (("warmup_seconds", "worker_warmup"), ("cuda_start_seconds", "worker_cuda_start")):
             if header.get(key):
                 _add_phase(result, phase, float(header[key]))
+
+    def _note_patches(self, result: EvalResult, header) -> None:
+        """The worker's report of harness functions the candidate replaced (integrity.HarnessGuard)."""
+        names = header.get("harness_patched") if isinstance(header, dict) else None
+        if names:
+            result.correct = False
+            self._flag(result, "harness_patched: the candidate replaced functions the worker times or checks with ("
+                               + ", ".join(map(str, names[:8])) + "); timing and checks are not to be touched")
 
     def _flag(self, result: EvalResult, flag: str) -> None:
         kind = flag.split(":", 1)[0]
@@ -295,6 +304,7 @@ class Evaluator:
             with _phase(result, "reference_outputs"):  # while the worker runs the candidate (nothing is timed)
                 ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, self.device)
             header, payload = worker.recv(self.limits.run_timeout, f"forward on configuration {cfg.name!r}")
+            self._note_patches(result, header)
             if header["type"] == "error":
                 cr.correct, cr.error = False, header["message"]
                 all_ok = False
@@ -346,6 +356,7 @@ class Evaluator:
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
                          "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets})
             header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
+            self._note_patches(result, header)
             if header["type"] == "error":
                 result.error = f"configuration {_label(cfg, cr)} failed while being timed: {header['message']}"
                 result.error_stage = "timing"

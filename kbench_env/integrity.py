@@ -13,6 +13,7 @@ called by ``forward`` or from inside the candidate's own extension (e.g. ``at::m
 from __future__ import annotations
 
 import math
+import types
 
 import torch
 
@@ -181,6 +182,40 @@ def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str
         flags.append(f"no_kernel_launched: none of the candidate's own kernels ran in forward on configuration "
                      f"{config!r} (a compiled kernel must do the work)")
     return flags
+
+
+# ---------------------------------------------------------------------- harness patches (worker side)
+
+
+class HarnessGuard:
+    """The functions a worker times and checks with, as they were before the candidate loaded; ``changed()`` names
+    those the candidate has replaced since (``timing._perf_counter = ...``, ``torch.cuda.Event.elapsed_time =
+    ...``). The timing does not rely on this: it is re-verified from the trusted side; this makes the attempt an
+    integrity flag of its own (``harness_patched``) instead of a speedup that merely fails to pay."""
+
+    def __init__(self, extra: list = ()):
+        import sys
+        import time as _time
+
+        from . import timing
+
+        me = sys.modules[__name__]
+        targets = [(_time, "perf_counter"), (_time, "perf_counter_ns"), (_time, "monotonic"),
+                   (timing, "_perf_counter"), (timing, "time_calls"), (me, "perturb"), (me, "TimedInputs"),
+                   (me, "fingerprint_pending"), (me, "fingerprint_values"), (me, "ForwardAudit"),
+                   (torch, "cuda"), (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "CUDAGraph"),
+                   (torch.cuda, "graph")]
+        for cls_name, attrs in (("Event", ("record", "elapsed_time", "synchronize")), ("CUDAGraph", ("replay",))):
+            cls = getattr(torch.cuda, cls_name, None)
+            targets += [(cls, a) for a in attrs] if cls is not None else []
+        self._refs = [(owner, attr, getattr(owner, attr)) for owner, attr in [*targets, *extra] if hasattr(owner, attr)]
+        # a Python function can also be changed in place (its __code__ swapped)
+        self._code = [(obj, obj.__code__) for _, _, obj in self._refs if isinstance(obj, types.FunctionType)]
+
+    def changed(self) -> list[str]:
+        names = [f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}" for owner, attr, obj in self._refs
+                 if getattr(owner, attr, None) is not obj]
+        return names + [f"{fn.__qualname__}.__code__" for fn, code in self._code if fn.__code__ is not code]
 
 
 # ---------------------------------------------------------------------- timed-call inputs and fingerprints

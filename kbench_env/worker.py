@@ -209,6 +209,9 @@ def main(conn, job: dict) -> None:
             return
         source = header["source"]
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
+    # what the worker times and checks with, before any candidate code runs (integrity.HarnessGuard)
+    guard = integrity.HarnessGuard(extra=[(sys.modules[__name__], "compare_outputs"), (type(backend), "time_calls"),
+                                          (type(backend), "sync"), (type(backend), "poison")])
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     try:
@@ -220,7 +223,8 @@ def main(conn, job: dict) -> None:
         return
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": "loaded", "build_seconds": time.perf_counter() - t0, "cached": backend.build_was_cached(),
-          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
+          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds,
+          "harness_patched": guard.changed()})
     models: dict = {}
     originals: dict = {}  # config -> the inputs as received (timing input sets are derived from them)
     while True:
@@ -228,7 +232,8 @@ def main(conn, job: dict) -> None:
         kind = header["type"]
         grad = torch.enable_grad() if header.get("backward") else torch.no_grad()
         busy0 = time.perf_counter()
-        send = lambda h, p=None, _t=busy0: conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t}, p))  # noqa: E731
+        send = lambda h, p=None, _t=busy0: conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t,  # noqa: E731
+                                                                 "harness_patched": guard.changed()}, p))
         try:
             if kind == "run":
                 cfg = header["config"]

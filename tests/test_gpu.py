@@ -139,11 +139,11 @@ ADVERSARIAL = {
     "patched_timer": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
         prelude="import kbench_env.timing as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
-        ("speedup_not_reverified", "below_roofline"), False),
+        ("harness_patched", "speedup_not_reverified", "below_roofline"), True),
     "patched_cuda_events": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
         prelude="torch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n"),
-        ("speedup_not_reverified", "below_roofline"), True),
+        ("harness_patched", "speedup_not_reverified", "below_roofline"), True),
     "tf32_flag_flipped": ("level1/relu", _adv(
         "        torch.backends.cuda.matmul.allow_tf32 = True\n        torch.backends.cudnn.allow_tf32 = True\n"
         "        return ext.relu(args[0])\n"), ("precision_flags_changed",), True),

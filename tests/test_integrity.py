@@ -43,11 +43,15 @@ CASES = {
         "    cache = {}\n    def forward(self, x):\n        key = (x.data_ptr(), tuple(x.shape))\n"
         f"        if key not in self.cache:\n            self.cache[key] = {OP}(x)\n        return self.cache[key]\n"),
         "timed_output_wrong"),
-    # 9/11/15. The timer patched from candidate code: the speedup is re-timed from the trusted side.
+    # 9/11/15. The timer patched from candidate code: the worker notices (harness_patched); were it not to, the
+    # speedup is re-timed from the trusted side (speedup_not_reverified) and held to the roofline.
     "patched_timer": (with_model(
         f"    def forward(self, x):\n        return {OP}(x)\n",
         prelude="\nimport itertools\nimport kbench_env.timing as _t\n_c = itertools.count()\n"
-                "_t._perf_counter = lambda: next(_c) * 1e-9\n"), ("speedup_not_reverified", "below_roofline")),
+                "_t._perf_counter = lambda: next(_c) * 1e-9\n"), "harness_patched"),
+    "patched_clock_in_forward": (with_model(  # the standard library's clock, replaced during a forward call
+        f"    def forward(self, x):\n        import time\n        time.perf_counter = lambda: 0.0\n"
+        f"        return {OP}(x)\n"), "harness_patched"),
     # 12. Non-determinism: right on the first call, off on the next.
     "nondeterministic": (with_model(
         "    calls = 0\n    def forward(self, x):\n        type(self).calls += 1\n"
@@ -140,7 +144,15 @@ def test_large_speedup_is_reverified_independently(evaluator):
     from kbench_env.evaluator import Evaluator
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, roofline=False)
-    r = ev.evaluate(RELU, CASES["patched_timer"][0])
+    # the worker's own check (HarnessGuard) silenced from the candidate's process as well: only the trusted side's
+    # re-timing is left to catch the patched timer
+    blind = with_model(
+        f"    def forward(self, x):\n        return {OP}(x)\n",
+        prelude="\nimport itertools\nimport kbench_env.integrity as _i\nimport kbench_env.timing as _t\n"
+                "_i.HarnessGuard.changed = lambda self: []\n_c = itertools.count()\n"
+                "_t._perf_counter = lambda: next(_c) * 1e-9\n")
+    r = ev.evaluate(RELU, blind)
+    assert not any(f.startswith("harness_patched") for f in r.integrity_flags), r.feedback()
     assert any(f.startswith("speedup_not_reverified") for f in r.integrity_flags), r.feedback()
 
 
