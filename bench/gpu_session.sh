@@ -78,13 +78,14 @@ speed)
     2>&1 | grep '^{' | tee "$OUT/eval_cost_cuda_ops.txt"
   stamp "throughput"
   timeout $(left 585) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 --workers 16 \
-    --deadline $(left 575) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 | grep -v "correct=True$" | tail -40
+    --step-gap 8 --deadline $(left 575) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 \
+    | grep -v "correct=True$" | tail -40
   ;;
 batch)  # bench/throughput.py alone, ending by DEADLINE seconds (default 360): the batch's rate so far if cut short
   left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
   stamp "throughput"
   timeout $(left $(( ${DEADLINE:-360} + 15 ))) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 \
-    --workers 16 --deadline $(left ${DEADLINE:-360}) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 \
+    --workers 16 --step-gap 8 --deadline $(left ${DEADLINE:-360}) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 \
     | grep -v "correct=True$" | tail -40
   ;;
 resume)  # the GPU test suite side by side, then the agent resumed from an earlier call's results (RESUME=file)
