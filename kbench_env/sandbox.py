@@ -808,9 +808,10 @@ class Worker:
         self._drain_reports()
         self._closed = True
         self._write_trace()
-        # The process group may hold children the candidate started: kill it either way, now. Waiting for the
-        # processes to be gone, the cgroup's removal and the release (~12 ms of a cached CPU step, in the cgroup's
-        # polling) happen in the background; flush_cleanups() waits for them.
+        # The process group may hold children the candidate started: kill it either way, now. On the CPU, waiting
+        # for the processes to be gone, the cgroup's removal and the release (~12 ms of a cached step, in the
+        # cgroup's polling) happen in the background; flush_cleanups() waits for them. A GPU worker is waited for
+        # here: the next candidate must not start while a dying process still holds GPU memory.
         pid = self.proc.pid
         if pid is not None:
             for kill in (os.killpg, os.kill):
@@ -819,7 +820,10 @@ class Worker:
         if self._cgroup is not None:
             self._cgroup.signal_all()
         self.conn.close()
-        _REAPER.submit(self._reap)
+        if self._device.startswith("cpu"):
+            _REAPER.submit(self._reap)
+        else:
+            self._reap()
 
     def _reap(self) -> None:
         self.kill()
