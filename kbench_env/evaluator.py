@@ -282,6 +282,17 @@ class Evaluator:
             self._flag(result, "harness_patched: the candidate replaced functions the worker times or checks with ("
                                + ", ".join(map(str, names[:8])) + "); timing and checks are not to be touched")
 
+    def _note_lazy(self, result: EvalResult, header, config: str) -> bool:
+        """Forward returned tensor subclasses (the worker's report): their values may be computed when read, after
+        the timed region, so outputs must be plain tensors."""
+        names = header.get("lazy_output") if isinstance(header, dict) else None
+        if names:
+            result.correct = False
+            self._flag(result, f"lazy_output: forward returned tensor subclasses ({', '.join(map(str, names[:4]))}) "
+                               f"on configuration {config!r}; return plain torch.Tensor outputs, computed by the time "
+                               f"forward returns")
+        return bool(names)
+
     def _flag(self, result: EvalResult, flag: str) -> None:
         kind = flag.split(":", 1)[0]
         if not any(f.split(":", 1)[0] == kind for f in result.integrity_flags):
@@ -326,6 +337,7 @@ class Evaluator:
             elif header.get("nondeterministic"):
                 self._flag(result, f"nondeterministic: a second run on the same inputs of configuration "
                                    f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
+            self._note_lazy(result, header, cfg.name)
             if header.get("inputs_modified"):
                 self._flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cfg.name!r}")
             _add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
@@ -357,6 +369,8 @@ class Evaluator:
                          "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets})
             header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
             self._note_patches(result, header)
+            if self._note_lazy(result, header, cfg.name):
+                return
             if header["type"] == "error":
                 result.error = f"configuration {_label(cfg, cr)} failed while being timed: {header['message']}"
                 result.error_stage = "timing"

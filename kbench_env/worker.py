@@ -29,7 +29,7 @@ import torch
 
 from . import integrity, timing  # noqa: F401  (timing captures the clock before candidate code is loaded)
 from .backends import get_backend
-from .compare import compare_outputs
+from .compare import compare_outputs, flatten_outputs
 from .task import DTYPES
 
 CANDIDATE_FILE = "candidate.py"
@@ -139,6 +139,12 @@ def _to_cpu(out):
     if isinstance(out, (int, float, bool)) or out is None:
         return out
     raise TypeError(f"forward returned a {type(out).__name__}; return a tensor (or a tuple of tensors)")
+
+
+def _subclass_outputs(out) -> set:
+    """Names of tensor subclasses among forward's outputs: a subclass can compute its values when they are read
+    (by the fingerprint, the copy back or the comparison), outside the timed region."""
+    return {type(x).__name__ for x in flatten_outputs(out) if isinstance(x, torch.Tensor) and type(x) is not torch.Tensor}
 
 
 def _clone(xs: list) -> list:
@@ -257,11 +263,13 @@ def main(conn, job: dict) -> None:
                     with audit:
                         out = model(*inputs)
                         backend.sync()
+                    lazy = _subclass_outputs(out)  # before anything reads the output
                     full = header.get("reply", "full") == "full"  # the reference's workers send no output
                     out_cpu = _to_cpu(out) if full else None  # what forward returned, before anything else runs
                     backend.poison(device)
                     out2 = model(*again)
                     backend.sync()
+                    lazy |= _subclass_outputs(out2)
                 # The second run and the inputs are compared here rather than sent back (each GPU-sized tensor sent
                 # is a device-host copy and a serialisation through the pipe): a candidate that could subvert this
                 # could equally have sent doctored copies, so nothing is lost; the output itself is compared on the
@@ -274,18 +282,23 @@ def main(conn, job: dict) -> None:
                 send({"type": "output", "config": cfg, "audit": audit.report(),
                       "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags()),
                       "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
-                      "inputs_modified": full and not _same(inputs, originals[cfg])}, reply)
+                      "inputs_modified": full and not _same(inputs, originals[cfg]),
+                      "lazy_output": sorted(lazy)}, reply)
             elif kind == "time":
                 model = models[header["config"]]
                 make_inputs = integrity.TimedInputs(originals.pop(header["config"]), header["base_seed"],
                                                     header["sets"], header["seed"], header["noise"]).materialise()
                 fps: list = []
+                lazy = set()
+
+                def on_output(j, o):
+                    lazy.update(_subclass_outputs(o))
+                    fps.append(integrity.fingerprint_pending(o))
+
                 with grad:
-                    t = backend.time_calls(model, make_inputs,
-                                           on_output=lambda j, o: fps.append(integrity.fingerprint_pending(o)),
-                                           **header.get("params", {}))
+                    t = backend.time_calls(model, make_inputs, on_output=on_output, **header.get("params", {}))
                 send({"type": "timing", "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
-                      "fingerprints": integrity.fingerprint_values(fps)})
+                      "fingerprints": integrity.fingerprint_values(fps), "lazy_output": sorted(lazy)})
             elif kind == "wallclock":
                 model = models[header["config"]]
                 sets = [integrity.perturb(_device_inputs(payload["inputs"], device), header["seed"] + j, header["noise"])

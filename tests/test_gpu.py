@@ -170,6 +170,15 @@ ADVERSARIAL = {
         "        if CALLS[0] > 12 and key in LAST:\n            return LAST[key]\n"
         "        LAST[key] = ext.relu(x)\n        return LAST[key]\n",
         prelude="CALLS = [0]\nLAST = {}\n"), ("timed_output_wrong", "below_roofline", "speedup_not_reverified"), True),
+    "lazy_output": ("level1/relu", _adv(  # 9: a tensor subclass computed when read, after the timed region
+        "        x = args[0]\n        ext.touch(x)\n        out = torch.empty_like(x).as_subclass(Lazy)\n"
+        "        out._kb_src = x\n        return out\n",
+        prelude="class Lazy(torch.Tensor):\n    @classmethod\n"
+                "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                "        real = lambda a: ext.relu(a._kb_src) if isinstance(a, Lazy) else a\n"
+                "        with torch._C.DisableTorchFunctionSubclass():\n"
+                "            return func(*[real(a) for a in args], **{k: real(v) for k, v in (kwargs or {}).items()})\n"),
+        ("lazy_output",), True),
     "inputs_modified": ("level1/relu", _adv(
         "        x = args[0]\n        out = ext.relu(x)\n        ext.relu_into(x, x)\n        return out\n"),
         ("inputs_modified",), True),

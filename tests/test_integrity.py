@@ -57,6 +57,17 @@ CASES = {
         "    calls = 0\n    def forward(self, x):\n        type(self).calls += 1\n"
         f"        out = {OP}(x)\n        if type(self).calls % 2 == 0:\n            out[0, 0] += 1.0\n        return out\n"),
         "nondeterministic"),
+    # 9. A lazy tensor subclass: forward launches a token kernel and returns a tensor whose values are computed when
+    # they are read (after the timed region: by the output fingerprint, the copy back, the comparison).
+    "lazy_output": (with_model(
+        f"    def forward(self, x):\n        {OP}(x[:1])\n        out = torch.empty_like(x).as_subclass(Lazy)\n"
+        "        out._kb_src = x\n        return out\n",
+        prelude="\n\nclass Lazy(torch.Tensor):\n    @classmethod\n"
+                "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                f"        real = lambda a: {OP}(a._kb_src) if isinstance(a, Lazy) else a\n"
+                "        with torch._C.DisableTorchFunctionSubclass():\n"
+                "            return func(*[real(a) for a in args], **{k: real(v) for k, v in (kwargs or {}).items()})\n"),
+        "lazy_output"),
     # 14. Precision flags changed from candidate code.
     "precision_flags": (with_model(
         f"    def forward(self, x):\n        torch.backends.cuda.matmul.allow_tf32 = True\n        return {OP}(x)\n"),
