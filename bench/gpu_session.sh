@@ -21,6 +21,7 @@ export PYTHONUNBUFFERED=1 KBENCH_CACHE=${KBENCH_CACHE:-/tmp/kbench-cache}
 OUT=${OUT:-/tmp/kbench-out}; mkdir -p "$OUT"
 START=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
+left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }  # seconds until $1 (default 580) from the start
 
 if ! python3 -c "import gymnasium, trl" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -50,7 +51,6 @@ faults)
     | tee "$OUT/gpu_faults.txt" | tail -25
   ;;
 tests)
-  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
   stamp "GPU fault tests (and the GPU worker's network)"
   timeout 200 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
     | tee "$OUT/gpu_faults.txt" | tail -12
@@ -70,7 +70,6 @@ agent)
     --agent evolutionary --device cuda --budget 3 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" 2>&1 | tail -16
   ;;
 speed)
-  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
   stamp "one evaluation traced (level1/relu, CUDA), with the forward audit on kineto/CUPTI, then on operators only"
   timeout 150 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
     > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
@@ -82,14 +81,12 @@ speed)
     | grep -v "correct=True$" | tail -40
   ;;
 batch)  # bench/throughput.py alone, ending by DEADLINE seconds (default 360): the batch's rate so far if cut short
-  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
   stamp "throughput"
   timeout $(left $(( ${DEADLINE:-360} + 15 ))) python3 bench/throughput.py --device cuda --n 64 --naive 1 --cold 1 \
     --workers 16 --step-gap 8 --deadline $(left ${DEADLINE:-360}) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 \
     | grep -v "correct=True$" | tail -40
   ;;
 resume)  # the GPU test suite side by side, then the agent resumed from an earlier call's results (RESUME=file)
-  left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }
   stamp "GPU test suite (candidates side by side on the GPU)"
   KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
     timeout $(left 230) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \

@@ -137,8 +137,7 @@ class Evaluator:
             spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
         self._spares = None
         if spare_worker:
-            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits,
-                                        refill="take" if self.device.startswith("cpu") else "release")
+            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits)
             weakref.finalize(self, self._spares.close)
 
     def close(self) -> None:
@@ -237,8 +236,8 @@ class Evaluator:
             result.log_tail = _tail(exc.log_tail)
             result.correct = False
         finally:
-            if self._spares is not None and self._spares.refill_on == "release":
-                self._spares.refill()  # after this evaluation's timed runs, never during them
+            if self._spares is not None:
+                self._spares.evaluation_over()
 
     def _run_stages(self, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult) -> None:
         with _phase(result, "build"):
@@ -267,31 +266,34 @@ class Evaluator:
             return
         result.compiled = True
         result.stage = "built"
-        self._note_patches(result, header)
+        self._note_reports(result, header)
         result.build_seconds = round(header["build_seconds"], 3)
         result.cached_build = header.get("cached")
         for key, phase in (("warmup_seconds", "worker_warmup"), ("cuda_start_seconds", "worker_cuda_start")):
             if header.get(key):
                 _add_phase(result, phase, float(header[key]))
 
-    def _note_patches(self, result: EvalResult, header) -> None:
-        """The worker's report of harness functions the candidate replaced (integrity.HarnessGuard)."""
-        names = header.get("harness_patched") if isinstance(header, dict) else None
-        if names:
-            result.correct = False
+    def _note_reports(self, result: EvalResult, header, config: str | None = None) -> bool:
+        """What the worker reported of the candidate with a reply: harness functions it replaced
+        (integrity.HarnessGuard) and tensor subclasses forward returned (their values may be computed when read,
+        after the timed region). Each is an integrity flag; True if there was any."""
+        if not isinstance(header, dict):
+            return False
+        where = f" on configuration {config!r}" if config else ""
+        found = False
+        if header.get("harness_patched"):
+            found = True
             self._flag(result, "harness_patched: the candidate replaced functions the worker times or checks with ("
-                               + ", ".join(map(str, names[:8])) + "); timing and checks are not to be touched")
-
-    def _note_lazy(self, result: EvalResult, header, config: str) -> bool:
-        """Forward returned tensor subclasses (the worker's report): their values may be computed when read, after
-        the timed region, so outputs must be plain tensors."""
-        names = header.get("lazy_output") if isinstance(header, dict) else None
-        if names:
+                               + ", ".join(map(str, header["harness_patched"][:8])) + f"){where}; timing and checks "
+                               "are not to be touched")
+        if header.get("lazy_output"):
+            found = True
+            self._flag(result, f"lazy_output: forward returned tensor subclasses "
+                               f"({', '.join(map(str, header['lazy_output'][:4]))}){where}; return plain torch.Tensor "
+                               f"outputs, computed by the time forward returns")
+        if found:
             result.correct = False
-            self._flag(result, f"lazy_output: forward returned tensor subclasses ({', '.join(map(str, names[:4]))}) "
-                               f"on configuration {config!r}; return plain torch.Tensor outputs, computed by the time "
-                               f"forward returns")
-        return bool(names)
+        return found
 
     def _flag(self, result: EvalResult, flag: str) -> None:
         kind = flag.split(":", 1)[0]
@@ -315,7 +317,7 @@ class Evaluator:
             with _phase(result, "reference_outputs"):  # while the worker runs the candidate (nothing is timed)
                 ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, self.device)
             header, payload = worker.recv(self.limits.run_timeout, f"forward on configuration {cfg.name!r}")
-            self._note_patches(result, header)
+            self._note_reports(result, header, cfg.name)
             if header["type"] == "error":
                 cr.correct, cr.error = False, header["message"]
                 all_ok = False
@@ -337,7 +339,6 @@ class Evaluator:
             elif header.get("nondeterministic"):
                 self._flag(result, f"nondeterministic: a second run on the same inputs of configuration "
                                    f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
-            self._note_lazy(result, header, cfg.name)
             if header.get("inputs_modified"):
                 self._flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cfg.name!r}")
             _add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
@@ -368,8 +369,7 @@ class Evaluator:
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
                          "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets})
             header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
-            self._note_patches(result, header)
-            if self._note_lazy(result, header, cfg.name):
+            if self._note_reports(result, header, cfg.name):
                 return
             if header["type"] == "error":
                 result.error = f"configuration {_label(cfg, cr)} failed while being timed: {header['message']}"

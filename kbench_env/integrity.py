@@ -264,7 +264,8 @@ class TimedInputs:
     def __init__(self, inputs: list, base_seed: int, sets: int, seed: int, scale: float = 1e-2):
         self._inputs, self.base_seed, self.sets, self.seed, self.scale = inputs, base_seed, max(1, sets), seed, scale
         # Every set and call is scaled by the configuration's own input stds, computed once: a set's stds differ
-        # from them by the 1% perturbation only, and recomputing them per set cost the parent ~10 ms a CPU step.
+        # from them by the 1% perturbation only, and computing them twice per set had the parent's timed-output
+        # checks of a cached CPU step at 40 ms, against 22 ms now (bench/results/throughput_cpu.md).
         self._stds = input_stds(inputs)
         self._bases: dict = {}  # k -> input set k
 

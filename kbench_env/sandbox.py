@@ -894,15 +894,15 @@ class SpareWorkers:
     while nothing of the caller's waits on it.
 
     A spare holds no candidate code until ``take`` assigns it one, and serves one candidate only, as every worker.
-    The replacement starts when one is taken (``refill="take"``: the CPU, where a start costs milliseconds, done
-    while the taken worker builds) or when the caller says its evaluation is over (``refill="release"``: GPUs, so
-    that a spare's start, which launches a kernel and starts the profiler, never overlaps a timed run of this
-    caller's; other callers' evaluations on the same GPU may overlap it, as any worker's start would).
+    The replacement starts when one is taken on the CPU (a start costs milliseconds, done while the taken worker
+    builds), and on a GPU when the caller says its evaluation is over (``evaluation_over``), so that a spare's start,
+    which launches a kernel and starts the profiler, never overlaps a timed run of this caller's; other callers'
+    evaluations on the same GPU may overlap it, as any worker's start would.
     """
 
-    def __init__(self, backend: str, device: str, build_root: str, limits: Limits, refill: str = "take"):
+    def __init__(self, backend: str, device: str, build_root: str, limits: Limits):
         self._args = (backend, device, build_root, limits)
-        self.refill_on = refill
+        self._refill_at_take = device.startswith("cpu")
         self._lock = threading.Lock()
         self._spare: Worker | None = None
         self._starting = False
@@ -916,7 +916,7 @@ class SpareWorkers:
         if spare is not None and time.monotonic() - spare._t_created > SPARE_IDLE_S - 5:
             spare.close()  # about to leave by itself: it might go between being given the source and loading it
             spare = None
-        if self.refill_on == "take":
+        if self._refill_at_take:
             self.refill()
         if spare is not None:
             try:
@@ -926,6 +926,11 @@ class SpareWorkers:
             except (WorkerError, ValueError):
                 spare.close()
         return Worker(source, *self._args)
+
+    def evaluation_over(self) -> None:
+        """The caller's evaluation (its timed runs included) has ended: on a GPU, the replacement starts now."""
+        if not self._refill_at_take:
+            self.refill()
 
     def refill(self) -> None:
         """Start a spare in the background, unless one is ready or starting."""
