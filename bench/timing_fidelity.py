@@ -12,8 +12,12 @@ JSONL record (GPU name, date, numbers).
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -69,6 +73,45 @@ def profiler_in_timing_ms(backend, fn, make_inputs, gap: float) -> float:
     return statistics.median(durs) / 1e3
 
 
+NCU_LAUNCHES = 5  # launches of each case's kernel under ncu
+
+
+def ncu_child() -> int:
+    """Launch each case's kernel NCU_LAUNCHES times, in CASES order, for ncu to measure."""
+    kern = cuda_kernel(SRC, "scale_add")
+    for _, n, iters in CASES:
+        x = torch.randn(n, device="cuda")
+        y = torch.empty_like(x)
+        for _ in range(NCU_LAUNCHES):
+            kern(((n + 255) // 256,), (256,), x, y, n, iters)
+        torch.cuda.synchronize()
+    return 0
+
+
+def ncu_kernel_ms() -> list | None:
+    """Per case, the median of Nsight Compute's gpu__time_duration (ms); None without ncu or if it fails."""
+    ncu = shutil.which("ncu")
+    if ncu is None:
+        return None
+    cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--metrics", "gpu__time_duration.sum",
+           "--kernel-name", "scale_add", "--csv", sys.executable, str(Path(__file__).resolve()), "--ncu-child"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        print("ncu: timed out", flush=True)
+        return None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('"')]
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
+    scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+    vals = [float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], float("nan")) for r in rows
+            if r.get("Metric Name") == "gpu__time_duration.sum"]
+    if len(vals) != NCU_LAUNCHES * len(CASES):
+        print(f"ncu: {len(vals)} measurements, expected {NCU_LAUNCHES * len(CASES)}; rc {proc.returncode}; "
+              f"{(proc.stderr or proc.stdout)[-600:]}", flush=True)
+        return None
+    return [statistics.median(vals[k * NCU_LAUNCHES:(k + 1) * NCU_LAUNCHES]) for k in range(len(CASES))]
+
+
 def naive_event_ms(fn, inputs, reps: int = 30) -> float:
     ts = []
     for _ in range(reps):
@@ -85,13 +128,19 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
     ap.add_argument("--repeats", type=int, default=5, help="repeated kbench measurements per kernel (spread)")
+    ap.add_argument("--ncu-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.ncu_child:
+        return ncu_child()
+    ncu = ncu_kernel_ms()
+    print(f"ncu: {ncu}", flush=True)
     kern = cuda_kernel(SRC, "scale_add")
     backend = CudaBackend()
     gap = backend.calibrate("cuda", ["float32"])["graph_gap_ms"]
-    print(f"graph node gap: {gap * 1e3:.2f} us", flush=True)
+    gap32 = backend.graph_gap_ms("cuda", 32)
+    print(f"graph node gap: {gap * 1e3:.3f} us (blocks of 32: {gap32 * 1e3:.3f} us)", flush=True)
     rows = []
-    for label, n, iters in CASES:
+    for k, (label, n, iters) in enumerate(CASES):
         x = torch.randn(n, device="cuda")
         y = torch.empty_like(x)
 
@@ -106,28 +155,42 @@ def main() -> int:
                                    min_seconds=0.2, gap_ms=gap)
             meds.append(t.median_ms)
         ours = statistics.median(meds)
+        b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], warmup=3, min_reps=20,
+                                                   max_reps=200, min_seconds=0.2, gap_ms=gap32, block=32).median_ms
+                                for _ in range(3))
+        block = backend._block_size(fn, [x, y])  # noqa: SLF001 - the block size kbench chose
         spread = (statistics.pstdev(meds) / statistics.mean(meds)) if len(meds) > 1 else 0.0
         naive = naive_event_ms(fn, [x, y])
         same_ms = profiler_in_timing_ms(backend, fn, lambda j, x=x, y=y: [x, y], gap)
         rows.append({"kernel": label, "profiler_ms": prof_ms, "kbench_ms": ours, "error": ours / prof_ms - 1,
                      "profiler_in_timing_ms": same_ms, "error_vs_same_runs": ours / same_ms - 1,
-                     "spread": spread, "naive_event_ms": naive, "naive_error": naive / prof_ms - 1,
+                     "spread": spread, "block": block, "kbench_block32_ms": b32,
+                     "ncu_ms": ncu[k] if ncu else None, "error_vs_ncu": (ours / ncu[k] - 1) if ncu else None,
+                     "naive_event_ms": naive, "naive_error": naive / prof_ms - 1,
                      "method": backend.last_method})
         print(rows[-1], flush=True)
     name = torch.cuda.get_device_name()
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     md = [f"# Timing fidelity on {name} ({date})", "",
           "kbench: CUDA-graph replay of a block of calls between events, L2 flushed before each block, fresh inputs "
-          f"per call, minus the measured idle gap between graph nodes ({gap * 1e3:.2f} us); median over blocks; spread = std/mean of {args.repeats} repeated measurements. Profiler: "
-          "median CUPTI kernel duration, in a warm loop and in the runs kbench times (after its L2 flush). Naive: "
-          "one launch between a pair of events.", "",
-          "| kernel | profiler, warm loop (ms) | profiler, kbench's runs (ms) | kbench (ms) | kbench error vs warm | "
-          "kbench error vs its runs | spread | naive events (ms) | naive error | method |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          f"per call, minus the measured idle gap between graph nodes ({gap * 1e3:.3f} us; blocks of 32: "
+          f"{gap32 * 1e3:.3f} us); B = calls per block as kbench chose them; median over blocks; spread = std/mean of "
+          f"{args.repeats} repeated measurements. Profiler: median CUPTI kernel duration, in a warm loop and in the "
+          "runs kbench times (after its L2 flush). ncu: median Nsight Compute gpu__time_duration of "
+          f"{NCU_LAUNCHES} launches, caches flushed before each, clocks not locked. Naive: one launch between a pair "
+          "of events.", "",
+          "| kernel | profiler, warm loop (ms) | profiler, kbench's runs (ms) | ncu (ms) | kbench (ms) | B | "
+          "kbench error vs warm | vs its runs | vs ncu | spread | kbench, B=32 (ms) | naive events (ms) | "
+          "naive error | method |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in rows:
-        md.append(f"| {r['kernel']} | {r['profiler_ms']:.4f} | {r['profiler_in_timing_ms']:.4f} | {r['kbench_ms']:.4f} | "
-                  f"{100 * r['error']:+.1f}% | {100 * r['error_vs_same_runs']:+.1f}% | {100 * r['spread']:.2f}% | "
-                  f"{r['naive_event_ms']:.4f} | {100 * r['naive_error']:+.1f}% | {r['method']} |")
+        md.append(f"| {r['kernel']} | {r['profiler_ms']:.4f} | {r['profiler_in_timing_ms']:.4f} | "
+                  f"{fmt(r['ncu_ms'], '.4f')} | {r['kbench_ms']:.4f} | {r['block']} | {100 * r['error']:+.1f}% | "
+                  f"{100 * r['error_vs_same_runs']:+.1f}% | "
+                  f"{fmt(None if r['error_vs_ncu'] is None else 100 * r['error_vs_ncu'], '+.1f')}% | "
+                  f"{100 * r['spread']:.2f}% | {r['kbench_block32_ms']:.4f} | {r['naive_event_ms']:.4f} | "
+                  f"{100 * r['naive_error']:+.1f}% | {r['method']} |")
     text = "\n".join(md)
     print(text)
     if args.out:

@@ -7,7 +7,8 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
 - every timed call gets fresh inputs (copied into static buffers outside the timed region);
 - a block of B calls is captured once as a CUDA graph and replayed between a pair of events, so the time is the
   device time of the kernels, not launch overhead (one launch per event pair reads a 4 us kernel as 17 us on an
-  H100); work a candidate hides on a side stream or in a thread is not in the graph, so its outputs come out wrong
+  H100); B is about 2 ms of device work, up to 256 calls (``_block_size``), so a block's fixed cost is spread
+  thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not in the graph, so its outputs come out wrong
   and the per-call output check fails;
 - L2 is flushed before each replay;
 - blocks are timed until 0.3 s of device time or 4 s of wall time (at least 5 blocks): for a large, fast kernel the
@@ -31,6 +32,10 @@ from .extension import ExtensionBackend, _with_opt, lighten
 
 _LOADERS = {"load_inline", "load"}
 L2_FLUSH_BYTES = 256 << 20
+MAX_BLOCK = 256  # calls per graph block
+BLOCK_BYTES = 1 << 30  # static inputs and outputs of one block
+PROBE_CALLS = 8
+CALL_BUDGET_BLOCK = 32  # timed calls per repetition when max_reps bounds a timing (each has host-side work)
 
 
 class CudaBackend(ExtensionBackend):
@@ -127,16 +132,13 @@ class CudaBackend(ExtensionBackend):
             fn(*make_inputs(-1 - i))
         torch.cuda.synchronize()
         probe = make_inputs(-100)
-        t0 = clock()
-        fn(*probe)
-        torch.cuda.synchronize()
-        est_ms = (clock() - t0) * 1e3
-        B = block or int(min(32, max(1, 2.0 / max(est_ms, 1e-3))))  # about 2 ms of work per block
         device = next((x.device for x in probe if isinstance(x, torch.Tensor)), torch.device("cuda"))
+        B = block or self._block_size(fn, probe)
         graph = self._capture(fn, make_inputs, B)
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
-        while len(times) < max_reps and (len(times) < min_blocks or total < min_seconds) and (clock() - start) < max_seconds:
+        max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
+        while len(times) < max_blocks and (len(times) < min_blocks or total < min_seconds) and (clock() - start) < max_seconds:
             calls = [make_inputs(j + b) for b in range(B)]
             if graph is not None:
                 g, static_in, static_out = graph
@@ -169,6 +171,30 @@ class CudaBackend(ExtensionBackend):
             j += B
         return timing.summarize(times)
 
+    @staticmethod
+    def _block_size(fn, probe: list) -> int:
+        """Calls per graph block: about 2 ms of device work, at most MAX_BLOCK calls and BLOCK_BYTES of static
+        inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
+        L2 flush) that a block of 32 few-microsecond kernels reads as +20-40% per call (H100,
+        bench/results/timing_fidelity_h100.md); longer blocks spread it thin. A call under 2 ms is estimated from
+        PROBE_CALLS back-to-back calls between events (one call between events reads launch latency instead)."""
+        t0 = timing._perf_counter()
+        outs = fn(*probe)
+        torch.cuda.synchronize()
+        est_ms = (timing._perf_counter() - t0) * 1e3  # an upper bound: launch and synchronisation included
+        if est_ms < 2.0:  # short enough that launch latency may dominate it: measure back-to-back calls
+            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            ev0.record()
+            for _ in range(PROBE_CALLS):
+                outs = fn(*probe)
+            ev1.record()
+            torch.cuda.synchronize()
+            est_ms = ev0.elapsed_time(ev1) / PROBE_CALLS
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        per_call = sum(x.numel() * x.element_size() for x in list(probe) + list(outs) if isinstance(x, torch.Tensor))
+        by_bytes = BLOCK_BYTES // max(per_call, 1)
+        return int(max(1, min(MAX_BLOCK, by_bytes, 2.0 / max(est_ms, 1e-4))))
+
     def _capture(self, fn, make_inputs, B: int):
         """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured.
 
@@ -199,23 +225,28 @@ class CudaBackend(ExtensionBackend):
             torch.cuda.synchronize()
             return None
 
+    def graph_gap_ms(self, device, block: int = MAX_BLOCK) -> float:
+        """The idle time per node of a graph of ``block`` tiny kernels (replayed as time_calls does) beyond those
+        kernels' own CUPTI duration."""
+        from torch.profiler import ProfilerActivity, profile
+
+        z = torch.zeros(1, device=device)
+        fn = lambda z: z.add_(1.0)  # noqa: E731
+        t = self.time_calls(fn, lambda j: [z], warmup=3, min_reps=64, max_reps=64, min_seconds=0.0, block=block)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(50):
+                fn(z)
+            torch.cuda.synchronize()
+        durs = sorted(e.device_time for e in prof.events() if e.device_time > 0)
+        kernel_ms = durs[len(durs) // 2] / 1e3 if durs else 0.0
+        return max(0.0, t.median_ms - kernel_ms)
+
     def calibrate(self, device: str, dtypes: list) -> dict:
         """Bandwidth and FLOP rates (base class), plus the idle gap between consecutive graph nodes: the per-node
         time of a graph of tiny kernels minus those kernels' own duration as CUPTI reports it."""
         out = super().calibrate(device, dtypes)
         try:
-            from torch.profiler import ProfilerActivity, profile
-
-            z = torch.zeros(1, device=device)
-            fn = lambda z: z.add_(1.0)  # noqa: E731
-            t = self.time_calls(fn, lambda j: [z], warmup=3, min_reps=64, max_reps=64, min_seconds=0.0, block=32)
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                for _ in range(50):
-                    fn(z)
-                torch.cuda.synchronize()
-            durs = sorted(e.device_time for e in prof.events() if e.device_time > 0)
-            kernel_ms = durs[len(durs) // 2] / 1e3 if durs else 0.0
-            out["graph_gap_ms"] = max(0.0, t.median_ms - kernel_ms)
+            out["graph_gap_ms"] = self.graph_gap_ms(device)
         except Exception:  # noqa: BLE001 - no profiler: no correction
             out["graph_gap_ms"] = 0.0
         return out
