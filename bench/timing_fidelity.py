@@ -88,8 +88,9 @@ def ncu_child() -> int:
     return 0
 
 
-def ncu_kernel_ms() -> list | None:
-    """Per case, the median of Nsight Compute's gpu__time_duration (ms); None without ncu or if it fails."""
+def ncu_kernel_ms(raw: str | None = None) -> list | None:
+    """Per case, the median of Nsight Compute's gpu__time_duration (ms); None without ncu or if it fails. Its
+    output is kept in ``raw`` when given."""
     ncu = shutil.which("ncu")
     if ncu is None:
         return None
@@ -102,7 +103,10 @@ def ncu_kernel_ms() -> list | None:
         return None
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith('"')]
     rows = list(csv.DictReader(io.StringIO("\n".join(lines))))
-    scale = {"nsecond": 1e-6, "usecond": 1e-3, "msecond": 1.0, "second": 1e3}
+    if raw:
+        Path(raw).write_text(proc.stdout[-200_000:] + proc.stderr[-20_000:])
+    scale = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3,
+             "s": 1e3}
     vals = [float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], float("nan")) for r in rows
             if r.get("Metric Name") == "gpu__time_duration.sum"]
     if len(vals) != NCU_LAUNCHES * len(CASES):
@@ -132,7 +136,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.ncu_child:
         return ncu_child()
-    ncu = ncu_kernel_ms()
+    ncu = ncu_kernel_ms(str(Path(args.out).with_suffix(".ncu.txt")) if args.out else None)
     print(f"ncu: {ncu}", flush=True)
     kern = cuda_kernel(SRC, "scale_add")
     backend = CudaBackend()
@@ -158,7 +162,7 @@ def main() -> int:
         b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], warmup=3, min_reps=20,
                                                    max_reps=200, min_seconds=0.2, gap_ms=gap32, block=32).median_ms
                                 for _ in range(3))
-        block = backend._block_size(fn, [x, y])  # noqa: SLF001 - the block size kbench chose
+        block = backend._block_size(fn, lambda j, x=x, y=y: [x, y], [x, y])  # noqa: SLF001 - kbench's choice
         spread = (statistics.pstdev(meds) / statistics.mean(meds)) if len(meds) > 1 else 0.0
         naive = naive_event_ms(fn, [x, y])
         same_ms = profiler_in_timing_ms(backend, fn, lambda j, x=x, y=y: [x, y], gap)
@@ -173,8 +177,8 @@ def main() -> int:
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     md = [f"# Timing fidelity on {name} ({date})", "",
           "kbench: CUDA-graph replay of a block of calls between events, L2 flushed before each block, fresh inputs "
-          f"per call, minus the measured idle gap between graph nodes ({gap * 1e3:.3f} us; blocks of 32: "
-          f"{gap32 * 1e3:.3f} us); B = calls per block as kbench chose them; median over blocks; spread = std/mean of "
+          f"per call, minus the idle gap between consecutive graph nodes (CUPTI, in a replayed graph: {gap * 1e3:.3f} us; "
+          f"in a graph of 32: {gap32 * 1e3:.3f} us); B = calls per block as kbench chose them; median over blocks; spread = std/mean of "
           f"{args.repeats} repeated measurements. Profiler: median CUPTI kernel duration, in a warm loop and in the "
           "runs kbench times (after its L2 flush). ncu: median Nsight Compute gpu__time_duration of "
           f"{NCU_LAUNCHES} launches, caches flushed before each, clocks not locked. Naive: one launch between a pair "

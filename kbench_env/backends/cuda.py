@@ -133,7 +133,7 @@ class CudaBackend(ExtensionBackend):
         torch.cuda.synchronize()
         probe = make_inputs(-100)
         device = next((x.device for x in probe if isinstance(x, torch.Tensor)), torch.device("cuda"))
-        B = block or self._block_size(fn, probe)
+        B = block or self._block_size(fn, make_inputs, probe)
         graph = self._capture(fn, make_inputs, B)
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
@@ -171,31 +171,35 @@ class CudaBackend(ExtensionBackend):
             j += B
         return timing.summarize(times)
 
-    @staticmethod
-    def _block_size(fn, probe: list) -> int:
+    def _block_size(self, fn, make_inputs, probe: list) -> int:
         """Calls per graph block: about 2 ms of device work, at most MAX_BLOCK calls and BLOCK_BYTES of static
         inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
-        L2 flush) that a block of 32 few-microsecond kernels reads as +20-40% per call (H100,
+        L2 flush) that a block of 32 few-microsecond kernels reads as +12-55% per call (H100,
         bench/results/timing_fidelity_h100.md); longer blocks spread it thin. A call under 2 ms is estimated from
-        PROBE_CALLS back-to-back calls between events (one call between events reads launch latency instead)."""
+        a graph of PROBE_CALLS calls replayed between events: back-to-back eager calls measure the host's launch
+        rate (~40 us a call from Python), and one call between events its launch latency."""
         t0 = timing._perf_counter()
         outs = fn(*probe)
         torch.cuda.synchronize()
         est_ms = (timing._perf_counter() - t0) * 1e3  # an upper bound: launch and synchronisation included
-        if est_ms < 2.0:  # short enough that launch latency may dominate it: measure back-to-back calls
-            ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            ev0.record()
-            for _ in range(PROBE_CALLS):
-                outs = fn(*probe)
-            ev1.record()
-            torch.cuda.synchronize()
-            est_ms = ev0.elapsed_time(ev1) / PROBE_CALLS
+        if est_ms < 2.0:
+            captured = self._capture(fn, make_inputs, PROBE_CALLS, first=-2000)
+            if captured is not None:
+                g = captured[0]
+                g.replay()
+                ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                ev0.record()
+                g.replay()
+                ev1.record()
+                torch.cuda.synchronize()
+                est_ms = ev0.elapsed_time(ev1) / PROBE_CALLS
+                del captured, g
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         per_call = sum(x.numel() * x.element_size() for x in list(probe) + list(outs) if isinstance(x, torch.Tensor))
         by_bytes = BLOCK_BYTES // max(per_call, 1)
         return int(max(1, min(MAX_BLOCK, by_bytes, 2.0 / max(est_ms, 1e-4))))
 
-    def _capture(self, fn, make_inputs, B: int):
+    def _capture(self, fn, make_inputs, B: int, first: int = -300):
         """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured.
 
         The warm-up calls before capture get inputs of their own (other storage, other content) and every static
@@ -206,7 +210,7 @@ class CudaBackend(ExtensionBackend):
         inputs it has never seen, and the output checks catch it."""
         try:
             warm = [make_inputs(-200 - k) for k in range(2)]
-            static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in make_inputs(-300 - b)]
+            static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in make_inputs(first - b)]
                          for b in range(B)]
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
@@ -226,24 +230,33 @@ class CudaBackend(ExtensionBackend):
             return None
 
     def graph_gap_ms(self, device, block: int = MAX_BLOCK) -> float:
-        """The idle time per node of a graph of ``block`` tiny kernels (replayed as time_calls does) beyond those
-        kernels' own CUPTI duration."""
+        """The idle time between consecutive kernel nodes of a replayed graph (CUPTI's start of one kernel minus
+        the end of the one before, median over a graph of ``block`` tiny kernels). Every timed call pays it once
+        and no profiler counts it as the kernel's (~0.5-1 us on an H100: half a few-microsecond kernel's time)."""
+        from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 
         z = torch.zeros(1, device=device)
-        fn = lambda z: z.add_(1.0)  # noqa: E731
-        t = self.time_calls(fn, lambda j: [z], warmup=3, min_reps=64, max_reps=64, min_seconds=0.0, block=block)
+        captured = self._capture(lambda z: z.add_(1.0), lambda j: [z], block)
+        if captured is None:
+            raise RuntimeError("the calibration graph could not be captured")
+        g = captured[0]
+        g.replay()
+        torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(50):
-                fn(z)
+            g.replay()
             torch.cuda.synchronize()
-        durs = sorted(e.device_time for e in prof.events() if e.device_time > 0)
-        kernel_ms = durs[len(durs) // 2] / 1e3 if durs else 0.0
-        return max(0.0, t.median_ms - kernel_ms)
+        spans = sorted((e.start_ns(), e.end_ns()) for e in prof.profiler.kineto_results.events()
+                       if e.device_type() == DeviceType.CUDA and "memcpy" not in e.name().lower()
+                       and "memset" not in e.name().lower())
+        gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:])]
+        if len(gaps) < block // 2:
+            raise RuntimeError(f"the profiler saw {len(spans)} of the calibration graph's {block} kernels")
+        return max(0.0, sorted(gaps)[len(gaps) // 2] / 1e6)
 
     def calibrate(self, device: str, dtypes: list) -> dict:
-        """Bandwidth and FLOP rates (base class), plus the idle gap between consecutive graph nodes: the per-node
-        time of a graph of tiny kernels minus those kernels' own duration as CUPTI reports it."""
+        """Bandwidth and FLOP rates (base class), plus the idle gap between consecutive graph nodes
+        (``graph_gap_ms``)."""
         out = super().calibrate(device, dtypes)
         try:
             out["graph_gap_ms"] = self.graph_gap_ms(device)
