@@ -128,13 +128,19 @@ class CudaBackend(ExtensionBackend):
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
         so a few-microsecond kernel is not read as half launch gap."""
         clock = timing._perf_counter
-        for i in range(warmup):
-            fn(*make_inputs(-1 - i))
+        # Every input handed to the candidate before the capture stays alive until the timing ends, so no static
+        # buffer of the capture reuses the address of one it has seen: a cache keyed on pointers would find a hit
+        # while being captured and leave that call out of the graph (cache_by_pointer on an H100, 2026-11-23 20:40,
+        # once the block-size probe's own graph, freed, lent its addresses to the timed graph).
+        handed = [make_inputs(-1 - i) for i in range(warmup)]
+        for ins in handed:
+            fn(*ins)
         torch.cuda.synchronize()
         probe = make_inputs(-100)
+        handed.append(probe)
         device = next((x.device for x in probe if isinstance(x, torch.Tensor)), torch.device("cuda"))
-        B = block or self._block_size(fn, make_inputs, probe)
-        graph = self._capture(fn, make_inputs, B)
+        B = block or self._block_size(fn, make_inputs, probe, handed)
+        graph = self._capture(fn, make_inputs, B, handed=handed)
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
         max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
@@ -171,7 +177,7 @@ class CudaBackend(ExtensionBackend):
             j += B
         return timing.summarize(times)
 
-    def _block_size(self, fn, make_inputs, probe: list) -> int:
+    def _block_size(self, fn, make_inputs, probe: list, handed: list) -> int:
         """Calls per graph block: about 2 ms of device work, at most MAX_BLOCK calls and BLOCK_BYTES of static
         inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
         L2 flush) that a block of 32 few-microsecond kernels reads as +12-55% per call (H100,
@@ -183,7 +189,7 @@ class CudaBackend(ExtensionBackend):
         torch.cuda.synchronize()
         est_ms = (timing._perf_counter() - t0) * 1e3  # an upper bound: launch and synchronisation included
         if est_ms < 2.0:
-            captured = self._capture(fn, make_inputs, PROBE_CALLS, first=-2000)
+            captured = self._capture(fn, make_inputs, PROBE_CALLS, first=-2000, handed=handed)
             if captured is not None:
                 g = captured[0]
                 g.replay()
@@ -199,7 +205,7 @@ class CudaBackend(ExtensionBackend):
         by_bytes = BLOCK_BYTES // max(per_call, 1)
         return int(max(1, min(MAX_BLOCK, by_bytes, 2.0 / max(est_ms, 1e-4))))
 
-    def _capture(self, fn, make_inputs, B: int, first: int = -300):
+    def _capture(self, fn, make_inputs, B: int, first: int = -300, handed: list | None = None):
         """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured.
 
         The warm-up calls before capture get inputs of their own (other storage, other content) and every static
@@ -207,11 +213,15 @@ class CudaBackend(ExtensionBackend):
         would otherwise find a hit while being captured, put no kernel in the graph for that call, and have its
         stale output replayed as fresh (seen on an H100: 2 of 32 calls per block elided, mostly missed by the
         sampled output checks). Whatever it returns at capture time without launching work is now stale for
-        inputs it has never seen, and the output checks catch it."""
+        inputs it has never seen, and the output checks catch it. ``handed`` (the caller's list of inputs already
+        given to the candidate) keeps this capture's warm-up and static inputs alive too, so a later capture's
+        buffers cannot take their addresses."""
         try:
-            warm = [make_inputs(-200 - k) for k in range(2)]
+            warm = [make_inputs(first - 1000 - k) for k in range(2)]
             static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in make_inputs(first - b)]
                          for b in range(B)]
+            if handed is not None:
+                handed.extend(warm + static_in)
             s = torch.cuda.Stream()
             s.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(s):
