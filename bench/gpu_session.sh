@@ -14,8 +14,8 @@
 #                                     # 64 distinct CUDA candidates
 #   bash bench/gpu_session.sh batch   # bench/throughput.py alone, cut to end by $DEADLINE seconds
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
-#   bash bench/gpu_session.sh recheck # after a timing change: fidelity, one cached evaluation traced, then
-#                                     # tests/test_gpu.py (solutions and adversarial candidates)
+#   bash bench/gpu_session.sh recheck # after a timing change: fidelity, one cached evaluation traced (TRACE=0:
+#                                     # not), then tests/test_gpu.py (solutions and adversarial candidates)
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -112,9 +112,11 @@ final)  # what one last short device session can hold: the GPU tests side by sid
 recheck)
   stamp "timing fidelity"
   timeout 150 python3 bench/timing_fidelity.py --out "$OUT/timing_fidelity_h100.md" 2>&1 | tail -14
-  stamp "one evaluation traced (level1/relu, CUDA): where a cached step's time goes"
-  timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
-    > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
+  if [ "${TRACE:-1}" = 1 ]; then
+    stamp "one evaluation traced (level1/relu, CUDA): where a cached step's time goes"
+    timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
+      > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
+  fi
   stamp "GPU test suite (candidates side by side on the GPU)"
   KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
     KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 585) python3 -m pytest -q -m gpu tests/test_gpu.py \
