@@ -162,7 +162,7 @@ def main() -> int:
         b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], warmup=3, min_reps=20,
                                                    max_reps=200, min_seconds=0.2, gap_ms=gap32, block=32).median_ms
                                 for _ in range(3))
-        block = backend._block_size(fn, lambda j, x=x, y=y: [x, y], [x, y])  # noqa: SLF001 - kbench's choice
+        block = backend._block_size(fn, lambda j, x=x, y=y: [x, y], [x, y], [])  # noqa: SLF001 - kbench's choice
         spread = (statistics.pstdev(meds) / statistics.mean(meds)) if len(meds) > 1 else 0.0
         naive = naive_event_ms(fn, [x, y])
         same_ms = profiler_in_timing_ms(backend, fn, lambda j, x=x, y=y: [x, y], gap)
