@@ -42,8 +42,9 @@ extern "C" __global__ void scale_add(const float* x, float* y, long long n, int 
 """
 
 # (label, elements, inner iterations): from a few microseconds (launch-bound) to ~10 ms (compute-bound)
-CASES = [("tiny 4K", 1 << 12, 1), ("64K", 1 << 16, 1), ("1M", 1 << 20, 1), ("16M", 1 << 24, 1),
-         ("64M", 1 << 26, 1), ("16M x 64 iters", 1 << 24, 64), ("16M x 512 iters", 1 << 24, 512)]
+CASES = [("tiny 4K", 1 << 12, 1), ("64K", 1 << 16, 1), ("256K", 1 << 18, 1), ("1M", 1 << 20, 1),
+         ("16M", 1 << 24, 1), ("64M", 1 << 26, 1), ("16M x 64 iters", 1 << 24, 64),
+         ("16M x 512 iters", 1 << 24, 512), ("16M x 16384 iters", 1 << 24, 16384)]
 
 
 def profiler_kernel_ms(fn, inputs, reps: int = 30) -> float:
