@@ -156,12 +156,10 @@ def main() -> int:
         prof_ms = profiler_kernel_ms(fn, [x, y])
         meds = []
         for _ in range(args.repeats):
-            t = backend.time_calls(fn, lambda j, x=x, y=y: [x, y], warmup=3, min_reps=20, max_reps=200,
-                                   min_seconds=0.2, gap_ms=gap)
+            t = backend.time_calls(fn, lambda j, x=x, y=y: [x, y], gap_ms=gap)  # an evaluation's defaults
             meds.append(t.median_ms)
         ours = statistics.median(meds)
-        b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], warmup=3, min_reps=20,
-                                                   max_reps=200, min_seconds=0.2, gap_ms=gap32, block=32).median_ms
+        b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], gap_ms=gap32, block=32).median_ms
                                 for _ in range(3))
         block = backend._block_size(fn, lambda j, x=x, y=y: [x, y], [x, y], [])  # noqa: SLF001 - kbench's choice
         spread = (statistics.pstdev(meds) / statistics.mean(meds)) if len(meds) > 1 else 0.0

@@ -11,10 +11,11 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
   thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not in the graph, so its outputs come out wrong
   and the per-call output check fails;
 - L2 is flushed before each replay;
-- blocks are timed until 0.3 s of device time or 4 s of wall time (at least 5 blocks): for a large, fast kernel the
-  fresh inputs and output fingerprints of each call cost more than the kernel (with this bound and the cheaper per-call work
-  an H100 ReLU evaluation's two timing phases went from 16 s to 2 s; bench/results/gpu_runs.md). The fidelity and spread table
-  (bench/results/timing_fidelity_h100.md) was measured before this bound and is to be re-measured with it;
+- blocks are timed until 0.1 s of device time, max_reps x 32 calls or 4 s of wall time (at least 5 blocks): for a
+  large, fast kernel the fresh inputs and output fingerprints of each call cost more than the kernel, so the wall
+  time of a timing is 2-3 times its device time (0.3 s of device time was 1.7 s of a cached H100 ReLU evaluation's
+  3.1 s; bench/results/throughput_h100.md). The spread stays under 0.4% for kernels of 5 us and more
+  (bench/results/timing_fidelity_h100.md, measured with these defaults);
 - where capture fails (the candidate synchronises or reads values on the host), the block runs eagerly and is
   timed by the host clock around a device-wide synchronise, which sees every stream.
 """
@@ -122,7 +123,7 @@ class CudaBackend(ExtensionBackend):
         self._flush_buf.zero_()
 
     def time_calls(self, fn, make_inputs, on_output=None, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
-                   min_seconds: float = 0.3, max_seconds: float = 4.0, block: int | None = None,
+                   min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
                    gap_ms: float = 0.0) -> timing.Timing:
         """Per-call device time (see the module docstring). ``gap_ms`` is the measured idle time between two
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
