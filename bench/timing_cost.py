@@ -21,8 +21,7 @@ from kbench_env import integrity  # noqa: E402
 from kbench_env.backends.cuda import CudaBackend  # noqa: E402
 from kbench_env.suite import resolve_task  # noqa: E402
 
-SETTINGS = {"default": {}, "block 32": {"block": 32}, "min 0.3 s": {"min_seconds": 0.3},
-            "block 32, min 0.3 s": {"block": 32, "min_seconds": 0.3}}
+SETTINGS = {"default": {}, "block 32": {"block": 32}, "min 0.3 s": {"min_seconds": 0.3}}
 
 
 def main() -> int:
@@ -52,14 +51,27 @@ def main() -> int:
                 integrity.fingerprint_pending(fn(*make_inputs(10_000 + j)))
             torch.cuda.synchronize()
             per_call_ms = (time.perf_counter() - t1) / 200 * 1e3
+            t1 = time.perf_counter()
+            made = [make_inputs(20_000 + j) for j in range(200)]
+            torch.cuda.synchronize()
+            inputs_ms = (time.perf_counter() - t1) / 200 * 1e3
+            out = fn(*made[0])
+            t1 = time.perf_counter()
+            pend = [integrity.fingerprint_pending(out) for _ in range(200)]
+            torch.cuda.synchronize()
+            fingerprint_ms = (time.perf_counter() - t1) / 200 * 1e3
+            del made, pend
             rows.append({"config": cfg.name, "setting": label, "wall_s": round(wall, 4), "calls": len(fps),
                          "blocks": len(t.times_ms), "median_ms": t.median_ms, "iqr_ms": t.iqr_ms,
-                         "eager_call_with_inputs_and_fingerprint_ms": round(per_call_ms, 4)})
+                         "eager_call_with_inputs_and_fingerprint_ms": round(per_call_ms, 4),
+                         "inputs_ms": round(inputs_ms, 4), "fingerprint_ms": round(fingerprint_ms, 4)})
             print(json.dumps(rows[-1]), flush=True)
     print(f"\n{torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, task {args.task}")
-    print("| config | setting | wall (s) | calls | blocks | median (ms) |\n| --- | --- | --- | --- | --- | --- |")
+    print("| config | setting | wall (s) | calls | blocks | median (ms) | one call's inputs (ms) | its fingerprint (ms) |\n"
+          "| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['config']} | {r['setting']} | {r['wall_s']:.3f} | {r['calls']} | {r['blocks']} | {r['median_ms']:.4f} |")
+        print(f"| {r['config']} | {r['setting']} | {r['wall_s']:.3f} | {r['calls']} | {r['blocks']} | {r['median_ms']:.4f} "
+              f"| {r['inputs_ms']:.3f} | {r['fingerprint_ms']:.3f} |")
     if args.out:
         with open(args.out, "a") as f:
             for r in rows:

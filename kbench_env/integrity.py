@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import types
 
+import threading
+
 import torch
 
 from .timing import _perf_counter  # captured before any candidate code loads
@@ -221,6 +223,23 @@ class HarnessGuard:
 # ---------------------------------------------------------------------- timed-call inputs and fingerprints
 
 
+_GENERATORS = threading.local()
+
+
+def _generator(device) -> torch.Generator:
+    """This thread's generator for ``device``, made once: a new CUDA generator per timed call cost more host time
+    than the call's kernel (H100, bench/results/device_logs/2026-11-24_2318_timing_cost_h100.txt: 0.64 ms per
+    call with inputs and fingerprint). One per thread, as the parent checks evaluations in several threads and
+    each seeds before it draws."""
+    cache = getattr(_GENERATORS, "by_device", None)
+    if cache is None:
+        cache = _GENERATORS.by_device = {}
+    key = str(device)
+    if key not in cache:
+        cache[key] = torch.Generator(device=device)
+    return cache[key]
+
+
 def perturb(inputs: list, seed: int, scale: float = 1e-2, stds: list | None = None) -> list:
     """A fresh copy of ``inputs`` with dense noise of ``scale`` times each floating tensor's std added.
 
@@ -233,10 +252,10 @@ def perturb(inputs: list, seed: int, scale: float = 1e-2, stds: list | None = No
     out = []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
-            g = torch.Generator(device=x.device)
+            g = _generator(x.device)
             g.manual_seed((seed * 1000003 + i) % (2**63))
             noise = torch.randn(x.shape, generator=g, device=x.device, dtype=torch.float32)
-            out.append((x.float() + noise * (scale * stds[i])).to(x.dtype))
+            out.append(noise.mul_(scale * stds[i]).add_(x).to(x.dtype))
         elif isinstance(x, torch.Tensor):
             out.append(x.clone())
         else:
