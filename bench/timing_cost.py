@@ -38,9 +38,9 @@ def main() -> int:
         fn = torch.relu
         for label, params in SETTINGS.items():
             make_inputs = integrity.TimedInputs(inputs, 77, 3, 99).materialise()
-            fps = []
+            fps, fingerprint = [], integrity.Fingerprint(5)
             t0 = time.perf_counter()
-            t = backend.time_calls(fn, make_inputs, on_output=lambda j, o: fps.append(integrity.fingerprint_pending(o)),
+            t = backend.time_calls(fn, make_inputs, on_output=lambda j, o: fps.append(fingerprint.pending(o)),
                                    gap_ms=gap, **params)
             integrity.fingerprint_values(fps)
             wall = time.perf_counter() - t0
@@ -48,7 +48,7 @@ def main() -> int:
             torch.cuda.synchronize()
             t1 = time.perf_counter()
             for j in range(200):
-                integrity.fingerprint_pending(fn(*make_inputs(10_000 + j)))
+                fingerprint.pending(fn(*make_inputs(10_000 + j)))
             torch.cuda.synchronize()
             per_call_ms = (time.perf_counter() - t1) / 200 * 1e3
             t1 = time.perf_counter()
@@ -57,7 +57,7 @@ def main() -> int:
             inputs_ms = (time.perf_counter() - t1) / 200 * 1e3
             out = fn(*made[0])
             t1 = time.perf_counter()
-            pend = [integrity.fingerprint_pending(out) for _ in range(200)]
+            pend = [fingerprint.pending(out) for _ in range(200)]
             torch.cuda.synchronize()
             fingerprint_ms = (time.perf_counter() - t1) / 200 * 1e3
             del made, pend

@@ -366,8 +366,10 @@ class Evaluator:
             mod, init_inputs, init_seed, inputs = prepared[cfg.name]
             base_seed = _base_seed(seed, i)
             t_seed = _seeds(seed, 5000 + i)[0]
+            fp_seed = _seeds(seed, 7000 + i)[0]
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
-                         "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets})
+                         "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets,
+                         "fingerprint_seed": fp_seed})
             header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
             if self._note_reports(result, header, cfg.name):
                 return
@@ -382,6 +384,7 @@ class Evaluator:
             picks = sorted(set(self._rng.sample(range(n), min(self.check_calls, n)) + [0, n - 1]))
             rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
             timed_inputs = integrity.TimedInputs(inputs, base_seed, self.input_sets, t_seed, self.noise)
+            fingerprint = integrity.Fingerprint(fp_seed)
             reference = None
             for j in picks:
                 with _phase(result, "timed_output_checks"):
@@ -389,7 +392,7 @@ class Evaluator:
                     if reference is None:
                         reference = task.reference_runner(mod, init_inputs, cfg, init_seed, self.device)
                     ref_j = reference(inputs_j)
-                    agree = integrity.fingerprints_agree(fps[j], integrity.fingerprint(ref_j), rel)
+                    agree = integrity.fingerprints_agree(fps[j], fingerprint.of(ref_j), rel)
                 if not agree:
                     self._flag(result, f"timed_output_wrong: the output of timed call {j} on configuration "
                                        f"{cfg.name!r} does not match the reference for its inputs, although the "

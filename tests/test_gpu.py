@@ -170,6 +170,12 @@ ADVERSARIAL = {
         "        if CALLS[0] > 12 and key in LAST:\n            return LAST[key]\n"
         "        LAST[key] = ext.relu(x)\n        return LAST[key]\n",
         prelude="CALLS = [0]\nLAST = {}\n"), ("timed_output_wrong", "below_roofline", "speedup_not_reverified"), True),
+    "stale_every_other": ("level1/relu", _adv(  # 13: every other call returns the previous call's output (its
+        # inputs differ by 1% noise only: caught by the fingerprint's random projection, not by its sums)
+        "        x = args[0]\n        CALLS[0] += 1\n        key = (tuple(x.shape), x.dtype)\n"
+        "        if CALLS[0] % 2 == 0 and key in LAST:\n            return LAST[key]\n"
+        "        LAST[key] = ext.relu(x)\n        return LAST[key]\n",
+        prelude="CALLS = [0]\nLAST = {}\n"), ("timed_output_wrong",), True),
     "lazy_output": ("level1/relu", _adv(  # 9: a tensor subclass computed when read, after the timed region
         "        x = args[0]\n        ext.touch(x)\n        out = torch.empty_like(x).as_subclass(Lazy)\n"
         "        out._kb_src = x\n        return out\n",

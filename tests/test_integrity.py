@@ -39,6 +39,13 @@ CASES = {
         "    cache = {}\n    def forward(self, x):\n        key = tuple(x.shape)\n"
         f"        if key not in self.cache:\n            self.cache[key] = {OP}(x)\n        return self.cache[key]\n"),
         "timed_output_wrong"),
+    # 13. Every other call returns the previous call's output: the inputs of two timed calls differ by 1% noise, so
+    # only the fingerprint's random projection tells the outputs apart (sums move by ~1e-5 of their size).
+    "stale_every_other": (with_model(
+        "    calls = [0]\n    last = {}\n    def forward(self, x):\n        self.calls[0] += 1\n"
+        "        key = tuple(x.shape)\n        if self.calls[0] % 2 == 0 and key in self.last:\n"
+        f"            return self.last[key]\n        self.last[key] = {OP}(x)\n        return self.last[key]\n"),
+        "timed_output_wrong"),
     "cache_by_pointer": (with_model(
         "    cache = {}\n    def forward(self, x):\n        key = (x.data_ptr(), tuple(x.shape))\n"
         f"        if key not in self.cache:\n            self.cache[key] = {OP}(x)\n        return self.cache[key]\n"),
@@ -201,3 +208,22 @@ def test_reference_parameters_do_not_depend_on_other_threads():
         stop.set()
         for t in threads:
             t.join()
+
+
+def test_fingerprint_tells_a_stale_output_from_a_fresh_one():
+    """Two timed calls' inputs differ by 1% noise: the output of one is not accepted for the other, while an output
+    with an honest kernel's rounding error (and the reference computed in float64) is."""
+    from kbench_env import integrity
+
+    x = [torch.randn(256, 1024)]
+    timed = integrity.TimedInputs(x, 5, 3, 6, 1e-2)
+    fp = integrity.Fingerprint(11)
+    fresh = torch.relu(timed(1)[0])
+    ref = fp.of(torch.relu(timed(1)[0].double()))
+    rel = 4 * 5e-5 + 1e-6  # the evaluator's bound for float32
+    assert integrity.fingerprints_agree(fp.of(fresh), ref, rel)
+    assert integrity.fingerprints_agree(fp.of(fresh * (1 + 1e-6 * torch.randn_like(fresh))), ref, rel)
+    assert not integrity.fingerprints_agree(fp.of(torch.relu(timed(0)[0])), ref, rel)
+    # the signs come from the seed alone: another instance agrees, another seed does not
+    assert integrity.Fingerprint(11).of(fresh) == fp.of(fresh)
+    assert integrity.Fingerprint(12).of(fresh)[0][3] != fp.of(fresh)[0][3]
