@@ -79,28 +79,18 @@ def test_timed_inputs_are_fresh_perturbed_copies():
     assert a[1].dtype == torch.float16 and not torch.equal(a[1], base[1])
 
 
-def test_cpu_noise_is_drawn_per_element():
+def test_timed_call_noise_is_drawn_per_element():
     """No tiling or scaling of a smaller draw: every element has its own draw (a linear task could otherwise
-    correct a cached result cheaply); zero mean, the std asked for, and another seed gives other noise."""
-    n = integrity.draw_noise((64, 4096), 5, "cpu", std=2.0)
-    assert n.dtype == torch.float32 and n.shape == (64, 4096)
-    assert abs(n.mean().item()) < 0.02 and abs(n.std().item() - 2.0) < 0.02
-    assert n.abs().max().item() <= 2.0 * math.sqrt(3.0)  # uniform on [-sqrt(3), sqrt(3)) * std
-    rows = n / n[:, :1]  # a row that is a scaled copy of another would show as a constant ratio
+    correct a cached result cheaply), and another seed gives other noise."""
+    x = torch.randn(64, 4096)
+    d = integrity.perturb([x], 5, 1e-2)[0] - x
+    assert abs(d.mean().item()) < 1e-3 and abs(d.std().item() / x.std().item() - 1e-2) < 1e-3
+    rows = d / d[:, :1]  # a row that is a scaled copy of another would show as a constant ratio
     assert len({tuple(r[:4].tolist()) for r in rows}) == 64
-    corr = torch.corrcoef(torch.stack([n[0], n[1], n[:, 0].repeat(64)[:4096]]))
+    corr = torch.corrcoef(torch.stack([d[0], d[1], d[:, 0].repeat(64)[:4096]]))
     assert corr[0, 1].abs() < 0.1 and corr[0, 2].abs() < 0.1
-    assert torch.unique(n).numel() > 0.99 * n.numel()
-    assert not torch.equal(n, integrity.draw_noise((64, 4096), 6, "cpu", std=2.0))
-    assert torch.equal(n, integrity.draw_noise((64, 4096), 5, "cpu", std=2.0))
-    odd = integrity.draw_noise((3, 7), 5, "cpu")  # an odd count: half of the last 64-bit word
-    assert odd.shape == (3, 7) and torch.isfinite(odd).all()
-
-
-def test_harness_guard_names_a_replaced_noise_function(monkeypatch):
-    guard = integrity.HarnessGuard()
-    monkeypatch.setattr(integrity, "draw_noise", lambda *a, **k: None)
-    assert "kbench_env.integrity.draw_noise" in guard.changed()
+    assert torch.unique(d).numel() > 0.5 * d.numel()  # (differences are rounded to the inputs' ulps)
+    assert not torch.equal(d, integrity.perturb([x], 6, 1e-2)[0] - x)
 
 
 # ---------------------------------------------------------------------- the parent's thread count
