@@ -278,11 +278,12 @@ class Evaluator:
             self._device_lock.acquire()
         try:
             with self._trusted_threads():
+                timed: dict = {}  # configuration -> _TimedChecks
                 with _phase(result, "check"):
-                    prepared = self._check(task, configs, seed, worker, result)
+                    prepared = self._check(task, configs, seed, worker, result, timed)
                 if not result.correct or not self.time_candidates:
                     return
-                self._time(task, configs, prepared, seed, worker, result)
+                self._time(task, configs, prepared, seed, worker, result, timed)
                 if result.stage == "timed" and not result.integrity_flags:
                     with _phase(result, "plausibility"):
                         self._plausibility(task, configs, prepared, seed, worker, result)
@@ -340,13 +341,16 @@ class Evaluator:
         if not any(f.split(":", 1)[0] == kind for f in result.integrity_flags):
             result.integrity_flags.append(flag)
 
-    def _check(self, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult) -> dict:
+    def _check(self, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult,
+               timed: dict) -> dict:
         """Run every configuration in the worker and compare on this side. Returns per-config prepared data.
 
         Pipelined: configuration k+1's run goes to the worker as soon as configuration k's output is back, and k's
         output is judged while the worker runs k+1; the reference output of k and the inputs of k+1 are made while
         the worker runs k. Judgements, and so the first failing configuration's message, follow the configurations'
-        order, as when each waited for the one before."""
+        order, as when each waited for the one before. On the CPU, while all is correct so far, the checks of
+        configuration k's timed outputs are prepared into ``timed`` there too (while the worker runs k+1 untimed:
+        work beside a timed run would disturb its timing)."""
         prepared: dict = {}
         verdict = {"all_ok": True, "ran_any": False}
         nxt = self._instantiate(task, configs[0], seed, 0, prepared)
@@ -365,6 +369,10 @@ class Evaluator:
                     self._send_run(task, nxt, prepared, worker, result)
             finally:  # judged even when the worker is gone, as before the pipelining
                 self._judge(task, cur, reply, ref, result, verdict)
+            if self.device.startswith("cpu") and verdict["all_ok"] and self.time_candidates:
+                with _phase(result, "timed_output_prep"):
+                    timed[cfg.name] = self._timed_checks(task, cfg, i, seed, prepared)
+                    timed[cfg.name].prepare()
         result.stage = "ran" if verdict["ran_any"] else "built"
         if verdict["all_ok"] and not result.integrity_flags:
             result.correct, result.stage = True, "correct"
@@ -424,26 +432,20 @@ class Evaluator:
                                + "; ".join(header["flags_changed"]) + ")")
 
     def _time(self, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-              result: EvalResult) -> None:
+              result: EvalResult, timed: dict) -> None:
         with _phase(result, "reference_timing"):
             ref_times = self._reference_times(task, configs, prepared, seed)
         with _phase(result, "timing"):
-            self._time_candidate(task, configs, prepared, seed, worker, result, ref_times)
+            self._time_candidate(task, configs, prepared, seed, worker, result, ref_times, timed)
 
     def _time_candidate(self, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-                        result: EvalResult, ref_times: dict) -> None:
+                        result: EvalResult, ref_times: dict, timed: dict) -> None:
         for i, cfg in enumerate(configs):
             cr = result.configs[i]
-            base_seed = _base_seed(seed, i)
-            t_seed = _seeds(seed, 5000 + i)[0]
+            checks = timed.get(cfg.name) or self._timed_checks(task, cfg, i, seed, prepared)
+            made = checks.timed_inputs
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
-                         "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets})
-            checks = _TimedChecks(task, cfg, prepared[cfg.name], self.device,
-                                  integrity.TimedInputs(prepared[cfg.name][3], base_seed, self.input_sets, t_seed,
-                                                        self.noise))
-            if self.device.startswith("cpu"):  # on the other cores; a GPU's timing gets the device to itself
-                with _phase(result, "timed_output_prep"):
-                    checks.prepare()
+                         "seed": made.seed, "noise": self.noise, "base_seed": made.base_seed, "sets": self.input_sets})
             header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
             if self._note_reports(result, header, cfg.name):
                 return
@@ -513,6 +515,12 @@ class Evaluator:
             why = f"{out_bytes} output bytes at {cal['bandwidth'] / 1e9:.1f} GB/s, {flops:.3g} FLOP"
             self._ref_times[key] = (floor_ms, why)
         return self._ref_times[key]
+
+    def _timed_checks(self, task: Task, cfg: Config, i: int, seed: int, prepared: dict) -> "_TimedChecks":
+        """The checks of configuration ``i``'s timed outputs, with the seeds its timing request carries."""
+        inputs = integrity.TimedInputs(prepared[cfg.name][3], _base_seed(seed, i), self.input_sets,
+                                       _seeds(seed, 5000 + i)[0], self.noise)
+        return _TimedChecks(task, cfg, prepared[cfg.name], self.device, inputs)
 
     # ------------------------------------------------------------------ reference side
     def _ref_key(self, task: Task, cfg: Config) -> tuple:
@@ -592,8 +600,8 @@ class _TimedChecks:
     (integrity.TimedInputs); the worker learns which calls were checked only from the verdict.
 
     ``prepare`` does what needs no reply, the input sets, the reference model and the first call's reference
-    fingerprint: on the CPU, while the worker times (bench/results/throughput_cpu.md); otherwise ``first_wrong``
-    does it."""
+    fingerprint: on the CPU, while the worker runs another configuration's untimed correctness run
+    (``Evaluator._check``); otherwise ``first_wrong`` does it."""
 
     def __init__(self, task: Task, cfg: Config, prepared: tuple, device: str, timed_inputs: integrity.TimedInputs):
         self.task, self.cfg, self.prepared, self.device = task, cfg, prepared, device
