@@ -51,7 +51,8 @@ def test_parent_and_worker_derive_identical_timed_inputs(tmp_path):
     """The worker makes every input set up front in a process of its own; the parent makes only the sets its
     checked calls need, with another thread count: the bits are the same."""
     out = tmp_path / "worker.pt"
-    subprocess.run([sys.executable, "-c", "import torch\n" + _WORKER_SIDE, str(ROOT), str(out)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", "import torch\n" + _WORKER_SIDE, str(ROOT), str(out)], check=True,
+                   timeout=120)
     worker = torch.load(out, weights_only=True)
     parent = integrity.TimedInputs(_inputs(), 11, 3, 29, 1e-2)
     for j in (49, 0, -1, 5, 1, -2):  # lazily, in another order
@@ -186,7 +187,8 @@ def test_pipelined_check_verdicts(evaluator, rows):
 
 def test_pipelined_check_run_error_and_crash(evaluator):
     task = resolve_task("level1/relu")
-    raises = _forward("        if x.shape[0] == 7:\n            raise ValueError('odd rows')\n        return x.clamp(min=0)")
+    raises = _forward("        if x.shape[0] == 7:\n            raise ValueError('odd rows')\n"
+                      "        return x.clamp(min=0)")
     r = evaluator.evaluate(task, raises, seed=5)
     assert r.error_stage == "run" and r.error.startswith("configuration 'odd' (held out)") and "odd rows" in r.error
     assert [c.correct for c in r.configs] == [True, False, True]
