@@ -349,8 +349,8 @@ class Evaluator:
         output is judged while the worker runs k+1; the reference output of k and the inputs of k+1 are made while
         the worker runs k. Judgements, and so the first failing configuration's message, follow the configurations'
         order, as when each waited for the one before. On the CPU, while all is correct so far, the checks of
-        configuration k's timed outputs are prepared into ``timed`` there too (while the worker runs k+1 untimed:
-        work beside a timed run would disturb its timing)."""
+        configuration k's timed outputs are prepared into ``timed`` while the worker runs k too (untimed: work beside
+        a timed run would disturb its timing)."""
         prepared: dict = {}
         verdict = {"all_ok": True, "ran_any": False}
         nxt = self._instantiate(task, configs[0], seed, 0, prepared)
@@ -363,16 +363,16 @@ class Evaluator:
                 ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, self.device)
             if i + 1 < len(configs):
                 nxt = self._instantiate(task, configs[i + 1], seed, i + 1, prepared)
+            if self.device.startswith("cpu") and verdict["all_ok"] and self.time_candidates:
+                with _phase(result, "timed_output_prep"):  # ahead of the verdict: dropped if it fails
+                    timed[cfg.name] = self._timed_checks(task, cfg, i, seed, prepared)
+                    timed[cfg.name].prepare()
             reply = worker.recv(self.limits.run_timeout, f"forward on configuration {cfg.name!r}")
             try:
                 if nxt is not None:
                     self._send_run(task, nxt, prepared, worker, result)
             finally:  # judged even when the worker is gone, as before the pipelining
                 self._judge(task, cur, reply, ref, result, verdict)
-            if self.device.startswith("cpu") and verdict["all_ok"] and self.time_candidates:
-                with _phase(result, "timed_output_prep"):
-                    timed[cfg.name] = self._timed_checks(task, cfg, i, seed, prepared)
-                    timed[cfg.name].prepare()
         result.stage = "ran" if verdict["ran_any"] else "built"
         if verdict["all_ok"] and not result.integrity_flags:
             result.correct, result.stage = True, "correct"
@@ -600,7 +600,7 @@ class _TimedChecks:
     (integrity.TimedInputs); the worker learns which calls were checked only from the verdict.
 
     ``prepare`` does what needs no reply, the input sets, the reference model and the first call's reference
-    fingerprint: on the CPU, while the worker runs another configuration's untimed correctness run
+    fingerprint: on the CPU, while the worker runs the configuration's untimed correctness run
     (``Evaluator._check``); otherwise ``first_wrong`` does it."""
 
     def __init__(self, task: Task, cfg: Config, prepared: tuple, device: str, timed_inputs: integrity.TimedInputs):
