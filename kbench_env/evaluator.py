@@ -50,6 +50,36 @@ ROOFLINE_MIN_BYTES = 256 << 20
 _GPU_CALIBRATIONS: dict = {}
 
 
+class _ParentThreads:
+    """torch's intra-op thread count in this process, lowered while an evaluation holds a CPU device and restored
+    after. torch keeps the count per thread (OpenMP's) and as the default of threads to come: each holder restores
+    its own thread's count, and the last one out the count found by the first one in, so overlapping holders (two
+    Evaluators' evaluations in threads) leave the process as it was."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._before = 0
+
+    @contextlib.contextmanager
+    def lowered(self, n: int):
+        with self._lock:
+            if self._holders == 0:
+                self._before = torch.get_num_threads()
+            self._holders += 1
+            own = torch.get_num_threads()
+            torch.set_num_threads(max(1, min(n, own)))
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                torch.set_num_threads(own if self._holders else self._before)
+
+
+_PARENT_THREADS = _ParentThreads()
+
+
 def default_cache_dir() -> Path:
     return Path(os.environ.get("KBENCH_CACHE") or Path.home() / ".cache" / "kbench")
 
@@ -247,16 +277,27 @@ class Evaluator:
         with _phase(result, "device_wait"):
             self._device_lock.acquire()
         try:
-            with _phase(result, "check"):
-                prepared = self._check(task, configs, seed, worker, result)
-            if not result.correct or not self.time_candidates:
-                return
-            self._time(task, configs, prepared, seed, worker, result)
-            if result.stage == "timed" and not result.integrity_flags:
-                with _phase(result, "plausibility"):
-                    self._plausibility(task, configs, prepared, seed, worker, result)
+            with self._trusted_threads():
+                timed: dict = {}  # configuration -> _TimedChecks
+                with _phase(result, "check"):
+                    prepared = self._check(task, configs, seed, worker, result, timed)
+                if not result.correct or not self.time_candidates:
+                    return
+                self._time(task, configs, prepared, seed, worker, result, timed)
+                if result.stage == "timed" and not result.integrity_flags:
+                    with _phase(result, "plausibility"):
+                        self._plausibility(task, configs, prepared, seed, worker, result)
         finally:
             self._device_lock.release()
+
+    def _trusted_threads(self):
+        """While this evaluation holds a CPU device, this process's torch computes (references, input sets,
+        comparisons) on the cores the worker does not use (``Limits.threads`` are the worker's): with the default
+        of one thread per core, the two processes' threads outnumbered the cores and waited on each other. A GPU
+        evaluation keeps the count."""
+        if not self.device.startswith("cpu"):
+            return contextlib.nullcontext()
+        return _PARENT_THREADS.lowered((os.cpu_count() or 1) - self.limits.threads)
 
     def _build(self, worker: Worker, result: EvalResult) -> None:
         header, _ = worker.recv(self.limits.build_timeout, "build and load")
@@ -300,76 +341,112 @@ class Evaluator:
         if not any(f.split(":", 1)[0] == kind for f in result.integrity_flags):
             result.integrity_flags.append(flag)
 
-    def _check(self, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult) -> dict:
-        """Run every configuration in the worker and compare on this side. Returns per-config prepared data."""
-        prepared = {}
-        all_ok, ran_any = True, False
-        for i, cfg in enumerate(configs):
-            in_seed, init_seed = _seeds(seed, i)
-            mod, init_inputs, inputs = task.instantiate(cfg, in_seed, self.device)
-            cr = ConfigResult(name=cfg.name, held_out=cfg.held_out, dtype=cfg.dtype,
-                              inputs=[describe_value(x) for x in inputs])
-            result.configs.append(cr)
-            prepared[cfg.name] = (mod, init_inputs, init_seed, inputs)
-            worker.send({"type": "run", "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
-                         "backward": task.backward, "tolerance": task.tolerance},
-                        {"init_inputs": init_inputs, "inputs": inputs})
+    def _check(self, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult,
+               timed: dict) -> dict:
+        """Run every configuration in the worker and compare on this side. Returns per-config prepared data.
+
+        Pipelined: configuration k+1's run goes to the worker as soon as configuration k's output is back, and k's
+        output is judged while the worker runs k+1; the reference output of k and the inputs of k+1 are made while
+        the worker runs k. Judgements, and so the first failing configuration's message, follow the configurations'
+        order, as when each waited for the one before. On the CPU, while all is correct so far, the checks of
+        configuration k's timed outputs are prepared into ``timed`` while the worker runs k too (untimed: work beside
+        a timed run would disturb its timing)."""
+        prepared: dict = {}
+        verdict = {"all_ok": True, "ran_any": False}
+        nxt = self._instantiate(task, configs[0], seed, 0, prepared)
+        self._send_run(task, nxt, prepared, worker, result)
+        for i in range(len(configs)):
+            cur, nxt = nxt, None
+            cfg = cur[0]
+            mod, init_inputs, init_seed, inputs = prepared[cfg.name]
             with _phase(result, "reference_outputs"):  # while the worker runs the candidate (nothing is timed)
                 ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, self.device)
-            header, payload = worker.recv(self.limits.run_timeout, f"forward on configuration {cfg.name!r}")
-            self._note_reports(result, header, cfg.name)
-            if header["type"] == "error":
-                cr.correct, cr.error = False, header["message"]
-                all_ok = False
-                if result.error is None:
-                    result.error = f"configuration {_label(cfg, cr)}: {header['message']}"
-                    result.error_stage = "run"
-                continue
-            ran_any = True
-            dtype = DTYPES[cfg.dtype]
-            mismatch, figures = compare_outputs(payload["out"], ref, dtype, task.tolerance)
-            cr.norm_err, cr.max_err = figures["norm_err"], figures["max_err"]
-            cr.correct = mismatch is None
-            if mismatch is not None:
-                cr.error = mismatch.message
-                all_ok = False
-                if result.error is None:
-                    result.error = f"configuration {_label(cfg, cr)}: {mismatch.message}"
-                    result.error_stage = "correctness"
-            elif header.get("nondeterministic"):
-                self._flag(result, f"nondeterministic: a second run on the same inputs of configuration "
-                                   f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
-            if header.get("inputs_modified"):
-                self._flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cfg.name!r}")
-            _add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
-            for flag in integrity.audit_flags(header["audit"], cfg.name, TORCH_KERNEL_PREFIXES):
-                self._flag(result, flag)
-            if header.get("flags_changed"):
-                self._flag(result, "precision_flags_changed: the candidate changed pinned precision settings ("
-                                   + "; ".join(header["flags_changed"]) + ")")
-        result.stage = "ran" if ran_any else "built"
-        if all_ok and not result.integrity_flags:
+            if i + 1 < len(configs):
+                nxt = self._instantiate(task, configs[i + 1], seed, i + 1, prepared)
+            if self.device.startswith("cpu") and verdict["all_ok"] and self.time_candidates:
+                with _phase(result, "timed_output_prep"):  # ahead of the verdict: dropped if it fails
+                    timed[cfg.name] = self._timed_checks(task, cfg, i, seed, prepared)
+                    timed[cfg.name].prepare()
+            reply = worker.recv(self.limits.run_timeout, f"forward on configuration {cfg.name!r}")
+            try:
+                if nxt is not None:
+                    self._send_run(task, nxt, prepared, worker, result)
+            finally:  # judged even when the worker is gone, as before the pipelining
+                self._judge(task, cur, reply, ref, result, verdict)
+        result.stage = "ran" if verdict["ran_any"] else "built"
+        if verdict["all_ok"] and not result.integrity_flags:
             result.correct, result.stage = True, "correct"
         return prepared
 
+    def _instantiate(self, task: Task, cfg: Config, seed: int, i: int, prepared: dict) -> tuple:
+        """Configuration ``i``'s reference module, init inputs and inputs (into ``prepared``); returns
+        ``(cfg, ConfigResult)``."""
+        in_seed, init_seed = _seeds(seed, i)
+        mod, init_inputs, inputs = task.instantiate(cfg, in_seed, self.device)
+        prepared[cfg.name] = (mod, init_inputs, init_seed, inputs)
+        return cfg, ConfigResult(name=cfg.name, held_out=cfg.held_out, dtype=cfg.dtype,
+                                 inputs=[describe_value(x) for x in inputs])
+
+    def _send_run(self, task: Task, run: tuple, prepared: dict, worker: Worker, result: EvalResult) -> None:
+        """Send a configuration's correctness run to the worker; its ConfigResult joins ``result``."""
+        cfg, cr = run
+        result.configs.append(cr)
+        _, init_inputs, init_seed, inputs = prepared[cfg.name]
+        worker.send({"type": "run", "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
+                     "backward": task.backward, "tolerance": task.tolerance},
+                    {"init_inputs": init_inputs, "inputs": inputs})
+
+    def _judge(self, task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict: dict) -> None:
+        """Judge one configuration's correctness run: the worker's reply against the reference output ``ref``.
+        Updates ``verdict`` (all_ok, ran_any), the configuration's ConfigResult and ``result``."""
+        cfg, cr = run
+        header, payload = reply
+        self._note_reports(result, header, cfg.name)
+        if header["type"] == "error":
+            cr.correct, cr.error = False, header["message"]
+            verdict["all_ok"] = False
+            if result.error is None:
+                result.error = f"configuration {_label(cfg, cr)}: {header['message']}"
+                result.error_stage = "run"
+            return
+        verdict["ran_any"] = True
+        mismatch, figures = compare_outputs(payload["out"], ref, DTYPES[cfg.dtype], task.tolerance)
+        cr.norm_err, cr.max_err = figures["norm_err"], figures["max_err"]
+        cr.correct = mismatch is None
+        if mismatch is not None:
+            cr.error = mismatch.message
+            verdict["all_ok"] = False
+            if result.error is None:
+                result.error = f"configuration {_label(cfg, cr)}: {mismatch.message}"
+                result.error_stage = "correctness"
+        elif header.get("nondeterministic"):
+            self._flag(result, f"nondeterministic: a second run on the same inputs of configuration "
+                               f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
+        if header.get("inputs_modified"):
+            self._flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cfg.name!r}")
+        _add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
+        for flag in integrity.audit_flags(header["audit"], cfg.name, TORCH_KERNEL_PREFIXES):
+            self._flag(result, flag)
+        if header.get("flags_changed"):
+            self._flag(result, "precision_flags_changed: the candidate changed pinned precision settings ("
+                               + "; ".join(header["flags_changed"]) + ")")
+
     def _time(self, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-              result: EvalResult) -> None:
+              result: EvalResult, timed: dict) -> None:
         with _phase(result, "reference_timing"):
             ref_times = self._reference_times(task, configs, prepared, seed)
         with _phase(result, "timing"):
-            self._time_candidate(task, configs, prepared, seed, worker, result, ref_times)
+            self._time_candidate(task, configs, prepared, seed, worker, result, ref_times, timed)
 
     def _time_candidate(self, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-                        result: EvalResult, ref_times: dict) -> None:
+                        result: EvalResult, ref_times: dict, timed: dict) -> None:
         for i, cfg in enumerate(configs):
             cr = result.configs[i]
-            mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-            base_seed = _base_seed(seed, i)
-            t_seed = _seeds(seed, 5000 + i)[0]
-            fp_seed = _seeds(seed, 7000 + i)[0]
+            checks = timed.get(cfg.name) or self._timed_checks(task, cfg, i, seed, prepared)
+            made = checks.timed_inputs
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
-                         "seed": t_seed, "noise": self.noise, "base_seed": base_seed, "sets": self.input_sets,
-                         "fingerprint_seed": fp_seed})
+                         "seed": made.seed, "noise": self.noise, "base_seed": made.base_seed, "sets": self.input_sets,
+                         "fingerprint_seed": checks.fingerprint.seed})
             header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
             if self._note_reports(result, header, cfg.name):
                 return
@@ -378,27 +455,14 @@ class Evaluator:
                 result.error_stage = "timing"
                 result.correct = False
                 return
-            fps = header["fingerprints"]
-            n = len(fps)
-            # random calls, and the first and last: the first of a CUDA-graph block and the last call timed
-            picks = sorted(set(self._rng.sample(range(n), min(self.check_calls, n)) + [0, n - 1]))
-            rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
-            timed_inputs = integrity.TimedInputs(inputs, base_seed, self.input_sets, t_seed, self.noise)
-            fingerprint = integrity.Fingerprint(fp_seed)
-            reference = None
-            for j in picks:
-                with _phase(result, "timed_output_checks"):
-                    inputs_j = timed_inputs(j)
-                    if reference is None:
-                        reference = task.reference_runner(mod, init_inputs, cfg, init_seed, self.device)
-                    ref_j = reference(inputs_j)
-                    agree = integrity.fingerprints_agree(fps[j], fingerprint.of(ref_j), rel)
-                if not agree:
-                    self._flag(result, f"timed_output_wrong: the output of timed call {j} on configuration "
-                                       f"{cfg.name!r} does not match the reference for its inputs, although the "
-                                       f"correctness run passed (cached, stale or deferred results)")
-                    result.correct = False
-                    return
+            with _phase(result, "timed_output_checks"):
+                wrong = checks.first_wrong(header["fingerprints"], self._rng, self.check_calls)
+            if wrong is not None:
+                self._flag(result, f"timed_output_wrong: the output of timed call {wrong} on configuration "
+                                   f"{cfg.name!r} does not match the reference for its inputs, although the "
+                                   f"correctness run passed (cached, stale or deferred results)")
+                result.correct = False
+                return
             cr.candidate_ms, cr.candidate_spread_ms = header["median_ms"], header["iqr_ms"]
             rt = ref_times[cfg.name]
             cr.reference_ms, cr.reference_spread_ms = rt["median_ms"], rt["iqr_ms"]
@@ -452,6 +516,13 @@ class Evaluator:
             why = f"{out_bytes} output bytes at {cal['bandwidth'] / 1e9:.1f} GB/s, {flops:.3g} FLOP"
             self._ref_times[key] = (floor_ms, why)
         return self._ref_times[key]
+
+    def _timed_checks(self, task: Task, cfg: Config, i: int, seed: int, prepared: dict) -> "_TimedChecks":
+        """The checks of configuration ``i``'s timed outputs, with the seeds its timing request carries."""
+        inputs = integrity.TimedInputs(prepared[cfg.name][3], _base_seed(seed, i), self.input_sets,
+                                       _seeds(seed, 5000 + i)[0], self.noise)
+        fingerprint = integrity.Fingerprint(_seeds(seed, 7000 + i)[0])
+        return _TimedChecks(task, cfg, prepared[cfg.name], self.device, inputs, fingerprint)
 
     # ------------------------------------------------------------------ reference side
     def _ref_key(self, task: Task, cfg: Config) -> tuple:
@@ -522,6 +593,47 @@ class Evaluator:
             wall = _wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
         self._ref_times[self._ref_key(task, cfg)]["wall_ms"] = wall
         return wall
+
+
+class _TimedChecks:
+    """The trusted side's check of one configuration's timed calls: the outputs of ``check_calls`` calls drawn at
+    random once the worker has reported, and of the first and the last call (the first of a CUDA-graph block, the
+    last timed), against the reference's for the same inputs, which this side derives itself
+    (integrity.TimedInputs); the worker learns which calls were checked only from the verdict.
+
+    ``prepare`` does what needs no reply, the input sets, the reference model and the first call's reference
+    fingerprint: on the CPU, while the worker runs the configuration's untimed correctness run
+    (``Evaluator._check``); otherwise ``first_wrong`` does it."""
+
+    def __init__(self, task: Task, cfg: Config, prepared: tuple, device: str, timed_inputs: integrity.TimedInputs,
+                 fingerprint: integrity.Fingerprint):
+        self.task, self.cfg, self.prepared, self.device = task, cfg, prepared, device
+        self.timed_inputs, self.fingerprint = timed_inputs, fingerprint
+        self.rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
+        self._reference = None
+        self._first = None  # the first call's reference fingerprint
+
+    def prepare(self) -> None:
+        if self._reference is None:
+            mod, init_inputs, init_seed, _ = self.prepared
+            if self.device.startswith("cpu"):  # a GPU's sets are made as checked calls need them (memory)
+                self.timed_inputs.materialise()
+            self._reference = self.task.reference_runner(mod, init_inputs, self.cfg, init_seed, self.device)
+            self._first = self._fingerprint(0)
+
+    def _fingerprint(self, j: int) -> list:
+        return self.fingerprint.of(self._reference(self.timed_inputs(j)))
+
+    def first_wrong(self, fingerprints: list, rng: random.Random, check_calls: int) -> int | None:
+        """The first checked call (in call order) whose output the reference does not confirm, or None."""
+        n = len(fingerprints)
+        picks = sorted(set(rng.sample(range(n), min(check_calls, n)) + [0, n - 1]))
+        self.prepare()
+        for j in picks:
+            ref = self._first if j == 0 else self._fingerprint(j)
+            if not integrity.fingerprints_agree(fingerprints[j], ref, self.rel):
+                return j
+        return None
 
 
 def _base_seed(seed: int, i: int) -> int:

@@ -317,7 +317,7 @@ class Fingerprint:
     a stale output there is within the task's tolerance of the right one.
 
     Sums accumulate in float32 (float64 for float64 outputs) without a float64 copy of the output: the float64
-    casts cost 0.41 ms per 64 MiB output on an H100, more than the kernel (device log 2026-11-24 23:21)."""
+    casts cost 0.41 ms per 64 MiB output on an H100, more than the kernel (device log 2026-11-24 23:18)."""
 
     def __init__(self, seed: int):
         self.seed = int(seed)

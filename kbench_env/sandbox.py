@@ -916,16 +916,17 @@ class SpareWorkers:
         if spare is not None and time.monotonic() - spare._t_created > SPARE_IDLE_S - 5:
             spare.close()  # about to leave by itself: it might go between being given the source and loading it
             spare = None
-        if self._refill_at_take:
-            self.refill()
+        worker = None
         if spare is not None:
             try:
-                spare.assign(source)
+                spare.assign(source)  # first: the spare starts loading while the replacement is set going
                 self.served += 1
-                return spare
+                worker = spare
             except (WorkerError, ValueError):
                 spare.close()
-        return Worker(source, *self._args)
+        if self._refill_at_take:
+            self.refill()
+        return worker if worker is not None else Worker(source, *self._args)
 
     def evaluation_over(self) -> None:
         """The caller's evaluation (its timed runs included) has ended: on a GPU, the replacement starts now."""

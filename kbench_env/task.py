@@ -209,9 +209,9 @@ class Task:
         def run(inputs):
             if up_model is not None:
                 try:
-                    up_inputs = [x.to(ref_dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                                 for x in inputs]
-                    return _call(up_model, up_inputs, self.backward)
+                    up_inputs = [(x.to(ref_dtype, copy=True) if x.is_floating_point() else x.clone())
+                                 if isinstance(x, torch.Tensor) else x for x in inputs]
+                    return _call(up_model, up_inputs, self.backward, copy=False)  # copies already
                 except (RuntimeError, TypeError, NotImplementedError):
                     pass
             return _call(model, inputs, self.backward)
@@ -257,12 +257,14 @@ def cast_input(x, dtype: torch.dtype, device: str):
     return x
 
 
-def _call(model, inputs, backward: bool):
-    """Call a reference model; forward-only tasks run under no_grad (backward tasks use autograd inside)."""
+def _call(model, inputs, backward: bool, copy: bool = True):
+    """Call a reference model on copies of ``inputs`` (``copy=False``: they are this call's own already);
+    forward-only tasks run under no_grad (backward tasks use autograd inside)."""
+    args = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs] if copy else list(inputs)
     if backward:
-        return model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        return model(*args)
     with torch.no_grad():
-        return model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        return model(*args)
 
 
 def describe_value(x) -> str:

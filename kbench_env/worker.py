@@ -266,14 +266,18 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
     H100 (2026-11-23, bench/results/throughput_h100.md): without it, 1.4-3.8 s of a cached evaluation's 3-6 s check
     phase went to the audit's first profile; with it, the check phase took 1.4-1.8 s and the warm-up 6.5-6.8 s.
     KBENCH_WORKER_WARMUP=0 in the parent turns it off (an A/B knob). Returns the seconds it took, and of them
-    CUDA's start (context and a first kernel)."""
-    if not device.startswith("cuda"):
-        return 0.0, 0.0
+    CUDA's start (context and a first kernel). On every device, the message framing's first use (a tensor
+    payload through ``pack`` and ``unpack``: torch.save's and torch.load's set-up, ~2 ms on the CPU) is done here
+    too, so a spare worker's first configuration does not pay it."""
     t0 = time.perf_counter()
+    unpack(pack({"type": "warm-up"}, {"x": [torch.zeros(2)]}))
+    if not device.startswith("cuda"):
+        return time.perf_counter() - t0, 0.0
+    t_cuda = time.perf_counter()
     torch.cuda.init()
     x = torch.ones(256, device=device)
     torch.cuda.synchronize(device)
-    cuda_start = time.perf_counter() - t0
+    cuda_start = time.perf_counter() - t_cuda
     if job.get("audit", True):
         warm = integrity.ForwardAudit(set(), lambda: 0, device, mode=job.get("audit_mode", "kernels"))
         with warm:

@@ -1,0 +1,302 @@
+"""The trusted side's per-step work (issue #5, env overhead): the timed calls' inputs that parent and worker derive
+separately, the parent's torch thread count while it holds a CPU device, the pipelined correctness check, the
+timed-output checks, the error figures, the spare worker's hand-over and the worker's warm-up."""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+import torch
+
+from kbench_env import integrity
+from kbench_env.compare import compare_outputs, error_figures
+from kbench_env.evaluator import _PARENT_THREADS, Evaluator, _label, _seeds, _TimedChecks
+from kbench_env.result import ConfigResult
+from kbench_env.suite import resolve_task, solution_path
+from kbench_env.task import DTYPES, describe_value
+
+from candidates import _forward
+from conftest import ROOT
+
+# A configuration's inputs, made the same way here and in the process standing for the worker.
+_INPUTS = textwrap.dedent("""
+    def _inputs():
+        g = torch.Generator().manual_seed(3)
+        return [torch.randn(7, 3001, generator=g), torch.randn(4, 33, generator=g).half(),
+                torch.randint(0, 9, (5,), generator=g), 2.5, torch.randn(1, generator=g)]
+""")
+exec(_INPUTS)
+
+
+# ---------------------------------------------------------------------- timed-call inputs
+
+_WORKER_SIDE = _INPUTS + textwrap.dedent("""
+    import sys, torch
+    sys.path.insert(0, sys.argv[1])
+    from kbench_env import integrity
+    torch.set_num_threads(1)  # as a worker (Limits.threads) while the parent has its own count
+    made = integrity.TimedInputs(_inputs(), 11, 3, 29, 1e-2).materialise()  # what the worker does
+    torch.save({j: made(j) for j in (-2, -1, 0, 1, 5, 49)}, sys.argv[2])
+""")
+
+
+def test_parent_and_worker_derive_identical_timed_inputs(tmp_path):
+    """The worker makes every input set up front in a process of its own; the parent makes only the sets its
+    checked calls need, with another thread count: the bits are the same."""
+    out = tmp_path / "worker.pt"
+    subprocess.run([sys.executable, "-c", "import torch\n" + _WORKER_SIDE, str(ROOT), str(out)], check=True,
+                   timeout=120)
+    worker = torch.load(out, weights_only=True)
+    parent = integrity.TimedInputs(_inputs(), 11, 3, 29, 1e-2)
+    for j in (49, 0, -1, 5, 1, -2):  # lazily, in another order
+        mine = parent(j)
+        assert len(mine) == len(worker[j])
+        for a, b in zip(mine, worker[j]):
+            if isinstance(a, torch.Tensor):
+                assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+            else:
+                assert a == b
+
+
+def test_timed_inputs_are_fresh_perturbed_copies():
+    base = _inputs()
+    ti = integrity.TimedInputs(base, 11, 3, 29, 1e-2)
+    a, b, c = ti(0), ti(3), ti(1)  # calls 0 and 3 share input set 0
+    x = base[0]
+    for y in (a[0], b[0], c[0]):
+        assert y.dtype == x.dtype and y.data_ptr() != x.data_ptr()
+        rel = ((y - x).norm() / x.norm()).item()
+        assert 0.005 < rel < 0.05  # ~1% per perturbation (the set's and the call's)
+    assert not torch.equal(a[0], b[0]) and not torch.equal(a[0], c[0])
+    assert torch.equal(a[2], base[2]) and a[2].data_ptr() != base[2].data_ptr()  # integers: copied, not perturbed
+    assert a[3] == 2.5
+    assert a[1].dtype == torch.float16 and not torch.equal(a[1], base[1])
+
+
+def test_timed_call_noise_is_drawn_per_element():
+    """No tiling or scaling of a smaller draw: every element has its own draw (a linear task could otherwise
+    correct a cached result cheaply), and another seed gives other noise."""
+    x = torch.randn(64, 4096)
+    d = integrity.perturb([x], 5, 1e-2)[0] - x
+    assert abs(d.mean().item()) < 1e-3 and abs(d.std().item() / x.std().item() - 1e-2) < 1e-3
+    rows = d / d[:, :1]  # a row that is a scaled copy of another would show as a constant ratio
+    assert len({tuple(r[:4].tolist()) for r in rows}) == 64
+    corr = torch.corrcoef(torch.stack([d[0], d[1], d[:, 0].repeat(64)[:4096]]))
+    assert corr[0, 1].abs() < 0.1 and corr[0, 2].abs() < 0.1
+    assert torch.unique(d).numel() > 0.5 * d.numel()  # (differences are rounded to the inputs' ulps)
+    assert not torch.equal(d, integrity.perturb([x], 6, 1e-2)[0] - x)
+
+
+# ---------------------------------------------------------------------- the parent's thread count
+
+
+def test_parent_threads_lowered_and_restored():
+    before = torch.get_num_threads()
+    with _PARENT_THREADS.lowered(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with _PARENT_THREADS.lowered(before + 8):  # never raised
+        assert torch.get_num_threads() == before
+    assert torch.get_num_threads() == before
+
+
+def test_parent_threads_overlapping_holders_leave_the_count():
+    before = torch.get_num_threads()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with _PARENT_THREADS.lowered(1):
+            seen["first"] = torch.get_num_threads()
+            first_in.set()
+            second_in.wait(10)
+        first_out.set()
+
+    def second():
+        first_in.wait(10)
+        with _PARENT_THREADS.lowered(1):
+            seen["second"] = torch.get_num_threads()
+            second_in.set()
+            first_out.wait(10)  # the first holder leaves while this one holds
+            seen["second_after_first_left"] = torch.get_num_threads()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert seen == {"first": 1, "second": 1, "second_after_first_left": 1}
+    assert torch.get_num_threads() == before
+    fresh = []
+    t = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert fresh == [before]
+
+
+def test_evaluator_lowers_threads_to_the_cores_the_worker_leaves(evaluator, monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    before = torch.get_num_threads()
+    with evaluator._trusted_threads():
+        assert torch.get_num_threads() == max(1, min(before, 2 - evaluator.limits.threads))
+    assert torch.get_num_threads() == before
+
+
+# ---------------------------------------------------------------------- the pipelined correctness check
+
+# Right on 'small' (16 rows); wrong on 'odd' (7 rows) and 'wide' (2 rows) of level1/relu's CPU configurations.
+_ROWS = {"small": 16, "odd": 7, "wide": 2}
+_WRONG_ON = "        y = x.clamp(min=0)\n        if x.shape[0] in {rows}:\n            y[0, 0] += 1.0\n        return y"
+
+
+def _expected_message(task, cfg_index: int, seed: int, rows: tuple) -> str:
+    """The message the sequential check gave: the first failing configuration's comparison, made here."""
+    cfg = task.configs_for("cpu")[cfg_index]
+    in_seed, init_seed = _seeds(seed, cfg_index)
+    mod, init_inputs, inputs = task.instantiate(cfg, in_seed, "cpu")
+    ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, "cpu")
+    out = inputs[0].clamp(min=0)
+    if out.shape[0] in rows:
+        out[0, 0] += 1.0
+    mismatch, _ = compare_outputs(out, ref, DTYPES[cfg.dtype], task.tolerance)
+    cr = ConfigResult(name=cfg.name, held_out=cfg.held_out, dtype=cfg.dtype, inputs=[describe_value(inputs[0])])
+    return f"configuration {_label(cfg, cr)}: {mismatch.message}"
+
+
+@pytest.mark.parametrize("rows", [(7,), (7, 2), (2,)])
+def test_pipelined_check_verdicts(evaluator, rows):
+    task = resolve_task("level1/relu")
+    names = [c.name for c in task.configs_for("cpu")]
+    assert names == ["small", "odd", "wide"]
+    r = evaluator.evaluate(task, _forward(_WRONG_ON.format(rows=rows)), seed=1234)
+    assert not r.correct and r.error_stage == "correctness"
+    bad = [_ROWS[name] in rows for name in names]
+    assert r.error == _expected_message(task, bad.index(True), 1234, rows)
+    assert [c.name for c in r.configs] == names  # every configuration ran and was judged, in order
+    for c, bad in zip(r.configs, bad):
+        assert c.correct is (not bad)
+        assert (c.error is not None) == bad and c.norm_err is not None
+
+
+def test_pipelined_check_run_error_and_crash(evaluator):
+    task = resolve_task("level1/relu")
+    raises = _forward("        if x.shape[0] == 7:\n            raise ValueError('odd rows')\n"
+                      "        return x.clamp(min=0)")
+    r = evaluator.evaluate(task, raises, seed=5)
+    assert r.error_stage == "run" and r.error.startswith("configuration 'odd' (held out)") and "odd rows" in r.error
+    assert [c.correct for c in r.configs] == [True, False, True]
+    crash = _forward("        if x.shape[0] == 7:\n            os.abort()\n        return x.clamp(min=0)")
+    r = evaluator.evaluate(task, crash, seed=5)
+    assert not r.correct and r.error_stage == "run"
+    assert [c.name for c in r.configs] == ["small", "odd"]  # as the sequential check left them
+    assert r.configs[0].correct is True and r.configs[1].correct is None
+
+
+def test_pipelined_check_passes_a_correct_candidate(evaluator):
+    task = resolve_task("level1/relu")
+    r = evaluator.evaluate(task, solution_path(task, "cpu").read_text(), seed=9)
+    assert r.correct, r.feedback()
+    assert all(c.correct for c in r.configs) and r.speedup is not None
+    assert "timed_output_checks" in r.phase_seconds and "timed_output_prep" in r.phase_seconds
+
+
+# ---------------------------------------------------------------------- timed-output checks
+
+
+def _timed_checks(n: int):
+    task = resolve_task("level1/relu")
+    cfg = task.configs_for("cpu")[1]
+    mod, init_inputs, inputs = task.instantiate(cfg, 77, "cpu")
+    make = lambda: integrity.TimedInputs(inputs, 5, 3, 6, 1e-2)  # noqa: E731
+    ref = task.reference_runner(mod, init_inputs, cfg, 8, "cpu", upcast=False)
+    theirs = make().materialise()
+    fps = [integrity.Fingerprint(11).of(ref(theirs(j))) for j in range(n)]  # what an honest worker reports
+    return _TimedChecks(task, cfg, (mod, init_inputs, 8, inputs), "cpu", make(), integrity.Fingerprint(11)), fps
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_timed_checks_confirm_honest_outputs_and_catch_wrong_ones(prepared):
+    n = 12
+    checks, fps = _timed_checks(n)
+    if prepared:
+        checks.prepare()
+    assert checks.first_wrong(fps, random.Random(1), 4) is None
+    for bad in (0, n - 1):  # the first and the last timed call are always checked
+        checks, fps = _timed_checks(n)
+        if prepared:
+            checks.prepare()
+        fps[bad] = [[v * 1.01 for v in leaf] for leaf in fps[bad]]
+        assert checks.first_wrong(fps, random.Random(1), 4) == bad
+
+
+def test_timed_checks_draw_as_many_calls_as_before():
+    """The picks are drawn after the reply from the evaluator's generator, as many as before: ``check_calls``
+    random calls besides the first and the last; a wrong output at any of them is caught."""
+    n = 20
+    rng_seed = 7
+    picks = sorted(set(random.Random(rng_seed).sample(range(n), 4) + [0, n - 1]))
+    for j in picks:
+        checks, fps = _timed_checks(n)
+        fps[j] = [[v * 1.01 for v in leaf] for leaf in fps[j]]
+        assert checks.first_wrong(fps, random.Random(rng_seed), 4) == j
+    unpicked = next(j for j in range(n) if j not in picks)
+    checks, fps = _timed_checks(n)
+    fps[unpicked] = [[v * 1.01 for v in leaf] for leaf in fps[unpicked]]
+    assert checks.first_wrong(fps, random.Random(rng_seed), 4) is None
+
+
+# ---------------------------------------------------------------------- error figures
+
+
+def test_error_figures():
+    ref = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    norm_err, max_err, idx = error_figures(torch.tensor([3.0, 5.0]), ref)
+    assert norm_err == pytest.approx(1 / 5) and max_err == pytest.approx(1 / (5 / math.sqrt(2))) and idx == (1,)
+    ref2 = torch.randn(6, 5, dtype=torch.float64)
+    cand = ref2.float().clone()
+    cand[4, 2] += 0.5
+    n, m, idx = error_figures(cand, ref2)
+    d = cand.double() - ref2
+    assert n == pytest.approx((d.norm() / ref2.norm()).item(), rel=1e-12) and idx == (4, 2)
+    assert m == pytest.approx((d.abs().max() / (ref2.norm() / math.sqrt(30))).item(), rel=1e-12)
+    cand[1, 3] = float("nan")
+    assert error_figures(cand, ref2) == (math.inf, math.inf, (1, 3))
+    zero = torch.zeros(4, dtype=torch.float64)
+    assert error_figures(torch.zeros(4), zero)[:2] == (0.0, 0.0)
+    assert error_figures(torch.full((4,), 1e-3), zero)[:2] == (math.inf, math.inf)
+    assert error_figures(torch.zeros(0), torch.zeros(0, dtype=torch.float64)) == (0.0, 0.0, ())
+
+
+# ---------------------------------------------------------------------- worker side and spare hand-over
+
+
+def test_worker_warm_up_on_the_cpu():
+    from kbench_env.worker import _warm_up
+
+    seconds, cuda_start = _warm_up("cpu", {})
+    assert seconds >= 0.0 and cuda_start == 0.0
+
+
+def test_spare_is_assigned_before_its_replacement_starts():
+    from kbench_env.sandbox import Limits, SpareWorkers
+
+    order = []
+
+    class FakeSpare:
+        _t_created = time.monotonic()
+
+        def assign(self, source):
+            order.append(("assign", source))
+
+    spares = SpareWorkers("cpu", "cpu", str(ROOT / ".kbench-cache"), Limits())
+    spares._spare = FakeSpare()
+    spares.refill = lambda: order.append(("refill",))
+    taken = spares.take("src")
+    assert isinstance(taken, FakeSpare) and order == [("assign", "src"), ("refill",)] and spares.served == 1
