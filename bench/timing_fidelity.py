@@ -68,7 +68,8 @@ def profiler_in_timing_ms(backend, fn, make_inputs, gap: float) -> float:
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        backend.time_calls(fn, make_inputs, warmup=3, min_reps=20, max_reps=60, min_seconds=0.05, gap_ms=gap)
+        backend.time_calls(fn, make_inputs, warmup=3, min_reps=20, max_reps=60, min_seconds=0.05, gap_ms=gap,
+                           in_situ=False)  # (its own profiler would be nested in this one)
         torch.cuda.synchronize()
     durs = [e.device_time for e in prof.events() if "scale_add" in e.name]
     return statistics.median(durs) / 1e3
@@ -154,10 +155,11 @@ def main() -> int:
             return y
 
         prof_ms = profiler_kernel_ms(fn, [x, y])
-        meds = []
+        meds, gaps = [], []
         for _ in range(args.repeats):
             t = backend.time_calls(fn, lambda j, x=x, y=y: [x, y], gap_ms=gap)  # an evaluation's defaults
             meds.append(t.median_ms)
+            gaps.append(backend.last_gap_ms)
         ours = statistics.median(meds)
         b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], gap_ms=gap32, block=32).median_ms
                                 for _ in range(3))
@@ -167,7 +169,7 @@ def main() -> int:
         same_ms = profiler_in_timing_ms(backend, fn, lambda j, x=x, y=y: [x, y], gap)
         rows.append({"kernel": label, "profiler_ms": prof_ms, "kbench_ms": ours, "error": ours / prof_ms - 1,
                      "profiler_in_timing_ms": same_ms, "error_vs_same_runs": ours / same_ms - 1,
-                     "spread": spread, "block": block, "kbench_block32_ms": b32,
+                     "spread": spread, "block": block, "gap_us": 1e3 * statistics.median(gaps), "kbench_block32_ms": b32,
                      "ncu_ms": ncu[k] if ncu else None, "error_vs_ncu": (ours / ncu[k] - 1) if ncu else None,
                      "naive_event_ms": naive, "naive_error": naive / prof_ms - 1,
                      "method": backend.last_method})
@@ -176,20 +178,22 @@ def main() -> int:
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     md = [f"# Timing fidelity on {name} ({date})", "",
           "kbench: CUDA-graph replay of a block of calls between events, L2 flushed before each block, fresh inputs "
-          f"per call, minus the idle gap between consecutive graph nodes (CUPTI, in a replayed graph: {gap * 1e3:.3f} us; "
-          f"in a graph of 32: {gap32 * 1e3:.3f} us); B = calls per block as kbench chose them; median over blocks; spread = std/mean of "
+          "per call, minus the idle time between graph nodes per call (gap: measured by CUPTI in a replay of the timed "
+          f"graph for calls under 0.2 ms, at most the calibrated gap + 2 us; the calibrated gap, from a graph of tiny "
+          f"kernels: {gap * 1e3:.3f} us; in a graph of 32: {gap32 * 1e3:.3f} us); B = calls per block as kbench chose them; median over blocks; spread = std/mean of "
           f"{args.repeats} repeated measurements. Profiler: median CUPTI kernel duration, in a warm loop and in the "
           "runs kbench times (after its L2 flush). ncu: median Nsight Compute gpu__time_duration of "
           f"{NCU_LAUNCHES} launches, caches flushed before each, clocks not locked. Naive: one launch between a pair "
           "of events.", "",
-          "| kernel | profiler, warm loop (ms) | profiler, kbench's runs (ms) | ncu (ms) | kbench (ms) | B | "
+          "| kernel | profiler, warm loop (ms) | profiler, kbench's runs (ms) | ncu (ms) | kbench (ms) | B | gap (us) | "
           "kbench error vs warm | vs its runs | vs ncu | spread | kbench, B=32 (ms) | naive events (ms) | "
           "naive error | method |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
     for r in rows:
         md.append(f"| {r['kernel']} | {r['profiler_ms']:.4f} | {r['profiler_in_timing_ms']:.4f} | "
-                  f"{fmt(r['ncu_ms'], '.4f')} | {r['kbench_ms']:.4f} | {r['block']} | {100 * r['error']:+.1f}% | "
+                  f"{fmt(r['ncu_ms'], '.4f')} | {r['kbench_ms']:.4f} | {r['block']} | {r['gap_us']:.3f} | "
+                  f"{100 * r['error']:+.1f}% | "
                   f"{100 * r['error_vs_same_runs']:+.1f}% | "
                   f"{fmt(None if r['error_vs_ncu'] is None else 100 * r['error_vs_ncu'], '+.1f')}% | "
                   f"{100 * r['spread']:.2f}% | {r['kbench_block32_ms']:.4f} | {r['naive_event_ms']:.4f} | "
