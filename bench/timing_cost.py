@@ -28,6 +28,9 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", default="level1/relu")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="which of the timing settings, comma-separated")
+    ap.add_argument("--per-call", action="store_true",
+                    help="inputs copied and outputs fingerprinted one call at a time (as before 2026-11-25)")
     args = ap.parse_args()
     task = resolve_task(args.task)
     backend = CudaBackend()
@@ -36,12 +39,16 @@ def main() -> int:
     for cfg in task.configs_for("cuda"):
         _, _, inputs = task.instantiate(cfg, 1234, "cuda")
         fn = torch.relu
-        for label, params in SETTINGS.items():
+        for label, params in ((k, SETTINGS[k]) for k in args.settings.split(",")):
             make_inputs = integrity.TimedInputs(inputs, 77, 3, 99).materialise()
             fps, fingerprint = [], integrity.Fingerprint(5)
             t0 = time.perf_counter()
-            t = backend.time_calls(fn, make_inputs, on_output=lambda j, o: fps.append(fingerprint.pending(o)),
-                                   gap_ms=gap, **params)
+            if args.per_call:  # the way before block fingerprints and in-place inputs (for the A/B)
+                t = backend.time_calls(fn, lambda j, m=make_inputs: m(j),
+                                       on_output=lambda j, o: fps.append(fingerprint.pending(o)), gap_ms=gap, **params)
+            else:  # as the worker times
+                t = backend.time_calls(fn, make_inputs, gap_ms=gap, on_block=lambda j, outs, static: fps.extend(
+                    fingerprint.pending_block(outs, static=static)), **params)
             integrity.fingerprint_values(fps)
             wall = time.perf_counter() - t0
             # host cost of one call's inputs and fingerprint, for the record
@@ -61,7 +68,7 @@ def main() -> int:
             torch.cuda.synchronize()
             fingerprint_ms = (time.perf_counter() - t1) / 200 * 1e3
             del made, pend
-            rows.append({"config": cfg.name, "setting": label, "wall_s": round(wall, 4), "calls": len(fps),
+            rows.append({"config": cfg.name, "setting": label + (" (per call)" if args.per_call else ""), "wall_s": round(wall, 4), "calls": len(fps),
                          "blocks": len(t.times_ms), "median_ms": t.median_ms, "iqr_ms": t.iqr_ms,
                          "eager_call_with_inputs_and_fingerprint_ms": round(per_call_ms, 4),
                          "inputs_ms": round(inputs_ms, 4), "fingerprint_ms": round(fingerprint_ms, 4)})

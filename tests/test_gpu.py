@@ -349,3 +349,38 @@ def test_adversarial_extension_is_otherwise_honest(cuda_results):
     r = cuda_results[1]["patched_timer"]
     why = extension_problem(r)
     assert why is None, f"{why}\n{r.feedback()}"
+
+
+def test_block_fingerprints_and_written_inputs_match_per_call_ones():
+    """The timing's fast paths give what the per-call ones give, bit for bit, on a GPU: inputs written into a
+    captured graph's static buffers (``TimedInputs.write``) and the fingerprints of a block's static outputs
+    replayed as a graph of their own (``Fingerprint.pending_block``)."""
+    from kbench_env import integrity
+
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    x = torch.randn(300, 1001, device="cuda")
+    ti = integrity.TimedInputs([x, torch.randn(7, device="cuda").half(), 3], 5, 2, 9).materialise()
+    for j in (0, 5):
+        dst = [torch.empty(300, 1001, device="cuda"), torch.empty(7, device="cuda").half(), 3]
+        ti.write(j, dst)
+        want = ti(j)
+        assert torch.equal(dst[0], want[0]) and torch.equal(dst[1], want[1])
+    ti32 = integrity.TimedInputs([x], 5, 2, 9).materialise()
+    static_in = [[torch.empty_like(x)] for _ in range(4)]
+    g = torch.cuda.CUDAGraph()
+    for b, dst in enumerate(static_in):
+        ti32.write(-10 - b, dst)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(g):
+        static_out = [(torch.relu(ins[0]), ins[0] * 2) for ins in static_in]
+    fp = integrity.Fingerprint(123)
+    for block in range(3):
+        for b, dst in enumerate(static_in):
+            ti32.write(4 * block + b, dst)
+            assert torch.equal(dst[0], ti32(4 * block + b)[0])
+        g.replay()
+        torch.cuda.synchronize()
+        got = integrity.fingerprint_values(fp.pending_block(static_out, static=True))
+        assert got == integrity.fingerprint_values([fp.pending(o) for o in static_out]), block
+    assert fp._graphs, "the block's fingerprints were never captured"  # noqa: SLF001

@@ -80,6 +80,41 @@ def test_timed_inputs_are_fresh_perturbed_copies():
     assert a[1].dtype == torch.float16 and not torch.equal(a[1], base[1])
 
 
+def test_timed_inputs_written_in_place_equal_the_fresh_copies():
+    """``write`` (a timed graph's static inputs filled in place) gives call j's inputs bit for bit, for float32
+    inputs drawn in place and for the others copied; non-contiguous destinations are copied too."""
+    ti = integrity.TimedInputs(_inputs(), 11, 3, 29, 1e-2)
+    for j in (0, 4, -7):
+        want = ti(j)
+        dst = [x.clone() if isinstance(x, torch.Tensor) else x for x in want]
+        for d in dst:
+            if isinstance(d, torch.Tensor):
+                d.fill_(7)
+        ti.write(j, dst)
+        for a, b in zip(dst, want):
+            assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    x, n = torch.randn(64, 32), torch.randint(0, 5, (9,))
+    ti = integrity.TimedInputs([x, n, 0.5], 3, 2, 5, 1e-2)
+    for j in (0, 3):
+        dst = [torch.zeros(64, 32), torch.zeros(9, dtype=n.dtype), 0.5]  # all float32: drawn in place
+        ti.write(j, dst)
+        assert torch.equal(dst[0], ti(j)[0]) and torch.equal(dst[1], n)
+    dst = [torch.empty(32, 64).t(), n.clone(), 0.5]  # non-contiguous: copied from a fresh draw
+    ti.write(1, dst)
+    assert torch.equal(dst[0], ti(1)[0])
+
+
+def test_fingerprints_of_a_block_equal_the_calls_fingerprints():
+    """On the CPU (and wherever the outputs are not a replayed graph's own tensors) a block's fingerprints are the
+    per-call ones; tests/test_gpu.py checks the captured path against them on a GPU."""
+    fp = integrity.Fingerprint(17)
+    outs = [torch.randn(8, 16), (torch.randn(5), torch.randn(3, 3)), torch.randn(8, 16)]
+    per_call = integrity.fingerprint_values([fp.pending(o) for o in outs])
+    for static in (False, True):
+        assert integrity.fingerprint_values(fp.pending_block(outs, static=static)) == per_call
+    assert [len(v) for v in per_call] == [1, 2, 1]
+
+
 def test_timed_call_noise_is_drawn_per_element():
     """No tiling or scaling of a smaller draw: every element has its own draw (a linear task could otherwise
     correct a cached result cheaply), and another seed gives other noise."""

@@ -4,7 +4,7 @@
 Owns the GPU side of building (only the present GPU's architecture is compiled), synchronisation, memory
 poisoning (freed memory is filled with NaN so an output the kernel never writes cannot pass) and GPU timing:
 
-- every timed call gets fresh inputs (copied into static buffers outside the timed region);
+- every timed call gets fresh inputs (written into static buffers outside the timed region);
 - a block of B calls is captured once as a CUDA graph and replayed between a pair of events, so the time is the
   device time of the kernels, not launch overhead (one launch per event pair reads a 4 us kernel as 17 us on an
   H100); B is about 2 ms of device work, up to 256 calls (``_block_size``), so a block's fixed cost is spread
@@ -130,13 +130,17 @@ class CudaBackend(ExtensionBackend):
 
     def time_calls(self, fn, make_inputs, on_output=None, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                    min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
-                   gap_ms: float = 0.0, in_situ: bool = True) -> timing.Timing:
+                   gap_ms: float = 0.0, in_situ: bool = True, on_block=None) -> timing.Timing:
         """Per-call device time (see the module docstring). ``gap_ms`` is the measured idle time between two
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
         so a few-microsecond kernel is not read as half launch gap. With ``in_situ`` (and ``gap_ms`` > 0), calls
         under IN_SITU_BELOW_MS have the idle time of their own graph measured instead (``graph_idle_ms``): the
         calibration's tiny kernels leave less idle time between them than real ones (a 3.6 us kernel read +19%
-        against its CUPTI duration in the same runs with the calibrated gap, H100 2026-11-24 23:27)."""
+        against its CUPTI duration in the same runs with the calibrated gap, H100 2026-11-24 23:27).
+
+        ``on_block(j0, outs, static)``, where given, sees each block's outputs at once in place of ``on_output``
+        per call (``static``: the graph's own output tensors, rewritten by every replay); a ``make_inputs`` with a
+        ``write(j, dst)`` method fills the graph's static inputs in place."""
         clock = timing._perf_counter
         # Every input handed to the candidate before the capture stays alive until the timing ends, so no static
         # buffer of the capture reuses the address of one it has seen: a cache keyed on pointers would find a hit
@@ -154,17 +158,20 @@ class CudaBackend(ExtensionBackend):
         self.last_gap_ms = gap_ms
         if graph is not None and gap_ms > 0 and in_situ:
             gap_ms = self._in_situ_gap(graph[0], B, gap_ms)
+        write = getattr(make_inputs, "write", None)
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
         max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
         while len(times) < max_blocks and (len(times) < min_blocks or total < min_seconds) and (clock() - start) < max_seconds:
-            calls = [make_inputs(j + b) for b in range(B)]
             if graph is not None:
                 g, static_in, static_out = graph
-                for dst, src in zip(static_in, calls):
-                    for d, s in zip(dst, src):
-                        if isinstance(d, torch.Tensor):
-                            d.copy_(s)
+                for b, dst in enumerate(static_in):
+                    if write is not None:
+                        write(j + b, dst)
+                    else:
+                        for d, s in zip(dst, make_inputs(j + b)):
+                            if isinstance(d, torch.Tensor):
+                                d.copy_(s)
                 self.flush_l2(device)
                 ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 ev0.record()
@@ -175,6 +182,7 @@ class CudaBackend(ExtensionBackend):
                 outs = static_out
                 self.last_method = "cuda-graph"
             else:
+                calls = [make_inputs(j + b) for b in range(B)]
                 self.flush_l2(device)
                 torch.cuda.synchronize()
                 t = clock()
@@ -182,8 +190,10 @@ class CudaBackend(ExtensionBackend):
                 torch.cuda.synchronize()
                 ms = (clock() - t) * 1e3
                 self.last_method = "eager-sync"
-            for b, out in enumerate(outs):
-                if on_output is not None:
+            if on_block is not None:
+                on_block(j, outs, graph is not None)
+            elif on_output is not None:
+                for b, out in enumerate(outs):
                     on_output(j + b, out)
             times.append(ms / B)
             total += ms / 1e3
