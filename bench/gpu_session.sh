@@ -14,6 +14,8 @@
 #                                     # 64 distinct CUDA candidates
 #   bash bench/gpu_session.sh batch   # bench/throughput.py alone, cut to end by $DEADLINE seconds
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
+#   bash bench/gpu_session.sh timingpath  # after a change to the timing's host side: timing_cost.py per call and
+#                                     # per block, one cached evaluation traced, then tests/test_gpu.py
 #   bash bench/gpu_session.sh recheck # after a timing change: fidelity, one cached evaluation traced (TRACE=0:
 #                                     # not), then tests/test_gpu.py (solutions and adversarial candidates)
 #
@@ -117,6 +119,19 @@ recheck)
     timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
       > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
   fi
+  stamp "GPU test suite (candidates side by side on the GPU)"
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
+    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 585) python3 -m pytest -q -m gpu tests/test_gpu.py \
+    -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
+  python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -4
+  ;;
+timingpath)  # after a change to the timing's host side: its A/B, one evaluation traced, then the GPU tests
+  stamp "timing cost of level1/relu: inputs and fingerprints per call (as before 2026-11-25), then per block"
+  timeout 120 python3 bench/timing_cost.py --settings default --per-call --out "$OUT/timing_cost.jsonl" 2>&1 | tail -8
+  timeout 120 python3 bench/timing_cost.py --settings default --out "$OUT/timing_cost.jsonl" 2>&1 | tail -8
+  stamp "one evaluation traced (level1/relu, CUDA): where a cached step's time goes"
+  timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
+    > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
   stamp "GPU test suite (candidates side by side on the GPU)"
   KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
     KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 585) python3 -m pytest -q -m gpu tests/test_gpu.py \
