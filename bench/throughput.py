@@ -189,8 +189,8 @@ def main() -> int:
                          "the rate of the candidates finished by then is reported (pipeline fill included, so a "
                          "lower bound on the steady rate)")
     ap.add_argument("--step-gap", type=float, default=0.0,
-                    help="seconds between the single evaluations, not counted (a policy generating its next "
-                         "action): the spare worker's start, ~6.5 s on an H100, happens in the gap")
+                    help="seconds before each single evaluation and env step, not counted (a policy generating its "
+                         "next action): the spare worker's start, ~6.5 s on an H100, happens in the gap")
     ap.add_argument("--env-steps", type=int, default=5, help="cached env steps for the overhead figure")
     args = ap.parse_args()
     started = time.perf_counter()
@@ -240,6 +240,7 @@ def main() -> int:
     overhead, checks = [], []
     src = srcs(1, 20_000)[0]  # cached
     for _ in range(args.env_steps):
+        time.sleep(args.step_gap)  # as between the single evaluations: the spare worker's start falls in the gap
         t0 = time.perf_counter()
         _, _, _, _, info = env.step(src)
         step = time.perf_counter() - t0
