@@ -35,6 +35,13 @@ fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 export KBENCH_GPU_ONLY="level1/relu,level1/gelu,level1/softmax_rows,level1/layer_norm,level1/sum_dim1,level1/matmul_square,level2/linear_relu,level2/linear_gelu_scale,level2/conv2d_relu_bias,robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward"
 AGENT_TASKS=robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward
+gpu_tests() {  # tests/test_gpu.py with candidates side by side on the GPU, ending by $1 seconds from the start
+  stamp "GPU test suite (candidates side by side on the GPU)"
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
+    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left $1) python3 -m pytest -q -m gpu tests/test_gpu.py \
+    -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
+  python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
+}
 
 case "${1:-probe}" in
 probe)
@@ -58,11 +65,7 @@ tests)
   stamp "GPU fault tests (and the GPU worker's network)"
   timeout 200 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
     | tee "$OUT/gpu_faults.txt" | tail -12
-  stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
-    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 580) python3 -m pytest -q -m gpu tests/test_gpu.py \
-    -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
-  python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
+  gpu_tests 580
   ;;
 fidelity)
   stamp "timing fidelity"
@@ -119,11 +122,7 @@ recheck)
     timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
       > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
   fi
-  stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
-    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 585) python3 -m pytest -q -m gpu tests/test_gpu.py \
-    -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
-  python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -4
+  gpu_tests 585
   ;;
 timingpath)  # after a change to the timing's host side: its A/B, one evaluation traced, then the GPU tests
   stamp "timing cost of level1/relu: inputs and fingerprints per call (as before 2026-11-25), then per block"
@@ -132,11 +131,7 @@ timingpath)  # after a change to the timing's host side: its A/B, one evaluation
   stamp "one evaluation traced (level1/relu, CUDA): where a cached step's time goes"
   timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
     > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
-  stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
-    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left 585) python3 -m pytest -q -m gpu tests/test_gpu.py \
-    -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
-  python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -4
+  gpu_tests 585
   ;;
 train)
   stamp "GRPO"
