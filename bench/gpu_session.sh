@@ -8,6 +8,7 @@
 #   bash bench/gpu_session.sh faults  # the GPU fault tests
 #   bash bench/gpu_session.sh tests   # the GPU fault tests; tests/test_gpu.py (solutions and adversarial CUDA
 #                                     # candidates, side by side), then bench/gpu_tests_verdict.py on its record
+#   bash bench/gpu_session.sh suite   # tests/test_gpu.py alone
 #   bash bench/gpu_session.sh agent   # the evolutionary agent on three CUDA tasks
 #   bash bench/gpu_session.sh fidelity  # bench/timing_fidelity.py: kbench's time against the profiler's
 #   bash bench/gpu_session.sh speed   # one evaluation traced (eval_cost.py); bench/throughput.py: naive vs kbench,
@@ -65,6 +66,9 @@ tests)
   stamp "GPU fault tests (and the GPU worker's network)"
   timeout 200 python3 -m pytest -q -m gpu tests/test_gpu_faults.py -p no:cacheprovider -rA 2>&1 \
     | tee "$OUT/gpu_faults.txt" | tail -12
+  gpu_tests 580
+  ;;
+suite)  # tests/test_gpu.py alone
   gpu_tests 580
   ;;
 fidelity)

@@ -244,3 +244,21 @@ def _cmdline(pid: int) -> str:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_stale_torch_build_lock_does_not_hang_the_next_build(evaluator):
+    """A worker killed while torch held its build lock (a file named ``lock`` in the build directory) left it
+    behind, and the next candidate with the same source waited on it until its build timeout (an H100,
+    2026-11-25). Under kbench's own lock such a file is stale and is removed."""
+    from pathlib import Path
+
+    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
+                   limits=Limits(build_timeout=60, run_timeout=10, memory_bytes=1 << 30))
+    _then_ok(ev)  # built (or found) in the shared cache
+    dirs = [d for d in Path(ev.build_root).iterdir() if d.is_dir() and any(d.glob("*.so"))]
+    assert dirs
+    for d in dirs:
+        (d / "lock").touch()
+    t0 = time.perf_counter()
+    _then_ok(ev)
+    assert time.perf_counter() - t0 < 30

@@ -6,6 +6,7 @@ modules are wrapped so that calls into them are counted (decoy detection)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -108,6 +109,13 @@ class ExtensionBackend(Backend):
             # the finished build (ninja has nothing to do) or builds it itself and gets its own error.
             with open(kwargs["build_directory"] + ".lock", "a+") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
+                # torch's own lock is a file in the build directory that a process killed while building or
+                # loading (a timeout, the memory watchdog, its parent's death) leaves behind, and every later
+                # load of that directory waits on it forever: on an H100 (2026-11-25 07:15) an evaluation killed
+                # while loading left one, and the next candidate with the same source hung in its build. Holding
+                # the lock above, no other process is inside torch's, so a file found here is stale.
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(kwargs["build_directory"], "lock"))
                 try:
                     mod = original(name, *first, *args, **kwargs)
                 except Exception:
