@@ -31,6 +31,15 @@ def summarize(times_ms: list) -> Timing:
     return Timing(median_ms=statistics.median(s), iqr_ms=q[2] - q[0], reps=len(s), times_ms=s)
 
 
+def median_is_precise(times_ms: list, rel: float) -> bool:
+    """Whether the median of ``times_ms`` is known to within ``rel`` of itself: the 95% confidence interval of a
+    median, +-1.58 IQR / sqrt(n) (McGill, Tukey and Larsen's notches), is narrower than that. At least 5 times."""
+    if len(times_ms) < 5:
+        return False
+    s = summarize(times_ms)
+    return 1.58 * s.iqr_ms / len(times_ms) ** 0.5 <= rel * s.median_ms
+
+
 def time_calls(fn, make_inputs, *, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                min_seconds: float = 0.3, max_seconds: float = 10.0, sync=None, on_output=None) -> Timing:
     """Time ``fn(*make_inputs(j))`` for calls j = 0, 1, ...; one clock reading pair per call.

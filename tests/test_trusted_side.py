@@ -335,3 +335,17 @@ def test_spare_is_assigned_before_its_replacement_starts():
     spares.refill = lambda: order.append(("refill",))
     taken = spares.take("src")
     assert isinstance(taken, FakeSpare) and order == [("assign", "src"), ("refill",)] and spares.served == 1
+
+
+def test_a_timing_stops_once_its_median_is_precise():
+    """The GPU timing stops before its device-time target once the median's 95% interval is within the precision:
+    steady blocks after 5, noisy ones not at all."""
+    from kbench_env import timing
+
+    rng = random.Random(0)
+    steady = [0.047 * (1 + rng.gauss(0, 0.002)) for _ in range(5)]
+    noisy = [0.0027 * (1 + rng.gauss(0, 0.05)) for _ in range(25)]
+    assert timing.median_is_precise(steady, 0.005)
+    assert not timing.median_is_precise(steady[:4], 0.005)  # at least 5 blocks
+    assert not timing.median_is_precise(noisy, 0.005)
+    assert timing.median_is_precise(noisy, 0.05)

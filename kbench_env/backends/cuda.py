@@ -14,7 +14,8 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
 - the idle time between the graph's nodes, which no profiler counts as the kernel's, is subtracted per call: the
   calibrated gap between tiny kernels, or for calls under 0.2 ms the idle time CUPTI sees in one replay of the
   timed graph itself, at most 2 us above the calibrated gap (``graph_idle_ms``);
-- blocks are timed until 0.1 s of device time, max_reps x 32 calls or 4 s of wall time (at least 5 blocks): for a
+- blocks are timed until 0.1 s of device time (or until the median's 95% confidence interval is within 0.5%),
+  max_reps x 32 calls or 4 s of wall time (at least 5 blocks): for a
   large, fast kernel the fresh inputs and output fingerprints of each call cost more than the kernel, so the wall
   time of a timing is 2-3 times its device time (0.3 s of device time was 1.7 s of a cached H100 ReLU evaluation's
   3.1 s; bench/results/throughput_h100.md). The spread stays under 0.4% for kernels of 5 us and more
@@ -42,6 +43,7 @@ PROBE_CALLS = 8
 CALL_BUDGET_BLOCK = 32  # timed calls per repetition when max_reps bounds a timing (each has host-side work)
 IN_SITU_BELOW_MS = 0.2  # calls shorter than this have the idle time between their graph's nodes measured in place
 IN_SITU_CAP_MS = 0.002  # ... and subtracted up to the calibrated gap plus this much per call
+PRECISION = 0.005  # a timing may stop before min_seconds once its median's 95% confidence interval is this narrow
 
 
 class CudaBackend(ExtensionBackend):
@@ -130,13 +132,18 @@ class CudaBackend(ExtensionBackend):
 
     def time_calls(self, fn, make_inputs, on_output=None, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                    min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
-                   gap_ms: float = 0.0, in_situ: bool = True, on_block=None) -> timing.Timing:
+                   gap_ms: float = 0.0, in_situ: bool = True, on_block=None,
+                   precision: float = PRECISION) -> timing.Timing:
         """Per-call device time (see the module docstring). ``gap_ms`` is the measured idle time between two
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
         so a few-microsecond kernel is not read as half launch gap. With ``in_situ`` (and ``gap_ms`` > 0), calls
         under IN_SITU_BELOW_MS have the idle time of their own graph measured instead (``graph_idle_ms``): the
         calibration's tiny kernels leave less idle time between them than real ones (a 3.6 us kernel read +19%
         against its CUPTI duration in the same runs with the calibrated gap, H100 2026-11-24 23:27).
+
+        Blocks are timed until ``min_seconds`` of device time, or sooner once the median is known to within
+        ``precision`` of itself (its 95% confidence interval, ``timing.median_is_precise``): a 47 us kernel whose
+        blocks vary by 0.3% needs ~5 blocks, not the ~270 that 0.1 s of device time takes.
 
         ``on_block(j0, outs, static)``, where given, sees each block's outputs at once in place of ``on_output``
         per call (``static``: the graph's own output tensors, rewritten by every replay); a ``make_inputs`` with a
@@ -162,7 +169,8 @@ class CudaBackend(ExtensionBackend):
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
         max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
-        while len(times) < max_blocks and (len(times) < min_blocks or total < min_seconds) and (clock() - start) < max_seconds:
+        while len(times) < max_blocks and (clock() - start) < max_seconds and (
+                len(times) < min_blocks or (total < min_seconds and not timing.median_is_precise(times, precision))):
             if graph is not None:
                 g, static_in, static_out = graph
                 for b, dst in enumerate(static_in):
