@@ -9,6 +9,7 @@
 #   bash bench/gpu_session.sh tests   # the GPU fault tests; tests/test_gpu.py (solutions and adversarial CUDA
 #                                     # candidates, side by side), then bench/gpu_tests_verdict.py on its record
 #   bash bench/gpu_session.sh suite   # tests/test_gpu.py alone
+#   bash bench/gpu_session.sh validate  # after a timing change: timing fidelity, then tests/test_gpu.py
 #   bash bench/gpu_session.sh agent   # the evolutionary agent on three CUDA tasks
 #   bash bench/gpu_session.sh fidelity  # bench/timing_fidelity.py: kbench's time against the profiler's
 #   bash bench/gpu_session.sh speed   # one evaluation traced (eval_cost.py); bench/throughput.py: naive vs kbench,
@@ -70,6 +71,11 @@ tests)
   ;;
 suite)  # tests/test_gpu.py alone
   gpu_tests 580
+  ;;
+validate)  # after a timing change: timing fidelity, then tests/test_gpu.py
+  stamp "timing fidelity"
+  timeout 260 python3 bench/timing_fidelity.py --out "$OUT/timing_fidelity_h100.md" 2>&1 | tail -14
+  gpu_tests 585
   ;;
 fidelity)
   stamp "timing fidelity"

@@ -349,3 +349,18 @@ def test_a_timing_stops_once_its_median_is_precise():
     assert not timing.median_is_precise(steady[:4], 0.005)  # at least 5 blocks
     assert not timing.median_is_precise(noisy, 0.005)
     assert timing.median_is_precise(noisy, 0.05)
+
+
+def test_fingerprint_signs_are_balanced_seeded_and_the_same_everywhere():
+    """The projection's signs: +-1 in the output's dtype, about half each, the same for the same seed and leaf
+    (the worker and the trusted side each make them), other ones for another seed or leaf."""
+    x = torch.randn(100_003)
+    w = integrity.Fingerprint(5)._weights(0, x)
+    assert w.dtype == x.dtype and w.shape == (x.numel(),)
+    assert set(torch.unique(w).tolist()) == {-1.0, 1.0} and abs(w.mean().item()) < 0.02
+    assert torch.equal(integrity.Fingerprint(5)._weights(0, x), w)
+    assert torch.equal(integrity.Fingerprint(5)._weights(0, x.double()), w.double())
+    for other in (integrity.Fingerprint(6)._weights(0, x), integrity.Fingerprint(5)._weights(1, x)):
+        assert 0.45 < (other == w).float().mean().item() < 0.55
+    runs = (w[1:] != w[:-1]).float().mean().item()  # no periodic pattern from the packing of the bits
+    assert 0.48 < runs < 0.52
