@@ -14,8 +14,8 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
 - the idle time between the graph's nodes, which no profiler counts as the kernel's, is subtracted per call: the
   calibrated gap between tiny kernels, or for calls under 0.2 ms the idle time CUPTI sees in one replay of the
   timed graph itself, at most 2 us above the calibrated gap (``graph_idle_ms``);
-- blocks are timed until 0.1 s of device time (or until the median's 95% confidence interval is within 0.5%),
-  max_reps x 32 calls or 4 s of wall time (at least 5 blocks): for a
+- blocks are timed until 0.1 s of device time (or, after 0.01 s, until the median's 95% confidence interval is
+  within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks): for a
   large, fast kernel the fresh inputs and output fingerprints of each call cost more than the kernel, so the wall
   time of a timing is 2-3 times its device time (0.3 s of device time was 1.7 s of a cached H100 ReLU evaluation's
   3.1 s; bench/results/throughput_h100.md). The spread stays under 0.4% for kernels of 5 us and more
@@ -44,6 +44,7 @@ CALL_BUDGET_BLOCK = 32  # timed calls per repetition when max_reps bounds a timi
 IN_SITU_BELOW_MS = 0.2  # calls shorter than this have the idle time between their graph's nodes measured in place
 IN_SITU_CAP_MS = 0.002  # ... and subtracted up to the calibrated gap plus this much per call
 PRECISION = 0.005  # a timing may stop before min_seconds once its median's 95% confidence interval is this narrow
+PRECISE_AFTER = 0.1  # ... and it has this fraction of min_seconds of device time behind it
 
 
 class CudaBackend(ExtensionBackend):
@@ -142,8 +143,11 @@ class CudaBackend(ExtensionBackend):
         against its CUPTI duration in the same runs with the calibrated gap, H100 2026-11-24 23:27).
 
         Blocks are timed until ``min_seconds`` of device time, or sooner once the median is known to within
-        ``precision`` of itself (its 95% confidence interval, ``timing.median_is_precise``): a 47 us kernel whose
-        blocks vary by 0.3% needs ~5 blocks, not the ~270 that 0.1 s of device time takes.
+        ``precision`` of itself (its 95% confidence interval, ``timing.median_is_precise``) after a tenth of that
+        device time: a 47 us kernel whose blocks vary by 0.3% needs ~27 blocks of 8, not the ~270 that 0.1 s
+        takes. Without that floor, few-microsecond kernels stopped after 5 blocks of 256 that agreed with each
+        other, and repeated timings of a 1.5 us kernel spread by 13.7% (H100, 2026-11-25 07:42; device time of
+        blocks that short varies between timings more than within one).
 
         ``on_block(j0, outs, static)``, where given, sees each block's outputs at once in place of ``on_output``
         per call (``static``: the graph's own output tensors, rewritten by every replay); a ``make_inputs`` with a
@@ -170,7 +174,8 @@ class CudaBackend(ExtensionBackend):
         min_blocks = max(5, -(-min_reps // B))
         max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
         while len(times) < max_blocks and (clock() - start) < max_seconds and (
-                len(times) < min_blocks or (total < min_seconds and not timing.median_is_precise(times, precision))):
+                len(times) < min_blocks or (total < min_seconds and not (
+                    total >= PRECISE_AFTER * min_seconds and timing.median_is_precise(times, precision)))):
             if graph is not None:
                 g, static_in, static_out = graph
                 for b, dst in enumerate(static_in):
