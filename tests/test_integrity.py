@@ -174,6 +174,24 @@ def test_large_speedup_is_reverified_independently(evaluator):
     assert any(f.startswith("speedup_not_reverified") for f in r.integrity_flags), r.feedback()
 
 
+def test_time_under_the_roofline_floor_is_flagged(evaluator):
+    """Check 15: a correct matrix product whose timer is patched, with the worker's own check (HarnessGuard)
+    silenced and the re-timing out of reach (threshold raised), still cannot report less time than the device's
+    measured FLOP rate allows."""
+    from kbench_env.evaluator import Evaluator
+
+    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, reverify_above=1e12)
+    patched = ("import itertools\nimport kbench_env.integrity as _i\nimport kbench_env.timing as _t\n"
+               "_i.HarnessGuard.changed = lambda self: []\n_c = itertools.count()\n"
+               "_t._perf_counter = lambda: next(_c) * 1e-9\n")
+    r = ev.evaluate(resolve_task("level1/matmul_square"),
+                    patched + read(ROOT / "tasks/solutions/cpu/level1/matmul_square.py"))
+    assert r.correct, r.feedback()
+    assert not any(f.startswith(("harness_patched", "speedup_not_reverified")) for f in r.integrity_flags)
+    assert any(f.startswith("below_roofline") for f in r.integrity_flags), r.feedback()
+    assert r.reward == -1.0
+
+
 def test_reference_parameters_do_not_depend_on_other_threads():
     """Evaluations run in threads (evaluate_many) and each builds its reference model from a seed: another thread
     re-seeding torch's global generator in between must not change the parameters (an H100 run with candidates
