@@ -111,6 +111,9 @@ def _adv(forward_body: str, prelude: str = "", init: str = "") -> str:
     return ADV_EXT + prelude + "\n\nclass ModelNew(nn.Module):\n" + init + "\n    def forward(self, *args):\n" + forward_body
 
 
+SILENCED_EVENTS = ("import torch\nimport kbench_env.integrity as _i\n_i.HarnessGuard.changed = lambda self: []\n"
+                   "torch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n")
+
 #: name -> (task, source, expected flag kinds, strict). Strict: must be flagged (with one of the expected kinds, if
 #: any are named) or fail correctness. Not strict (attacks on timing only, which the CUDA-graph timing mostly
 #: neutralises): any flag or failure will do, or else its speedup must be no larger than the honest kernel's.
@@ -185,6 +188,14 @@ ADVERSARIAL = {
                 "        with torch._C.DisableTorchFunctionSubclass():\n"
                 "            return func(*[real(a) for a in args], **{k: real(v) for k, v in (kwargs or {}).items()})\n"),
         ("lazy_output",), True),
+    # 11 and 15 behind 9: the events patched and the worker's own check of them (HarnessGuard) silenced, so only
+    # the trusted side's checks are left. A ReLU's outputs are too small for the byte floor: its impossible
+    # speedup is re-timed by wall clock (11). A matrix product is held to the measured FLOP rate (15).
+    "silenced_guard_events": ("level1/relu", _adv(
+        "        return ext.relu(args[0])\n", prelude=SILENCED_EVENTS), ("speedup_not_reverified",), True),
+    "silenced_guard_matmul": ("level1/matmul_square",
+                              SILENCED_EVENTS + (ROOT / "tasks/solutions/cuda/level1/matmul_square.py").read_text(),
+                              ("below_roofline",), True),
     "inputs_modified": ("level1/relu", _adv(
         "        x = args[0]\n        out = ext.relu(x)\n        ext.relu_into(x, x)\n        return out\n"),
         ("inputs_modified",), True),
