@@ -18,8 +18,9 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
   within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks): for a
   large, fast kernel the fresh inputs and output fingerprints of each call cost more than the kernel, so the wall
   time of a timing is 2-3 times its device time (0.3 s of device time was 1.7 s of a cached H100 ReLU evaluation's
-  3.1 s; bench/results/throughput_h100.md). The spread stays under 0.4% for kernels of 5 us and more
-  (bench/results/timing_fidelity_h100.md, measured with these defaults);
+  3.1 s; bench/results/throughput_h100.md). With these defaults the spread of repeated timings was 0.02-0.17%
+  from ~60 us a call up, and 0.2-4.3% for a 5 us kernel, across three H100 runs (bench/results/
+  timing_fidelity_h100.md);
 - where capture fails (the candidate synchronises or reads values on the host), the block runs eagerly and is
   timed by the host clock around a device-wide synchronise, which sees every stream.
 """
