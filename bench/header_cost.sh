@@ -32,6 +32,15 @@ if command -v nvcc >/dev/null; then
     rows+=("| nvcc, device code (.cu) | \`<$h>\` | $(secs nvcc $NV -c "$W/k.cu" -o "$W/k.o") |")
   done
 fi
+PHASES=()
+if command -v nvcc >/dev/null; then  # where the <torch/types.h> build's time goes, phase by phase (nvcc --time)
+  printf '#include <torch/types.h>\n%s\n' "$KERNEL" > "$W/k.cu"
+  nvcc $NV -c "$W/k.cu" -o "$W/k.o" --time "$W/phases.csv" >/dev/null 2>&1
+  while IFS=, read -r _ phase _ _ _ _ ms _; do
+    phase=$(echo "$phase" | xargs); ms=$(echo "$ms" | xargs)
+    [ -n "$ms" ] && [ "$phase" != "phase name" ] && PHASES+=("| $phase | $(python3 -c "print(f'{$ms / 1000:.1f}')") |")
+  done < "$W/phases.csv"
+fi
 for h in "torch/extension.h" "torch/types.h torch/python.h"; do
   { for one in $h; do echo "#include <$one>"; done; echo "$BIND"; } > "$W/m.cpp"
   label=$(for one in $h; do printf '`<%s>` ' "$one"; done)
@@ -46,5 +55,13 @@ done
   echo "| compiler, file | header | seconds |"
   echo "| --- | --- | --- |"
   printf '%s\n' "${rows[@]}"
+  if [ ${#PHASES[@]} -gt 0 ]; then
+    echo
+    echo "The \`<torch/types.h>\` device-code build, phase by phase (\`nvcc --time\`; phases run one after another):"
+    echo
+    echo "| nvcc phase | seconds |"
+    echo "| --- | --- |"
+    printf '%s\n' "${PHASES[@]}"
+  fi
 } | tee "$OUT"
 rm -rf "$W"
