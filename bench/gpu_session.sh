@@ -45,6 +45,16 @@ gpu_tests() {  # tests/test_gpu.py with candidates side by side on the GPU, endi
   python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
 }
 
+fidelity() {  # bench/timing_fidelity.py, at most $1 seconds
+  stamp "timing fidelity"
+  timeout $1 python3 bench/timing_fidelity.py --out "$OUT/timing_fidelity_h100.md" 2>&1 | tail -14
+}
+traced_eval() {  # eval_cost.py: a cold and two cached evaluations of level1/relu's CUDA solution, every message traced
+  stamp "one evaluation traced (level1/relu, CUDA): where a cached step's time goes"
+  timeout 180 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
+    > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
+}
+
 case "${1:-probe}" in
 probe)
   nvidia-smi -L; python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
@@ -72,14 +82,8 @@ tests)
 suite)  # tests/test_gpu.py alone
   gpu_tests 580
   ;;
-validate)  # after a timing change: timing fidelity, then tests/test_gpu.py
-  stamp "timing fidelity"
-  timeout 260 python3 bench/timing_fidelity.py --out "$OUT/timing_fidelity_h100.md" 2>&1 | tail -14
-  gpu_tests 585
-  ;;
 fidelity)
-  stamp "timing fidelity"
-  timeout 400 python3 bench/timing_fidelity.py --out "$OUT/timing_fidelity_h100.md" 2>&1 | tail -14
+  fidelity 400
   ;;
 agent)
   stamp "evolutionary agent on CUDA tasks"
@@ -87,9 +91,7 @@ agent)
     --agent evolutionary --device cuda --budget 3 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" 2>&1 | tail -16
   ;;
 speed)
-  stamp "one evaluation traced (level1/relu, CUDA), with the forward audit on kineto/CUPTI, then on operators only"
-  timeout 150 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
-    > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
+  traced_eval  # the forward audit on kineto/CUPTI, then on operators only:
   KBENCH_GPU_AUDIT=ops timeout 100 python3 bench/eval_cost.py task 2 --device cuda --trace "$OUT/trace_ops.jsonl" \
     2>&1 | grep '^{' | tee "$OUT/eval_cost_cuda_ops.txt"
   stamp "throughput"
@@ -124,23 +126,16 @@ final)  # what one last short device session can hold: the GPU tests side by sid
   timeout 140 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" --agent evolutionary --device cuda --budget 2 \
     --workers 6 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -14
   ;;
-recheck)
-  stamp "timing fidelity"
-  timeout 150 python3 bench/timing_fidelity.py --out "$OUT/timing_fidelity_h100.md" 2>&1 | tail -14
-  if [ "${TRACE:-1}" = 1 ]; then
-    stamp "one evaluation traced (level1/relu, CUDA): where a cached step's time goes"
-    timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
-      > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
-  fi
+recheck|validate)  # validate: recheck without the traced evaluation
+  fidelity 260
+  [ "$1" = recheck ] && [ "${TRACE:-1}" = 1 ] && traced_eval
   gpu_tests 585
   ;;
 timingpath)  # after a change to the timing's host side: its A/B, one evaluation traced, then the GPU tests
   stamp "timing cost of level1/relu: inputs and fingerprints per call (as before 2026-11-25), then per block"
   timeout 120 python3 bench/timing_cost.py --settings default --per-call --out "$OUT/timing_cost.jsonl" 2>&1 | tail -8
   timeout 120 python3 bench/timing_cost.py --settings default --out "$OUT/timing_cost.jsonl" 2>&1 | tail -8
-  stamp "one evaluation traced (level1/relu, CUDA): where a cached step's time goes"
-  timeout 120 python3 bench/eval_cost.py task 2 --device cuda --profile --trace "$OUT/trace.jsonl" \
-    > "$OUT/eval_cost_cuda.txt" 2>&1; grep '^{' "$OUT/eval_cost_cuda.txt"
+  traced_eval
   gpu_tests 585
   ;;
 train)

@@ -68,7 +68,8 @@ def main() -> int:
             torch.cuda.synchronize()
             fingerprint_ms = (time.perf_counter() - t1) / 200 * 1e3
             del made, pend
-            rows.append({"config": cfg.name, "setting": label + (" (per call)" if args.per_call else ""), "wall_s": round(wall, 4), "calls": len(fps),
+            rows.append({"config": cfg.name, "setting": label + (" (per call)" if args.per_call else ""),
+                         "wall_s": round(wall, 4), "calls": len(fps),
                          "blocks": len(t.times_ms), "median_ms": t.median_ms, "iqr_ms": t.iqr_ms,
                          "eager_call_with_inputs_and_fingerprint_ms": round(per_call_ms, 4),
                          "inputs_ms": round(inputs_ms, 4), "fingerprint_ms": round(fingerprint_ms, 4)})

@@ -254,15 +254,28 @@ def perturb(inputs: list, seed: int, scale: float = 1e-2, stds: list | None = No
     out = []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
-            g = _generator(x.device)
-            g.manual_seed((seed * 1000003 + i) % (2**63))
-            noise = torch.randn(x.shape, generator=g, device=x.device, dtype=torch.float32)
+            noise = _noise(seed, i, torch.empty(x.shape, device=x.device, dtype=torch.float32))
             out.append(noise.mul_(scale * stds[i]).add_(x).to(x.dtype))
         elif isinstance(x, torch.Tensor):
             out.append(x.clone())
         else:
             out.append(x)
     return out
+
+
+def _noise(seed: int, i: int, out: torch.Tensor) -> torch.Tensor:
+    """``out`` (float32) filled with input ``i``'s standard normal draw for ``seed``: the one draw ``perturb`` and
+    ``TimedInputs.write`` both make."""
+    g = _generator(out.device)
+    g.manual_seed((seed * 1000003 + i) % (2**63))
+    return torch.randn(out.shape, generator=g, out=out)
+
+
+def copy_into(dst: list, src: list) -> None:
+    """Each tensor of ``src`` copied into the tensor at the same place in ``dst`` (a timed graph's static inputs)."""
+    for d, s in zip(dst, src):
+        if isinstance(d, torch.Tensor):
+            d.copy_(s)
 
 
 def input_stds(inputs: list) -> list:
@@ -311,23 +324,15 @@ class TimedInputs:
         same draw, scaled and added in the same order as ``perturb``), which saves the copy and an allocation per
         input per timed call; anything else is copied from ``self(j)``."""
         base = self._base(j % self.sets)
-        if not all(not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.numel() == 0
-                   or (x.dtype == torch.float32 and d.is_contiguous() and d.dtype == torch.float32)
-                   for x, d in zip(base, dst)):
-            for d, s in zip(dst, self(j)):
-                if isinstance(d, torch.Tensor):
-                    d.copy_(s)
+        drawn = [isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0 for x in base]
+        if not all(x.dtype == torch.float32 == d.dtype and d.is_contiguous()
+                   for x, d, draw in zip(base, dst, drawn) if draw):
+            copy_into(dst, self(j))
             return
-        seed = self.seed + j
-        for i, (x, d) in enumerate(zip(base, dst)):
-            if not isinstance(d, torch.Tensor):
-                continue
-            if x.is_floating_point() and x.numel() > 0:
-                g = _generator(d.device)
-                g.manual_seed((seed * 1000003 + i) % (2**63))
-                torch.randn(d.shape, generator=g, out=d)
-                d.mul_(self.scale * self._stds[i]).add_(x)
-            else:
+        for i, (x, d, draw) in enumerate(zip(base, dst, drawn)):
+            if draw:
+                _noise(self.seed + j, i, d).mul_(self.scale * self._stds[i]).add_(x)
+            elif isinstance(d, torch.Tensor):
                 d.copy_(x)
 
 
@@ -348,7 +353,7 @@ class Fingerprint:
     def __init__(self, seed: int):
         self.seed = int(seed)
         self._signs: dict = {}
-        self._graphs: dict = {}  # the leaves of a block's static outputs -> (graph, its result, leaves per call)
+        self._block = None  # (the block's output leaves as a key, its captured graph, the graph's result, leaves per call)
 
     def _weights(self, k: int, x: torch.Tensor) -> torch.Tensor:
         """Leaf ``k``'s signs, made once per timing from random bits drawn on the CPU (the same on every device:
@@ -402,8 +407,7 @@ class Fingerprint:
         if not (static and flat and all(type(x) is torch.Tensor and x.is_cuda for x in flat)):
             return [self.pending(o) for o in outs]
         key = tuple((id(x), x.data_ptr(), x.shape, x.dtype) for x in flat)
-        cached = self._graphs.get(key)
-        if cached is None:
+        if self._block is None or self._block[0] != key:
             eager = [self.pending(o) for o in outs]  # makes the sign weights: no host copy inside the capture
             torch.cuda.synchronize()
             try:
@@ -411,12 +415,11 @@ class Fingerprint:
                 with torch.cuda.graph(g):
                     buf = torch.stack([t for fps in (self.pending(o) for o in outs) for t in fps])
                 torch.cuda.synchronize()
+                self._block = (key, g, buf, [len(ls) for ls in leaves])
             except Exception:  # noqa: BLE001 - not capturable here: stay eager
                 torch.cuda.synchronize()
-                return eager
-            self._graphs = {key: (g, buf, [len(ls) for ls in leaves])}  # one block shape at a time
             return eager
-        g, buf, counts = cached
+        _, g, buf, counts = self._block
         g.replay()
         rows, out, k = buf.clone(), [], 0
         for n in counts:

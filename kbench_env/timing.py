@@ -41,13 +41,16 @@ def median_is_precise(times_ms: list, rel: float) -> bool:
 
 
 def time_calls(fn, make_inputs, *, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
-               min_seconds: float = 0.3, max_seconds: float = 10.0, sync=None, on_output=None) -> Timing:
+               min_seconds: float = 0.3, max_seconds: float = 10.0, sync=None, on_output=None,
+               on_block=None) -> Timing:
     """Time ``fn(*make_inputs(j))`` for calls j = 0, 1, ...; one clock reading pair per call.
 
     ``make_inputs(j)`` builds call j's inputs outside the timed region (each call gets fresh tensors). Runs
     ``warmup`` untimed calls (j < 0), then at least ``min_reps`` and at most ``max_reps`` timed calls, stopping
     once ``min_seconds`` of timed work has accumulated (or ``max_seconds`` of wall time has passed). ``sync``
-    (a device-wide synchronise) runs before each clock reading. ``on_output(j, out)`` sees every timed output.
+    (a device-wide synchronise) runs before each clock reading. ``on_output(j, out)`` sees every timed output;
+    ``on_block(j, [out], False)`` too, where given instead (the GPU timing's hook: here every call is a block of one
+    whose output is its own).
     """
     sync = sync or (lambda: None)
     for i in range(warmup):
@@ -64,7 +67,9 @@ def time_calls(fn, make_inputs, *, warmup: int = 3, min_reps: int = 10, max_reps
         out = fn(*inputs)
         sync()
         dt = _perf_counter() - t0
-        if on_output is not None:
+        if on_block is not None:
+            on_block(j, [out], False)
+        elif on_output is not None:
             on_output(j, out)
         times.append(dt * 1e3)
         total += dt

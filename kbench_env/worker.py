@@ -390,19 +390,13 @@ def main(conn, job: dict) -> None:
                 lazy = set()
                 fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))  # (reference timings: unchecked)
 
-                def on_output(j, o):
-                    lazy.update(_subclass_outputs(o))
-                    fps.append(fingerprint.pending(o))
-
                 def on_block(j0, outs, static):
                     for o in outs:
                         lazy.update(_subclass_outputs(o))
                     fps.extend(fingerprint.pending_block(outs, static=static and not lazy))
 
-                extra = {"on_block": on_block} if str(device).startswith("cuda") else {}
                 with grad:
-                    t = backend.time_calls(model, make_inputs, on_output=on_output, **extra,
-                                           **header.get("params", {}))
+                    t = backend.time_calls(model, make_inputs, on_block=on_block, **header.get("params", {}))
                 handed.pop(header["config"], None)
                 send({"type": "timing", "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
                       "fingerprints": integrity.fingerprint_values(fps), "lazy_output": sorted(lazy)})

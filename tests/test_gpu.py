@@ -368,8 +368,6 @@ def test_block_fingerprints_and_written_inputs_match_per_call_ones():
     replayed as a graph of their own (``Fingerprint.pending_block``)."""
     from kbench_env import integrity
 
-    if not torch.cuda.is_available():
-        pytest.skip("no GPU")
     x = torch.randn(300, 1001, device="cuda")
     ti = integrity.TimedInputs([x, torch.randn(7, device="cuda").half(), 3], 5, 2, 9).materialise()
     for j in (0, 5):
@@ -394,4 +392,4 @@ def test_block_fingerprints_and_written_inputs_match_per_call_ones():
         torch.cuda.synchronize()
         got = integrity.fingerprint_values(fp.pending_block(static_out, static=True))
         assert got == integrity.fingerprint_values([fp.pending(o) for o in static_out]), block
-    assert fp._graphs, "the block's fingerprints were never captured"  # noqa: SLF001
+    assert fp._block is not None, "the block's fingerprints were never captured"  # noqa: SLF001

@@ -111,8 +111,9 @@ class ExtensionBackend(Backend):
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 # torch's own lock is a file in the build directory that a process killed while building or
                 # loading (a timeout, the memory watchdog, its parent's death) leaves behind, and every later
-                # load of that directory waits on it forever: on an H100 (2026-11-25 07:15) an evaluation killed
-                # while loading left one, and the next candidate with the same source hung in its build. Holding
+                # load of that directory waits on it forever (tests/test_faults.py reproduces it). The likely
+                # cause of a hang on an H100 (2026-11-25 07:15; the file itself was not seen): an evaluation cut
+                # by its timeout while loading, then the same source in the next run hung in its build. Holding
                 # the lock above, no other process is inside torch's, so a file found here is stale.
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(kwargs["build_directory"], "lock"))
