@@ -66,18 +66,25 @@ _MAIN_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _main_hidden():
-    """Hide the user's ``__main__`` file from multiprocessing while a server or worker starts.
+def _spawning():
+    """While a fork server or worker starts: the user's ``__main__`` file hidden from multiprocessing, and a fork
+    server (or resource tracker) that multiprocessing starts, or restarts after it died, spawned by
+    ``_spawn_scrubbed``.
 
     Otherwise multiprocessing re-imports the main script in the fork server and in every worker, which re-runs an
-    unguarded script (no ``if __name__ == "__main__"``). Workers need nothing from it.
+    unguarded script (no ``if __name__ == "__main__"``), and a restarted fork server would have this process's
+    whole environment. Workers need nothing from either.
     """
+    import multiprocessing.util as util
+
     with _MAIN_LOCK:
         main = sys.modules.get("__main__")
         saved = main.__dict__.pop("__file__", None) if main is not None else None
+        original, util.spawnv_passfds = util.spawnv_passfds, _spawn_scrubbed
         try:
             yield
         finally:
+            util.spawnv_passfds = original
             if saved is not None:
                 main.__file__ = saved
 
@@ -103,15 +110,9 @@ def _open_fds() -> list:
 
 def _start_forkserver_without_main() -> None:
     import multiprocessing.forkserver as fs
-    import multiprocessing.util as util
 
-    with _main_hidden():
-        original = util.spawnv_passfds
-        util.spawnv_passfds = _spawn_scrubbed
-        try:
-            fs.ensure_running()
-        finally:
-            util.spawnv_passfds = original
+    with _spawning():
+        fs.ensure_running()
 
 
 def _forkserver_dir() -> str | None:
@@ -499,7 +500,7 @@ class Worker:
         }
         proc = ctx.Process(target=worker_mod.main, args=(child, job), daemon=True)
         try:
-            with _main_hidden():
+            with _spawning():
                 proc.start()
         finally:
             child.close()

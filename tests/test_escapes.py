@@ -146,8 +146,9 @@ def test_the_resource_tracker_cannot_be_reached():
 
 def test_no_secret_in_any_environment_a_worker_can_read():
     """/proc/self/environ of a worker showed the fork server's environment as it started, with a credential in
-    KBENCH_LLM_BASE_URL; a worker's os.environ is set from what is allowed now, so a variable changed after the fork
-    server started reaches the next worker, and a secret set then does not."""
+    KBENCH_LLM_BASE_URL. Neither a worker nor the fork server (first started, or restarted after it died) holds a
+    secret; a worker's os.environ is set from what is allowed now, so a variable changed after the fork server
+    started reaches the next worker, and a secret set then does not."""
     secret = "s3cr3t-" + uuid.uuid4().hex[:8]
     out = _script(f"""
     import json, os, tempfile
@@ -168,6 +169,11 @@ def test_no_secret_in_any_environment_a_worker_can_read():
             # the fork server is running now: a secret set from here on, and a changed build variable
             os.environ["KBENCH_LLM_API_BASE"] = "https://bot:{secret}-late@llm.example/v1"
             os.environ["KBENCH_LIGHT_HEADERS"] = "0"
+            if len(messages) == 1:  # and the fork server dies: the next worker's start starts another one
+                pid = fs._forkserver._forkserver_pid
+                os.kill(pid, 9)
+                while open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                    pass
     servers = [open(f"/proc/{{pid}}/environ", "rb").read() for pid in (fs._forkserver._forkserver_pid,
                                                                       rt._resource_tracker._pid)]
     sandbox.flush_cleanups()
