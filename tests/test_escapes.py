@@ -5,6 +5,7 @@ effect."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -100,6 +101,25 @@ def test_worker_holds_no_descriptor_but_its_channels(ev):
     listed = r.error.rsplit("FDS{", 1)[1].split("}FDS", 1)[0].split("|")
     # the protocol channel (a socket pair) and the report channel (the write end of a pipe)
     assert sorted(f.split("=")[0] for f in listed) == ["pipe-w", "socket-rw"], listed
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_no_worker_holds_the_resource_trackers_or_the_fork_servers_pipe(device):
+    """Seen from this side, on every device: none of a worker's descriptors is this process's resource tracker pipe
+    or the fork server's liveness pipe (a CUDA worker has the driver's descriptors besides its channels)."""
+    import multiprocessing.forkserver as fs
+    import multiprocessing.resource_tracker as rt
+
+    root = os.path.join(str(ROOT), ".kbench-cache", "builds", device)
+    os.makedirs(root, exist_ok=True)
+    with sandbox.Worker("class ModelNew:\n    pass\n", device, device, root) as w:
+        w.recv(120, "load")
+        held = set()
+        for n in os.listdir(f"/proc/{w.proc.pid}/fd"):
+            with contextlib.suppress(OSError):
+                held.add(os.readlink(f"/proc/{w.proc.pid}/fd/{n}"))
+    ours = {os.readlink(f"/proc/self/fd/{fd}") for fd in (rt._resource_tracker._fd, fs._forkserver._forkserver_alive_fd)}
+    assert len(ours) == 2 and not held & ours, (held, ours)
 
 
 def test_the_resource_tracker_cannot_be_reached():
