@@ -66,6 +66,9 @@ LIMITATIONS = (
     "CUDA workers have no mount namespace and no Landlock (CUDA does not start under them): their native code can "
     "read and write files wherever the user running kbench can (the shared build cache included: no quota, and "
     "builds of other sources can be replaced), and AF_UNIX sockets are allowed (no network)",
+    "CUDA workers can connect to the fork server's socket (AF_UNIX allowed, its directory not hidden without the "
+    "mount namespace): a bare connection stops the fork server, and a crafted request would have it fork a process "
+    "outside the sandbox",
 )
 
 # Environment variables a build or a run may need (a worker's whole environment); anything named like a credential,
