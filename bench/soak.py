@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import glob
 import json
 import os
 import platform
@@ -90,7 +91,7 @@ def candidates(secret_file: str, results_file: str, build_root: str) -> dict:
             ("read_secret", _at_import(f"print(open({secret_file!r}).read())")),
             ("read_ssh", _at_import(f"print(open({os.path.expanduser('~/.ssh/id_rsa')!r}).read())")),
             ("results_tamper", _at_import(f"open({results_file!r}, 'a').write('forged\\n')")),
-            ("cache_tamper", _at_import(f"import glob\nfor d in glob.glob({build_root + '/*/'!r}):\n"
+            ("cache_tamper", _at_import(f"import glob\nfor d in glob.glob({build_root + '/*/*/'!r}):\n"
                                         f"    open(d + 'pwned.txt', 'w').write('x')")),
             ("socket", _at_import("import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)")),
             ("shell", _at_import("os.system('id')")),
@@ -298,8 +299,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
     tampered = {"tasks_file": (ROOT / "tasks" / "soak_pwned.txt").exists(),
                 "home_file": os.path.exists(os.path.expanduser("~/soak_pwned.txt")),
                 "results_file": Path(guard_file).read_text() != '{"reward": 0.1}\n',
-                "cache": any(os.path.exists(os.path.join(ev.build_root, d, "pwned.txt"))
-                             for d in os.listdir(ev.build_root))}
+                "cache": bool(glob.glob(os.path.join(ev.build_root, "*", "*", "pwned.txt")))}  # <source>/<build>/
     env.close()
     shutil.rmtree(work, ignore_errors=True)
     return {"steps": steps, "elapsed_s": round(elapsed, 1), "counts": {k: dict(v) for k, v in counts.items()},

@@ -4,12 +4,15 @@ Owns the operating-system side of the sandbox (sandbox.py owns the parent's side
 report channel, publishing new builds, the watchdogs). Every layer is applied where this machine allows it, and
 ``apply`` returns which ones are active; the parent reports them (``kbench doctor``). In the order applied:
 
-1. Process: its own session (the parent kills the group), a pids cgroup made by the parent (root), a scrubbed
-   environment (only what builds and runs need; nothing named like a credential), stdout/stderr to a log.
+1. Process: no descriptor but stdio and its two channels (multiprocessing's resource tracker pipe and the fork
+   server's closed), its own session (the parent kills the group), a pids cgroup made by the parent (root), a
+   scrubbed environment (only what builds and runs need, named one by one; nothing named like a credential; the
+   fork server it was forked from started with no more), stdout/stderr to a log.
 2. Namespaces (root, or unprivileged user namespaces): a network namespace with no interface up (no network at
    all, loopback included); a mount namespace in which every mount is read-only except the scratch directory and
    the build cache, the build cache being an overlay whose writes land in the scratch directory (the parent
-   publishes new builds once the worker is gone; existing builds are never changed); /run hidden (daemon sockets),
+   publishes the new builds under the worker's own source's directory, buildcache.py; existing builds are never
+   changed); /run hidden (daemon sockets),
    and the home directory hidden where the Landlock layer is missing.
 3. Resource limits: address space, CPU seconds, file size, open files, no core files, processes
    (RLIMIT_NPROC where not root: root ignores it, so a root parent uses the pids cgroup instead).
@@ -56,20 +59,31 @@ import sys
 LIMITATIONS = (
     "native code (C++ kernels, ctypes) is not seen by the audit hook: its blocked attempts fail but are not reported",
     "the candidate can read other candidates' cached builds (sources and binaries), not change them",
-    "a new build dir is published into the shared cache as the worker left it: a candidate can plant a build for "
-    "sources nobody has built yet (first writer wins)",
+    "a worker's new builds are published as it left them, but only under its own source's directory of the cache: "
+    "what a candidate plants there is loaded only by the same source",
     "/bin/sh stays executable (ninja runs its commands through it); the audit hook refuses shells from Python only",
     "other processes' command lines (/proc/<pid>/cmdline) stay readable",
     "CUDA workers have no mount namespace and no Landlock (CUDA does not start under them): their native code can "
-    "read and write files wherever the user running kbench can, and AF_UNIX sockets are allowed (no network)",
+    "read and write files wherever the user running kbench can (the shared build cache included: no quota, and "
+    "builds of other sources can be replaced), and AF_UNIX sockets are allowed (no network)",
+    "CUDA workers can connect to the fork server's socket (AF_UNIX allowed, its directory not hidden without the "
+    "mount namespace): a bare connection stops the fork server, and a crafted request would have it fork a process "
+    "outside the sandbox",
 )
 
-# Environment variables a build or a run may need; anything named like a credential is dropped even if listed.
+# Environment variables a build or a run may need (a worker's whole environment); anything named like a credential,
+# or whose value holds one in a URL, is dropped even if listed.
 _ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CC", "CXX", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
              "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "TRITON_INTERPRET", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST",
              "KBENCH_LIGHT_HEADERS"}
 _ENV_PREFIX_KEEP = ("KBENCH_THREADS", "CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "TRITON_", "LC_")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
+_URL_CREDENTIAL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]*@")  # scheme://user[:password]@
+# The fork server (whose environment every worker's /proc/self/environ shows) also gets what Python and torch read
+# when they start; never a whole family such as KBENCH_*, which holds the LLM client's settings.
+_SERVER_KEEP = {"PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "VIRTUAL_ENV", "CONDA_PREFIX", "HOME", "USER",
+                "LOGNAME", "TMPDIR", "TERM"}
+_SERVER_PREFIX_KEEP = ("OMP_", "MKL_", "OPENBLAS_", "TORCH", "HIP_", "ROCM_")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -129,9 +143,10 @@ def _err(what: str) -> str:
 # ====================================================================== entry point
 
 
-def apply(job: dict) -> dict:
-    """Confine this (freshly forked, single-threaded) worker process. Returns {layer: description} of what is
-    active and {"missing": {layer: why}} of what is not; the parent gets it on the report channel."""
+def apply(job: dict, keep_fds=()) -> dict:
+    """Confine this (freshly forked, single-threaded) worker process; ``keep_fds``: its protocol channel. Returns
+    {layer: description} of what is active and {"missing": {layer: why}} of what is not; the parent gets it on the
+    report channel."""
     import time
 
     t0 = time.perf_counter()
@@ -161,6 +176,7 @@ def apply(job: dict) -> dict:
     device = job.get("device", "cpu")
     home = os.environ.get("HOME")
 
+    _close_inherited(keep_fds, report, act)
     os.setsid()  # own process group and session: the parent kills compilers and any children with it
     act["session"] = "own session and process group, killed as a whole"
     if not sb.get("cgroup") and isolate and "cgroup" not in off and os.geteuid() == 0:
@@ -170,7 +186,7 @@ def apply(job: dict) -> dict:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    _scrub_environment(scratch, build_root, job.get("threads", 1))
+    _scrub_environment(scratch, build_root, job.get("threads", 1), job.get("env"))
     act["environment"] = "scrubbed (build and run variables only, no credentials)"
     use_landlock = isolate and "landlock" not in off and landlock_abi() > 0
     if not isolate:
@@ -239,9 +255,35 @@ def _await_cgroup(name: str, timeout: float = 10.0) -> bool:
 # ====================================================================== 1. environment
 
 
-def _scrub_environment(scratch: str, build_root: str, threads: int) -> None:
-    keep = {k: v for k, v in os.environ.items()
-            if (k in _ENV_KEEP or k.startswith(_ENV_PREFIX_KEEP)) and not SECRET_NAME.search(k)}
+def _close_inherited(keep_fds, report, act: dict) -> None:
+    """Close every descriptor but stdio, the protocol channel and the report channel. A forked worker holds what
+    multiprocessing passed it: the resource tracker's pipe (a candidate registered files for the unconfined
+    tracker to delete and made it grow without bound), the fork server's liveness pipe and the parent's sentinel;
+    multiprocessing's references to them are dropped so that nothing writes to a reused number."""
+    import multiprocessing.forkserver as forkserver
+    import multiprocessing.process as process
+    import multiprocessing.resource_tracker as resource_tracker
+
+    keep = {0, 1, 2, *(int(fd) for fd in keep_fds)}
+    if report is not None:
+        keep.add(report.fileno())
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in keep:
+            try:
+                os.close(int(name))
+            except OSError:
+                pass  # the listing's own descriptor
+    resource_tracker._resource_tracker._fd = None  # a tracker started later runs inside the sandbox
+    forkserver._forkserver._forkserver_alive_fd = None
+    process._parent_process = None
+    act["descriptors"] = "only stdio and its two channels (inherited ones closed)"
+
+
+def _scrub_environment(scratch: str, build_root: str, threads: int, env: dict | None = None) -> None:
+    """The worker's environment: what the parent allowed for this worker (``env``, filtered again here), else the
+    allowed part of the one it inherited; the fork server's, which /proc/self/environ still shows, held nothing
+    more (sandbox._spawn_scrubbed)."""
+    keep = scrubbed_environment(os.environ if env is None else env, worker=True)
     os.environ.clear()
     os.environ.update(keep)
     os.environ.update({"HOME": scratch, "TMPDIR": scratch, "TORCH_EXTENSIONS_DIR": build_root,
@@ -253,15 +295,18 @@ def _scrub_environment(scratch: str, build_root: str, threads: int) -> None:
     tempfile.tempdir = scratch  # the fork server may have cached /tmp (not writable in the sandbox) before
 
 
-def scrubbed_environment(env: dict | None = None) -> dict:
-    """The variables a fork server may start with (parent side): the build and run variables, Python's own, the
-    ones that select devices and threads; never anything named like a credential."""
-    env = dict(os.environ if env is None else env)
-    keep_prefix = ("PYTHON", "VIRTUAL_ENV", "CONDA", "CUDA", "NVIDIA", "NVSHMEM", "TORCH", "TRITON", "KBENCH", "OMP_",
-                   "MKL_", "OPENBLAS", "LC_", "LD_LIBRARY_PATH", "NCCL", "HIP", "ROCM")
-    return {k: v for k, v in env.items()
-            if (k in _ENV_KEEP or k in ("HOME", "USER", "LOGNAME", "TMPDIR", "TERM") or k.startswith(keep_prefix))
-            and not SECRET_NAME.search(k)}
+def scrubbed_environment(env: dict | None = None, worker: bool = False) -> dict:
+    """The variables of ``env`` (default: this process's) that a worker may have (``worker``), or that the fork
+    server may start with: those and the ones Python and torch read when they start. Never anything named like a
+    credential or holding one in a URL, and nothing not named here."""
+    def allowed(k: str, v: str) -> bool:
+        if SECRET_NAME.search(k) or _URL_CREDENTIAL.search(v):
+            return False
+        if k in _ENV_KEEP or k.startswith(_ENV_PREFIX_KEEP):
+            return True
+        return not worker and (k in _SERVER_KEEP or k.startswith(_SERVER_PREFIX_KEEP))
+
+    return {k: v for k, v in dict(os.environ if env is None else env).items() if allowed(k, v)}
 
 
 # ====================================================================== 2. namespaces

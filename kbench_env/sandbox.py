@@ -1,10 +1,11 @@
 """The sandboxed worker process, seen from the trusted side: policy, start, talk with timeouts, watch, kill, clean up.
 
 Owns the process boundary. A worker is a fresh process per evaluation, forked from a server that has torch
-already imported (``multiprocessing`` forkserver, itself started with a scrubbed environment, so no credential is
-ever in a worker's memory), so starting one costs milliseconds, and nothing a candidate does to its process
-outlives its evaluation. The worker confines itself before the candidate loads (confine.py: namespaces, Landlock,
-capabilities, seccomp, limits, an audit hook); this side
+already imported (``multiprocessing`` forkserver, itself started with only the allowed environment and no
+descriptor of this process's but stdio, so no credential is ever in a worker's memory), so starting one costs
+milliseconds, and nothing a candidate does to its process outlives its evaluation. The worker confines itself
+before the candidate loads (confine.py: descriptors, namespaces, Landlock, capabilities, seccomp, limits, an audit
+hook); this side
 
 - decides the policy (``Limits``) and hands it to the worker with its scratch directory,
 - puts the worker in a pids cgroup of its own where the machine allows (root): a process limit that also holds
@@ -13,7 +14,8 @@ capabilities, seccomp, limits, an audit hook); this side
   audit hook refused (``violations()``; the evaluator turns them into a ``sandbox_violation`` flag),
 - watches resident memory (GPU workers) and the scratch directory's size on disk,
 - kills the process group and the cgroup on a timeout or at the end, publishes the builds the worker made in its
-  private overlay of the build cache (new ones only: an existing build is never changed), removes the scratch.
+  private overlay of the build cache under its own source's directory (buildcache.py: new ones only, within a
+  quota; the cache kept within its bound), removes the scratch.
 
 A dead or hung worker becomes a ``WorkerError`` with its exit signal and the tail of its own output; the caller
 turns that into an EvalResult. ``doctor()`` says which protections are active on this machine.
@@ -31,7 +33,6 @@ import os
 import re
 import shutil
 import signal
-import stat
 import sys
 import tempfile
 import threading
@@ -39,7 +40,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import confine
+from . import buildcache, confine
 from . import worker as worker_mod
 
 _CTX = None
@@ -65,39 +66,53 @@ _MAIN_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _main_hidden():
-    """Hide the user's ``__main__`` file from multiprocessing while a server or worker starts.
+def _spawning():
+    """While a fork server or worker starts: the user's ``__main__`` file hidden from multiprocessing, and a fork
+    server (or resource tracker) that multiprocessing starts, or restarts after it died, spawned by
+    ``_spawn_scrubbed``.
 
     Otherwise multiprocessing re-imports the main script in the fork server and in every worker, which re-runs an
-    unguarded script (no ``if __name__ == "__main__"``). Workers need nothing from it.
+    unguarded script (no ``if __name__ == "__main__"``), and a restarted fork server would have this process's
+    whole environment. Workers need nothing from either.
     """
+    import multiprocessing.util as util
+
     with _MAIN_LOCK:
         main = sys.modules.get("__main__")
         saved = main.__dict__.pop("__file__", None) if main is not None else None
+        original, util.spawnv_passfds = util.spawnv_passfds, _spawn_scrubbed
         try:
             yield
         finally:
+            util.spawnv_passfds = original
             if saved is not None:
                 main.__file__ = saved
 
 
 def _spawn_scrubbed(path, args, passfds):
-    """multiprocessing.util.spawnv_passfds with a scrubbed environment (the fork server's, hence every worker's)."""
-    actions = [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in sorted(map(int, passfds))]
+    """multiprocessing.util.spawnv_passfds for the fork server (and the resource tracker it starts), hence for every
+    worker: started with the allowed environment only (the variables named in confine.py, none holding a
+    credential: /proc/<pid>/environ of a worker shows what the fork server started with, whatever the worker later
+    removes), and holding only the descriptors it is passed and stdio (posix_spawn keeps every descriptor that is
+    not close-on-exec: a parent's inherited pipes reached every worker)."""
+    keep = {0, 1, 2, *map(int, passfds)}
+    actions = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd not in keep]
+    actions += [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in sorted(map(int, passfds))]
     return os.posix_spawn(path, list(args), confine.scrubbed_environment(), file_actions=actions)
+
+
+def _open_fds() -> list:
+    for where in ("/proc/self/fd", "/dev/fd"):
+        with contextlib.suppress(OSError):
+            return [int(n) for n in os.listdir(where) if n.isdigit()]
+    return list(range(3, 256))
 
 
 def _start_forkserver_without_main() -> None:
     import multiprocessing.forkserver as fs
-    import multiprocessing.util as util
 
-    with _main_hidden():
-        original = util.spawnv_passfds
-        util.spawnv_passfds = _spawn_scrubbed
-        try:
-            fs.ensure_running()
-        finally:
-            util.spawnv_passfds = original
+    with _spawning():
+        fs.ensure_running()
 
 
 def _forkserver_dir() -> str | None:
@@ -133,6 +148,8 @@ class Limits:
     cpu_seconds: float = field(default_factory=lambda: 1800.0 * max(1, (os.cpu_count() or 2) // 2))
     processes: int = field(default_factory=lambda: max(512, 16 * (os.cpu_count() or 1)))
     disk_bytes: int = 4 << 30  # scratch directory, new builds included (watched every half second)
+    build_bytes: int = buildcache.BUILD_BYTES  # what one worker may publish into the shared build cache
+    cache_bytes: int = field(default_factory=buildcache.cache_bytes_default)  # the shared cache's bound (LRU)
     isolation: bool = True  # False: rlimits, session and environment only (debugging; never for untrusted code)
     isolation_off: tuple = ()  # layers to leave off, from LAYERS
     extra_read_paths: tuple = ()  # more paths the worker may read (e.g. a toolkit outside /usr)
@@ -318,129 +335,6 @@ def kill_session(sid: int, rounds: int = 50) -> None:
         time.sleep(0.005)
 
 
-# ---------------------------------------------------------------------- publishing new builds
-
-_BUILD_NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9_.+-]{0,199}$")
-_MAX_PUBLISHED = 16
-
-
-def _has_library(path) -> bool:
-    """Whether a build directory (a path, or a directory fd) holds a built library."""
-    try:
-        with os.scandir(path) as it:
-            return any(e.name.endswith((".so", ".cubin")) and e.is_file(follow_symlinks=False) for e in it)
-    except OSError:
-        return False
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _open_dir(name: str, dir_fd: int | None = None) -> int:
-    """Open a directory without following a link at its last component (relative to ``dir_fd``): the worker may
-    still be running and swap a directory for a link while its builds are copied."""
-    return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-
-
-def _copy_file(name: str, src_fd: int, dst: str, budget: list) -> None:
-    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src_fd)  # no FIFO waits
-    with os.fdopen(fd, "rb") as fin:
-        st = os.fstat(fin.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > budget[0]:
-            raise OSError(f"refusing to publish {name}")
-        budget[0] -= st.st_size
-        with open(dst, "xb") as fout:
-            shutil.copyfileobj(fin, fout)
-        os.chmod(dst, 0o755 if st.st_mode & 0o111 else 0o644)
-        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))  # ninja compares modification times
-
-
-def _copy_tree(src_fd: int, dst: str, budget: list, depth: int = 0, skip=("lock",)) -> None:
-    """Copy regular files and directories only (no links, devices, FIFOs or overlay whiteouts), walking by
-    directory fds that never follow a link. ``lock`` (torch's build lock) stays behind: a stale one would make
-    every later load of the build wait forever."""
-    os.mkdir(dst, 0o755)
-    with os.scandir(src_fd) as it:
-        entries = list(it)
-    for e in entries:
-        if e.name in skip or e.is_symlink():
-            continue
-        if e.is_dir(follow_symlinks=False):
-            if depth < 4:
-                sub = _open_dir(e.name, src_fd)
-                try:
-                    _copy_tree(sub, os.path.join(dst, e.name), budget, depth + 1, skip=())
-                finally:
-                    os.close(sub)
-        elif e.is_file(follow_symlinks=False):
-            _copy_file(e.name, src_fd, os.path.join(dst, e.name), budget)
-
-
-def publish_builds(scratch: str, build_root: str, max_bytes: int) -> list:
-    """Copy the builds a worker made in its overlay (``<scratch>/.kbench/upper``) into the shared cache. Only builds
-    that are not there yet (or are there without a library: a failed build) are published; nothing existing is
-    changed. Safe while the worker runs: every directory is opened by fd without following links."""
-    published: list = []
-    budget = [max_bytes]
-    fds = []
-    try:
-        fds.append(_open_dir(scratch))
-        fds.append(_open_dir(".kbench", fds[-1]))
-        fds.append(_open_dir("upper", fds[-1]))
-        with os.scandir(fds[-1]) as it:
-            entries = list(it)
-    except OSError:
-        entries = []
-    upper = fds[-1] if len(fds) == 3 else None
-    for e in entries:
-        if len(published) >= _MAX_PUBLISHED or not _BUILD_NAME.match(e.name) or not e.is_dir(follow_symlinks=False):
-            continue
-        try:
-            sub = _open_dir(e.name, upper)
-        except OSError:
-            continue
-        try:
-            if e.name == "fast":  # the fast path's flat directory: new files only
-                dest_dir = os.path.join(build_root, "fast")
-                os.makedirs(dest_dir, exist_ok=True)
-                with os.scandir(sub) as it:
-                    files = list(it)
-                for f in files:
-                    dest = os.path.join(dest_dir, f.name)
-                    if (f.is_file(follow_symlinks=False) and _BUILD_NAME.match(f.name) and ".tmp" not in f.name
-                            and not os.path.lexists(dest)):
-                        tmp = os.path.join(dest_dir, f".publish-{uuid.uuid4().hex}")
-                        try:
-                            _copy_file(f.name, sub, tmp, budget)
-                            os.rename(tmp, dest)
-                            published.append(f"fast/{f.name}")
-                        except OSError:
-                            with contextlib.suppress(OSError):
-                                os.unlink(tmp)
-                continue
-            dest = os.path.join(build_root, e.name)
-            if _has_library(dest) or not _has_library(sub):
-                continue
-            tmp = os.path.join(build_root, f".publish-{uuid.uuid4().hex}")
-            try:
-                _copy_tree(sub, tmp, budget)
-                if os.path.lexists(dest):  # a failed build's directory: set it aside
-                    old = os.path.join(build_root, f".old-{uuid.uuid4().hex}")
-                    os.rename(dest, old)
-                    shutil.rmtree(old, ignore_errors=True)
-                os.rename(tmp, dest)
-                published.append(e.name)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        except OSError:
-            continue
-        finally:
-            os.close(sub)
-    for fd in fds:
-        os.close(fd)
-    return published
-
-
 class _Reaper:
     """Removes scratch directories in the background: right after a worker with namespaces exits, removing the
     overlay's work directory waits ~10-20 ms for the kernel to retire the worker's mounts (latency, not CPU)."""
@@ -508,26 +402,6 @@ def _rmtree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _disk_usage(path: str, limit_files: int = 100_000) -> tuple[int, int]:
-    total, files, stack = 0, 0, [path]
-    while stack and files < limit_files:
-        try:
-            it = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                files += 1
-                try:
-                    st = e.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                total += st.st_blocks * 512
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(e.path)
-    return total, files
-
-
 # ---------------------------------------------------------------------- the worker
 
 
@@ -540,8 +414,9 @@ class Worker:
         which ``assign`` hands it (SpareWorkers keeps one ready)."""
         self.limits = limits or Limits()
         self._backend, self._device = backend, device
-        self._build_key = self._build_event = None
+        self._build_key = self._build_event = self._claim = self.build_dir = None
         self._build_done = False
+        self._built = False  # the worker reported a build it made (not found in the cache)
         if source is not None:
             self._claim_build(source, build_root)
         self.busy_seconds = 0.0  # time the worker reported spending on requests (build excluded)
@@ -566,9 +441,12 @@ class Worker:
             raise
 
     def _claim_build(self, source: str, build_root: str) -> None:
-        """Builds are private to a worker until it has loaded (its overlay of the cache): a worker for a source that
-        another worker of this process is building waits for that build to be published, as torch's build lock
-        made it wait before."""
+        """The source's own directory of the cache (buildcache.py) is held for the worker's lifetime. Builds are
+        private to a worker until it has loaded (its overlay of the cache): a worker for a source that another
+        worker of this process is building waits for that build to be published, as torch's build lock made it
+        wait before."""
+        self._claim = buildcache.Claim(build_root, buildcache.source_key(str(source)))
+        self.build_dir = self._claim.path
         key = "\0".join((self._backend, self._device, build_root, str(source)))
         self._build_key = hashlib.sha256(key.encode()).hexdigest()
         with _INFLIGHT_LOCK:
@@ -585,7 +463,7 @@ class Worker:
         if self.proc.exitcode is not None:
             raise WorkerError("the spare worker has exited", self.log_tail())
         self._claim_build(source, self.build_root)
-        self.send({"type": "source", "source": source})
+        self.send({"type": "source", "source": source, "build_dir": self.build_dir})
 
     def _start(self, source, backend, device, build_root, scratch_root, audit) -> None:
         self.scratch = os.path.realpath(tempfile.mkdtemp(prefix="kbench-worker-",
@@ -604,7 +482,8 @@ class Worker:
         hide = [d for d in (_forkserver_dir(),) if d]
         job = {
             "source": source, "backend": backend, "device": device, "scratch": self.scratch,
-            "build_root": build_root, "threads": self.limits.threads, "audit": audit, "spare_idle_s": SPARE_IDLE_S,
+            "build_root": build_root, "build_dir": self.build_dir, "env": confine.scrubbed_environment(worker=True),
+            "threads": self.limits.threads, "audit": audit, "spare_idle_s": SPARE_IDLE_S,
             # A/B knobs for a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
             "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
             "warmup": os.environ.get("KBENCH_WORKER_WARMUP", "1") != "0",
@@ -621,7 +500,7 @@ class Worker:
         }
         proc = ctx.Process(target=worker_mod.main, args=(child, job), daemon=True)
         try:
-            with _main_hidden():
+            with _spawning():
                 proc.start()
         finally:
             child.close()
@@ -658,11 +537,12 @@ class Worker:
             if left <= 0:
                 self.kill()
                 raise WorkerError(f"timed out after {timeout:.0f} s during {what} (the worker was killed)", self.log_tail())
-            waitables = [self.conn, self.proc.sentinel] + ([self._reports] if self._reports is not None else [])
+            reports = self._reports  # (draining it may close it and set self._reports to None)
+            waitables = [self.conn, self.proc.sentinel] + ([reports] if reports is not None else [])
             ready = mpc.wait(waitables, timeout=min(left, 0.5))
-            if self._reports is not None and self._reports in ready:
+            if reports is not None and reports in ready:
                 self._drain_reports()
-                ready = [r for r in ready if r is not self._reports]
+                ready = [r for r in ready if r is not reports]
                 if not ready:
                     continue
             if not ready:
@@ -682,6 +562,7 @@ class Worker:
                                            "busy_s": round(float(header.get("busy_s") or 0.0), 4)
                                            if isinstance(header, dict) else None})
                     if not self._build_done and isinstance(header, dict) and header.get("type") in ("loaded", "error"):
+                        self._built = header.get("cached") is False
                         self._build_over()  # the build result: publish it now, for workers waiting on it
                     return header, payload
                 except Exception as exc:  # a malformed message is the candidate's doing
@@ -740,7 +621,7 @@ class Worker:
         """Scratch-size watchdog: the file-size limit bounds one file, this bounds them all (every 0.5 s)."""
         if not self.limits.disk_bytes or time.monotonic() < self._next_disk_check:
             return
-        used, files = _disk_usage(self.scratch)
+        used, files = buildcache.disk_usage(self.scratch)
         self._next_disk_check = time.monotonic() + 0.5
         if used > self.limits.disk_bytes or files >= 100_000:
             self.kill()
@@ -781,6 +662,8 @@ class Worker:
                 text = f.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
+        if self.build_dir:
+            text = text.replace(self.build_dir, "<build>")
         return text.replace(self.build_root, "<build>").replace(self.scratch, "<scratch>")
 
     # ------------------------------------------------------------------ life cycle
@@ -841,8 +724,12 @@ class Worker:
             pass
 
     def _publish(self) -> None:
-        if self.scratch is not None and "build_cache_overlay" in self.protections.get("active", {}):
-            self.published += publish_builds(self.scratch, self.build_root, self.limits.disk_bytes)
+        """Publish what the worker built under its own source's directory, within ``Limits.build_bytes`` (on the
+        CPU; a GPU worker has no overlay and wrote into the shared cache itself)."""
+        if self.scratch is not None and self._claim is not None and \
+                "build_cache_overlay" in self.protections.get("active", {}):
+            self.published += buildcache.publish(self.scratch, self.build_root, os.path.basename(self._claim.path),
+                                                 self.limits.build_bytes)
 
     def _build_over(self) -> None:
         """The build finished (or never will): publish it and let waiting workers of the same source go on."""
@@ -860,7 +747,8 @@ class Worker:
                 self._build_event.set()
 
     def _release(self) -> None:
-        """After the last process of the worker is gone: publish its new builds, drop its cgroup and scratch."""
+        """After the last process of the worker is gone: publish its new builds, let its source's directory of the
+        cache go (and keep the cache within its bound), drop its cgroup and scratch."""
         if self._cgroup is not None:
             self._cgroup.kill_all()
             self._cgroup.remove()
@@ -871,6 +759,12 @@ class Worker:
         if self._build_done:
             self._publish()  # builds made after loading (a fast-path kernel compiled in forward)
         self._build_over()
+        if self._claim is not None:
+            self._claim.release()
+            self._claim = None
+        if self.published or self._built:  # the cache grew: back under its bound, in the background
+            root, bound = self.build_root, self.limits.cache_bytes
+            _REAPER.submit(lambda: buildcache.enforce_bound(root, bound))
         if self.scratch is not None:
             _REAPER.submit(self.scratch)
 

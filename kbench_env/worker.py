@@ -153,12 +153,12 @@ def unpack(data) -> tuple[dict, object]:
 # ---------------------------------------------------------------------- process set-up
 
 
-def _confine(job: dict) -> None:
-    """Confine this process before any candidate code runs (confine.py: namespaces, Landlock, capabilities,
-    seccomp, limits, scrubbed environment, audit hook)."""
+def _confine(job: dict, conn) -> None:
+    """Confine this process before any candidate code runs (confine.py: inherited descriptors, namespaces,
+    Landlock, capabilities, seccomp, limits, scrubbed environment, audit hook); ``conn`` is its protocol channel."""
     from . import confine
 
-    confine.apply(job)
+    confine.apply(job, keep_fds=[conn.fileno()])
     torch.set_num_threads(job["threads"])
 
 
@@ -290,7 +290,7 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
 
 def main(conn, job: dict) -> None:
     """Entry point of the worker process (see sandbox.Worker). Requests: run, time, wallclock, calibrate."""
-    _confine(job)
+    _confine(job, conn)
     # torch.compile (the reference's baseline) writes its caches under TMPDIR: keep them in the scratch directory.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(job["scratch"], "inductor"))
     tempfile.tempdir = None  # re-read TMPDIR, which the confinement pointed at the scratch directory
@@ -307,7 +307,7 @@ def main(conn, job: dict) -> None:
         header, _ = unpack(conn.recv_bytes())
         if header.get("type") != "source":
             return
-        source = header["source"]
+        source, job["build_dir"] = header["source"], header["build_dir"]
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
     # what the worker times and checks with, before any candidate code runs (integrity.HarnessGuard)
     guard = integrity.HarnessGuard(extra=[(sys.modules[__name__], "compare_outputs"), (type(backend), "time_calls"),
@@ -315,11 +315,13 @@ def main(conn, job: dict) -> None:
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     try:
-        backend.prepare_worker(job["build_root"])
+        # Builds go under the source's own directory of the cache (sandbox.Worker, buildcache.py): only they are
+        # published, and only this source loads them.
+        backend.prepare_worker(job["build_dir"])
         mod = _load_candidate(source)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a message
         stage = "build" if backend.last_build_failed() else "load"
-        send({"type": "error", "stage": stage, "message": format_exception(exc, job["build_root"])})
+        send({"type": "error", "stage": stage, "message": format_exception(exc, job["build_dir"])})
         return
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": "loaded", "build_seconds": time.perf_counter() - t0, "cached": backend.build_was_cached(),
@@ -419,6 +421,6 @@ def main(conn, job: dict) -> None:
         except BaseException as exc:  # noqa: BLE001
             traceback.clear_frames(exc.__traceback__)  # free what the failing frames hold (a memory bomb's hoard)
             send({"type": "error", "stage": {"run": "run", "calibrate": "calibrate"}.get(kind, "timing"),
-                  "config": header.get("config"), "message": format_exception(exc, job["build_root"])})
+                  "config": header.get("config"), "message": format_exception(exc, job["build_dir"])})
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 return

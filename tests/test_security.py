@@ -14,6 +14,7 @@ import pytest
 
 from candidates import _forward
 from conftest import ROOT
+from kbench_env import buildcache
 from kbench_env.evaluator import Evaluator
 from kbench_env.sandbox import Limits
 from kbench_env.suite import resolve_task
@@ -305,13 +306,14 @@ def test_builds_are_published_once_and_shared(ev):
     r1, r2 = ev.evaluate_many([(RELU, src), (RELU, src)], max_workers=2)
     assert r1.correct and r2.correct, (r1.feedback(), r2.feedback())
     assert sorted([r1.cached_build, r2.cached_build]) == [False, True]
-    built = [d for d in os.listdir(ev.build_root) if os.path.isfile(os.path.join(ev.build_root, d, "main.cpp"))
-             and tag in open(os.path.join(ev.build_root, d, "main.cpp")).read()]
+    own = os.path.join(ev.build_root, buildcache.source_key(src))  # the source's own directory of the cache
+    built = [d for d in os.listdir(own) if os.path.isfile(os.path.join(own, d, "main.cpp"))
+             and tag in open(os.path.join(own, d, "main.cpp")).read()]
     assert len(built) == 1
-    assert not os.path.exists(os.path.join(ev.build_root, built[0], "lock"))
+    assert not os.path.exists(os.path.join(own, built[0], "lock"))
     r3 = ev.evaluate(RELU, src)
     assert r3.cached_build and r3.build_seconds < 5, r3.feedback()
-    shutil.rmtree(os.path.join(ev.build_root, built[0]), ignore_errors=True)
+    shutil.rmtree(own, ignore_errors=True)
 
 
 def test_kbench_doctor_command(capsys):
