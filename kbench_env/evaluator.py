@@ -479,11 +479,16 @@ class Evaluator:
                       result: EvalResult) -> None:
         """Roofline floor on every configuration; independent re-timing of implausibly large speedups."""
         if self.roofline and self._calibration:
-            for cfg, cr in zip(configs, result.configs):
-                floor_ms, why = self._floor(task, cfg, prepared)
-                if floor_ms > 0.02 and cr.candidate_ms < 0.5 * floor_ms:
-                    self._flag(result, f"below_roofline: {cr.candidate_ms:.4f} ms on configuration {cfg.name!r} is "
-                                       f"under half the device's floor of {floor_ms:.4f} ms ({why})")
+            below = self._below_floor(task, configs, prepared, result)
+            if below:
+                # The calibration is one measurement, possibly taken while the machine was busy (a CPU evaluator
+                # calibrated under load put the floor of honest matrix products 2.4x too high): a time under the
+                # floor is re-verified against a fresh calibration before it is flagged.
+                self._recalibrate(task, configs)
+                below = self._below_floor(task, configs, prepared, result)
+            for cfg, cr, floor_ms, why in below:
+                self._flag(result, f"below_roofline: {cr.candidate_ms:.4f} ms on configuration {cfg.name!r} is "
+                                   f"under half the device's floor of {floor_ms:.4f} ms ({why})")
         if result.speedup is not None and result.speedup > self.reverify_above and not result.integrity_flags:
             i = max(range(len(configs)), key=lambda k: result.configs[k].speedup or 0)
             cfg, cr = configs[i], result.configs[i]
@@ -496,6 +501,36 @@ class Evaluator:
             if wall_speedup < 0.5 * cr.speedup:
                 self._flag(result, f"speedup_not_reverified: {cr.speedup:.1f}x on configuration {cfg.name!r} was "
                                    f"re-timed by wall clock from the trusted side at {wall_speedup:.1f}x")
+
+    def _below_floor(self, task: Task, configs: list[Config], prepared: dict, result: EvalResult) -> list:
+        """The configurations whose candidate time is under half the device's floor: (config, its result, floor
+        in ms, how the floor was made)."""
+        out = []
+        for cfg, cr in zip(configs, result.configs):
+            floor_ms, why = self._floor(task, cfg, prepared)
+            if floor_ms > 0.02 and cr.candidate_ms < 0.5 * floor_ms:
+                out.append((cfg, cr, floor_ms, why))
+        return out
+
+    def _recalibrate(self, task: Task, configs: list[Config]) -> None:
+        """Measure the device again (in a reference worker) and keep, per figure, the best rate measured so far:
+        load can only make a measured rate lower than the device's, so the highest is the closest to it. The
+        floors made from the old calibration are dropped."""
+        with self._reference_worker(task) as w:
+            _expect(w.recv(self.limits.build_timeout, "reference load"), task)
+            w.send({"type": "calibrate", "dtypes": sorted({c.dtype for c in configs})})
+            fresh = _expect(w.recv(self.limits.time_timeout, "device calibration"), task)
+        with self._cal_lock:
+            cal = dict(self._calibration)
+            cal["bandwidth"] = max(cal["bandwidth"], fresh["bandwidth"])
+            cal["flops"] = {k: max(v, fresh["flops"].get(k, 0.0)) for k, v in cal["flops"].items()}
+            cal["flops"].update({k: v for k, v in fresh["flops"].items() if k not in cal["flops"]})
+            self._calibration = cal
+            key = (self.device, self.backend_name)
+            if key in _GPU_CALIBRATIONS:
+                _GPU_CALIBRATIONS[key] = cal
+            for k in [k for k in list(self._ref_times) if k and k[0] == "floor"]:
+                self._ref_times.pop(k, None)
 
     def _floor(self, task: Task, cfg: Config, prepared: dict) -> tuple[float, str]:
         """The least time the configuration can take on this device (cached): output bytes at the measured copy
