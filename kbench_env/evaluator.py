@@ -367,7 +367,8 @@ class Evaluator:
                 with _phase(result, "timed_output_prep"):  # ahead of the verdict: dropped if it fails
                     timed[cfg.name] = self._timed_checks(task, cfg, i, seed, prepared)
                     timed[cfg.name].prepare()
-            reply = worker.recv(self.limits.run_timeout, f"forward on configuration {cfg.name!r}")
+            reply = worker.recv(self.limits.run_timeout, f"forward on configuration {cfg.name!r}",
+                                expect_bytes=integrity.output_bytes(ref))
             try:
                 if nxt is not None:
                     self._send_run(task, nxt, prepared, worker, result)
@@ -409,6 +410,8 @@ class Evaluator:
                 result.error = f"configuration {_label(cfg, cr)}: {header['message']}"
                 result.error_stage = "run"
             return
+        if not (isinstance(payload, dict) and "out" in payload):
+            raise WorkerError(f"the worker's reply on configuration {cfg.name!r} carried no output")
         verdict["ran_any"] = True
         mismatch, figures = compare_outputs(payload["out"], ref, DTYPES[cfg.dtype], task.tolerance)
         cr.norm_err, cr.max_err = figures["norm_err"], figures["max_err"]

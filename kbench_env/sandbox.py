@@ -12,6 +12,8 @@ hook); this side
   for uid 0, and a complete kill list (children that left the process group included),
 - keeps a report channel separate from the protocol: the worker's confinement status, then every attempt the
   audit hook refused (``violations()``; the evaluator turns them into a ``sandbox_violation`` flag),
+- reads and writes the worker's connection with deadlines, and refuses what it sends beyond what is expected
+  (wire.py): half a message, a worker that stops reading, or a reply that would swell this process end that worker,
 - watches resident memory (GPU workers) and the scratch directory's size on disk,
 - kills the process group and the cgroup on a timeout or at the end, publishes the builds the worker made in its
   private overlay of the build cache under its own source's directory (buildcache.py: new ones only, within a
@@ -40,7 +42,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from . import buildcache, confine
+from . import buildcache, confine, wire
 from . import worker as worker_mod
 
 _CTX = None
@@ -183,6 +185,15 @@ def _last_exception(log: str, max_chars: int = 400) -> str | None:
         if _EXC_LINE.match(line):
             return line[:max_chars]
     return None
+
+
+_MAX_REPORT_BYTES = 1 << 16  # one sandbox report (confine.py sends a few hundred bytes)
+_MAX_REPORTS_PER_DRAIN = 256
+
+
+def _partial_note(got: int, size: int | None) -> str:
+    whole = f"the {size:,} bytes" if size is not None else "the length"
+    return f"; it had begun a message, sent {got:,} of {whole} of it and stopped"
 
 
 class WorkerError(RuntimeError):
@@ -475,6 +486,10 @@ class Worker:
         ctx = _context()
         self.conn, child = ctx.Pipe(duplex=True)
         self._reports, report_w = ctx.Pipe(duplex=False)
+        # Everything from the worker is read through these, never waiting past a deadline nor reading more than the
+        # caller expects (wire.FrameReader); requests go out through wire.send_frame, bounded in time as well.
+        self._reader = wire.FrameReader(self.conn.fileno(), wire.HEADROOM)
+        self._report_reader = wire.FrameReader(self._reports.fileno(), _MAX_REPORT_BYTES)
         overlay = None
         if self.limits.isolation and not off & {"namespaces", "overlay"}:
             overlay = {"upper": os.path.join(self.scratch, ".kbench", "upper"),
@@ -518,25 +533,40 @@ class Worker:
             raise
 
     # ------------------------------------------------------------------ messaging
-    def send(self, header: dict, payload=None) -> None:
+    def send(self, header: dict, payload=None, timeout: float | None = None) -> None:
+        """Send a request; the worker must take it within ``timeout`` seconds (default: the run timeout)."""
+        timeout = self.limits.run_timeout if timeout is None else timeout
         try:
             t0 = time.monotonic()
-            data = worker_mod.pack(header, payload)
-            self.conn.send_bytes(data)
+            data = wire.pack(header, payload)
+            wire.send_frame(self.conn.fileno(), data, t0 + timeout)
             if self.trace is not None:
                 self.trace.append({"send": header.get("type"), "config": header.get("config"), "bytes": len(data),
                                    "s": round(time.monotonic() - t0, 4)})
+        except TimeoutError as exc:
+            self.kill()
+            raise WorkerError(f"timed out after {timeout:.0f} s sending the worker its {header.get('type')!r} request: "
+                              f"{exc} (the worker was killed)", self.log_tail()) from None
         except (BrokenPipeError, ConnectionResetError, OSError):
             raise WorkerError(self._death("while sending it work"), self.log_tail()) from None
 
-    def recv(self, timeout: float, what: str):
+    def recv(self, timeout: float, what: str, expect_bytes: int | None = None):
+        """The worker's next message (header, payload), within ``timeout`` seconds. A reply that should carry
+        outputs says how many bytes they are (``expect_bytes``): a longer message is refused unread
+        (wire.reply_limit); any other may be headers only (wire.HEADROOM)."""
         t0 = time.monotonic()
         deadline = t0 + timeout
+        limit = wire.HEADROOM if expect_bytes is None else wire.reply_limit(expect_bytes)
+        if self.limits.memory_bytes:  # nor more than the worker may hold (the memory watchdog's bound)
+            limit = min(limit, self.limits.memory_bytes + (2 << 30))
+        self._reader.limit = limit
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
+                partial = self._reader.pending()
                 self.kill()
-                raise WorkerError(f"timed out after {timeout:.0f} s during {what} (the worker was killed)", self.log_tail())
+                raise WorkerError(f"timed out after {timeout:.0f} s during {what} (the worker was killed)"
+                                  + (_partial_note(*partial) if partial else ""), self.log_tail())
             reports = self._reports  # (draining it may close it and set self._reports to None)
             waitables = [self.conn, self.proc.sentinel] + ([reports] if reports is not None else [])
             ready = mpc.wait(waitables, timeout=min(left, 0.5))
@@ -551,17 +581,26 @@ class Worker:
                 continue
             if self.conn in ready:
                 try:
-                    data = self.conn.recv_bytes()
+                    data = self._reader.read(min(deadline, time.monotonic() + 0.5))
+                except wire.FrameError as exc:
+                    self.kill()
+                    raise WorkerError(f"the worker's message during {what} was refused unread: {exc} (the worker was "
+                                      "killed)", self.log_tail()) from None
                 except (EOFError, OSError):
                     raise WorkerError(self._death(f"during {what}"), self.log_tail()) from None
+                if data is None:  # a message still arriving
+                    self._check_memory()
+                    self._check_disk()
+                    continue
                 try:
-                    header, payload = worker_mod.unpack(data)
-                    self.busy_seconds += float(header.get("busy_s") or 0.0) if isinstance(header, dict) else 0.0
+                    header, payload = wire.unpack(data, max_tensor_bytes=len(data))
+                    if not (isinstance(header, dict) and isinstance(header.get("type"), str)):
+                        raise ValueError("its header is not a JSON object with a type")
+                    self.busy_seconds += float(header.get("busy_s") or 0.0)
                     if self.trace is not None:
                         self.trace.append({"recv": what, "bytes": len(data), "s": round(time.monotonic() - t0, 4),
-                                           "busy_s": round(float(header.get("busy_s") or 0.0), 4)
-                                           if isinstance(header, dict) else None})
-                    if not self._build_done and isinstance(header, dict) and header.get("type") in ("loaded", "error"):
+                                           "busy_s": round(float(header.get("busy_s") or 0.0), 4)})
+                    if not self._build_done and header.get("type") in ("loaded", "error"):
                         self._built = header.get("cached") is False
                         self._build_over()  # the build result: publish it now, for workers waiting on it
                     return header, payload
@@ -579,10 +618,14 @@ class Worker:
         if r is None:
             return
         try:
-            while r.poll(0):
-                data = r.recv_bytes(1 << 16)
+            # What is there now, never waiting (a report begun and not finished stays for the next call), and at
+            # most so many reports a call: a candidate that floods the channel cannot hold the caller here.
+            for _ in range(_MAX_REPORTS_PER_DRAIN):
+                data = self._report_reader.read(time.monotonic())
+                if data is None:
+                    break
                 try:
-                    msg = json.loads(data)
+                    msg = json.loads(bytes(data))
                 except ValueError:
                     msg = {"kind": "violation", "what": "sent an unreadable sandbox report"}
                 if not isinstance(msg, dict):
@@ -591,6 +634,10 @@ class Worker:
                     self.protections = msg
                 elif msg.get("kind") == "violation" and len(self._violations) < 64:
                     self._violations.append(str(msg.get("what"))[:300])
+        except wire.FrameError as exc:  # only the candidate writes such a thing: the channel is closed to it
+            self._violations.append(f"sent a malformed sandbox report ({exc})"[:300])
+            self._reports = None
+            r.close()
         except (EOFError, OSError):
             # The channel closed. At exit that is normal; while the worker still runs, the candidate closed it.
             if self.proc.exitcode is None and not self._closed:

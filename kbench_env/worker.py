@@ -2,9 +2,9 @@
 
 Runs in its own process (started by sandbox.py), in its own session and scratch directory, with resource limits
 and a scrubbed environment. It never receives the reference's output: it sends the candidate's outputs back and
-the trusted parent compares them. Everything it sends is JSON plus raw tensor bytes (``pack``), or tensors serialised
-with ``torch.save`` that the parent reads with ``weights_only=True``, so a hostile candidate cannot make the parent
-unpickle objects.
+the trusted parent compares them. Everything it sends is JSON plus raw tensor bytes (wire.pack), or tensors
+serialised with ``torch.save`` that the parent reads with ``weights_only=True``, so a hostile candidate cannot make
+the parent unpickle objects; the parent bounds what it reads (wire.py).
 
 This module must import nothing that runs candidate code at import; the clock is captured (timing.py) before the
 candidate loads.
@@ -13,20 +13,15 @@ candidate loads.
 from __future__ import annotations
 
 import ctypes
-import io
-import json
-import math
 import os
 import re
 import resource
 import signal
-import struct
 import sys
 import tempfile
 import time
 import traceback
 import types
-import warnings
 
 import torch
 
@@ -34,120 +29,10 @@ from . import integrity, timing  # noqa: F401  (timing captures the clock before
 from .backends import get_backend
 from .compare import compare_outputs, flatten_outputs
 from .task import DTYPES
+from .wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
 
 CANDIDATE_FILE = "candidate.py"
 _COMMAND = re.compile(r"\S*(?:c\+\+|g\+\+|gcc|clang\+\+|nvcc|ld)\s+-.*")
-
-
-# ---------------------------------------------------------------------- message framing (both sides use these)
-
-
-_WIRE_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex64, torch.complex128, torch.int64,
-    torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)}
-_RAW, _SAVED = b"R", b"S"  # payload encodings: raw tensor bytes under a JSON tree; torch.save (anything else)
-
-
-class _NotRaw(Exception):
-    """A payload value the raw encoding does not carry (torch.save does)."""
-
-
-def _tree(obj, blobs: list):
-    """``obj`` as JSON, its tensors replaced by references to ``blobs`` (contiguous CPU tensors)."""
-    if isinstance(obj, torch.Tensor):
-        if type(obj) is not torch.Tensor and not isinstance(obj, torch.nn.Parameter) or obj.layout != torch.strided:
-            raise _NotRaw
-        dtype = str(obj.dtype).removeprefix("torch.")
-        if dtype not in _WIRE_DTYPES:
-            raise _NotRaw
-        blobs.append(obj.detach().contiguous())  # copied into the message from where it lies (no staging copy)
-        return {"t": [len(blobs) - 1, dtype, list(obj.shape)]}
-    if isinstance(obj, (list, tuple)):
-        return {"l" if isinstance(obj, list) else "u": [_tree(x, blobs) for x in obj]}
-    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
-        return {"d": {k: _tree(v, blobs) for k, v in obj.items()}}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return {"v": obj}
-    raise _NotRaw
-
-
-def _untree(node, body: memoryview, blobs: list):
-    """The value ``_tree`` encoded; each tensor is a copy of its bytes in ``body`` (``blobs``: offset, length).
-    What the worker sends is untrusted: every reference, dtype, shape and length is checked."""
-    if not isinstance(node, dict) or len(node) != 1:
-        raise ValueError("malformed payload")
-    (kind, val), = node.items()
-    if kind == "t":
-        index, dtype, shape = val
-        dt = _WIRE_DTYPES[dtype]
-        if not (isinstance(shape, list) and all(isinstance(n, int) and n >= 0 for n in shape)):
-            raise ValueError("malformed tensor shape")
-        off, length = blobs[index]
-        if length != math.prod(shape) * dt.itemsize or off + length > len(body):
-            raise ValueError("tensor bytes do not match its shape")
-        if not length:
-            return torch.empty(shape, dtype=dt)
-        with warnings.catch_warnings():  # the received bytes are read-only; only read here, then copied
-            warnings.simplefilter("ignore")
-            src = torch.frombuffer(body, dtype=torch.uint8, count=length, offset=off)
-        return src.clone().view(dt).reshape(shape)
-    if kind in ("l", "u"):
-        items = [_untree(x, body, blobs) for x in val]
-        return items if kind == "l" else tuple(items)
-    if kind == "d":
-        return {str(k): _untree(v, body, blobs) for k, v in val.items()}
-    if kind == "v" and (val is None or isinstance(val, (bool, int, float, str))):
-        return val
-    raise ValueError("malformed payload")
-
-
-def pack(header: dict, payload=None):
-    """Frame a message: 4-byte header length, JSON header, optional payload, as one buffer for
-    ``Connection.send_bytes``. Tensors, lists, tuples, dicts and scalars travel as a JSON tree followed by each
-    tensor's raw bytes (one copy into the buffer; on an H100 ``torch.save`` of a 64 MiB input took ~0.24 s to send
-    and ~0.13 s to read back, bench/results/throughput_h100.md); anything else as ``torch.save``."""
-    h = json.dumps(header).encode()
-    head = struct.pack("<I", len(h)) + h
-    if payload is None:
-        return head
-    blobs: list = []
-    try:
-        tree = _tree(payload, blobs)
-    except _NotRaw:
-        buf = io.BytesIO()
-        buf.write(head + _SAVED)
-        torch.save(payload, buf)
-        return buf.getbuffer()
-    sizes = [b.numel() * b.element_size() for b in blobs]
-    offsets = [sum(sizes[:k]) for k in range(len(sizes))]
-    meta = json.dumps({"tree": tree, "blobs": [[o, n] for o, n in zip(offsets, sizes)]}).encode()
-    prefix = head + _RAW + struct.pack("<I", len(meta)) + meta
-    out = torch.empty(len(prefix) + sum(sizes), dtype=torch.uint8)
-    out[: len(prefix)] = torch.frombuffer(bytearray(prefix), dtype=torch.uint8)
-    for b, o, n in zip(blobs, offsets, sizes):
-        if n:  # torch's copy: several threads, and a device tensor comes straight from the device
-            out[len(prefix) + o : len(prefix) + o + n].copy_(b.reshape(-1).view(torch.uint8))
-    return memoryview(out.numpy())
-
-
-def unpack(data) -> tuple[dict, object]:
-    view = memoryview(data)
-    (n,) = struct.unpack("<I", view[:4])
-    header = json.loads(bytes(view[4 : 4 + n]).decode())
-    body = view[4 + n :]
-    if not len(body):
-        return header, None
-    kind, body = bytes(body[:1]), body[1:]
-    if kind == _SAVED:
-        return header, torch.load(io.BytesIO(body), weights_only=True)
-    if kind != _RAW:
-        raise ValueError("unknown payload encoding")
-    (m,) = struct.unpack("<I", body[:4])
-    meta = json.loads(bytes(body[4 : 4 + m]).decode())
-    blobs = [(int(o), int(k)) for o, k in meta["blobs"]]
-    if any(o < 0 or k < 0 for o, k in blobs):
-        raise ValueError("malformed payload")
-    return header, _untree(meta["tree"], body[4 + m :], blobs)
 
 
 # ---------------------------------------------------------------------- process set-up

@@ -3,7 +3,9 @@ a GPU marker that skips where no GPU is present, and small helpers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -34,3 +36,24 @@ def evaluator():
 
 def read(path) -> str:
     return Path(path).read_text()
+
+
+class Hung(BaseException):
+    """Raised by ``no_hang`` (a BaseException: the evaluator's own ``except Exception`` must not swallow it)."""
+
+
+@contextlib.contextmanager
+def no_hang(seconds: int):
+    """Turn a hang into a test failure: SIGALRM after ``seconds`` raises ``Hung`` in the main thread (a blocking
+    read is interrupted, and so is a long regular-expression match). A guard against never returning, far above
+    any honest duration: not a timing assertion."""
+    def alarm(signum, frame):
+        raise Hung(f"still running after {seconds} s: it hangs")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
