@@ -195,3 +195,17 @@ def test_no_float64_copy_of_a_float32_output_is_made():
         fp.pending(x)
     biggest = max(e.cpu_memory_usage for e in prof.key_averages())
     assert biggest < x.numel()  # bytes: under a quarter of the output's own 4 MiB
+
+
+def test_a_forged_report_neither_loosens_the_check_nor_breaks_it():
+    """The worker's report is untrusted: a looser rounding bound than float32's is not taken, and values of the
+    wrong type or NaN where the kind or size go are a mismatch, not an exception on the trusted side."""
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(8))
+    fp = integrity.Fingerprint(2)
+    ref, cand = fp.of(x.double()), fp.of(x * 1.01)[0]
+    cand[3] = 0.5  # "my norm is only good to 50%"
+    assert not integrity.fingerprints_agree([cand], ref, F32)
+    for slot, value in ((0, math.nan), (1, math.nan), (7, "x"), (2, math.inf)):
+        forged = list(fp.of(x)[0])
+        forged[slot] = value
+        assert integrity.fingerprint_mismatch([forged], ref, F32) is not None, slot
