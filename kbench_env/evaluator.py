@@ -447,7 +447,7 @@ class Evaluator:
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
                          "seed": made.seed, "noise": self.noise, "base_seed": made.base_seed, "sets": self.input_sets,
                          "fingerprint_seed": checks.fingerprint.seed})
-            header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
+            header, payload = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
             if self._note_reports(result, header, cfg.name):
                 return
             if header["type"] == "error":
@@ -456,7 +456,9 @@ class Evaluator:
                 result.correct = False
                 return
             with _phase(result, "timed_output_checks"):
-                wrong = checks.first_wrong(header["fingerprints"], self._rng, self.check_calls)
+                rows = payload.get("fingerprints") if isinstance(payload, dict) else None
+                reported = integrity.Reported(rows, header.get("fingerprint_counts"))
+                wrong = checks.first_wrong(reported, self._rng, self.check_calls)
             if wrong is not None:
                 self._flag(result, f"timed_output_wrong: the output of timed call {wrong} on configuration "
                                    f"{cfg.name!r} does not match the reference for its inputs, although the "

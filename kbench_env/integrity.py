@@ -19,7 +19,8 @@ import types
 import torch
 
 from . import fingerprint as _fingerprint
-from .fingerprint import Fingerprint, fingerprint_mismatch, fingerprint_values, fingerprints_agree  # noqa: F401
+from .fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
+                          fingerprint_values, fingerprints_agree)
 from .timing import _perf_counter  # captured before any candidate code loads
 
 #: aten operators a candidate may call in forward: allocation, views, data movement, dtype/device casts.
@@ -206,13 +207,14 @@ class HarnessGuard:
         targets = [(_time, "perf_counter"), (_time, "perf_counter_ns"), (_time, "monotonic"),
                    (timing, "_perf_counter"), (timing, "time_calls"), (me, "perturb"), (me, "TimedInputs"),
                    (me, "Fingerprint"), (me, "fingerprint_values"), (me, "fingerprints_agree"), (me, "ForwardAudit"),
+                   (me, "fingerprint_table"),
                    (torch, "cuda"), (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "CUDAGraph"),
                    (torch.cuda, "graph")]
         for cls_name, attrs in (("Event", ("record", "elapsed_time", "synchronize")), ("CUDAGraph", ("replay",))):
             cls = getattr(torch.cuda, cls_name, None)
             targets += [(cls, a) for a in attrs] if cls is not None else []
         targets += [(Fingerprint, a) for a in ("pending", "pending_block", "_leaf", "_positions", "_hash_weights")]
-        targets += [(_fingerprint, a) for a in ("Fingerprint", "fingerprint_values", "fingerprints_agree")]
+        targets += [(_fingerprint, a) for a in ("Fingerprint", "fingerprint_table", "fingerprint_values")]
         targets += [(TimedInputs, "write"), (TimedInputs, "__call__")]
         self._refs = [(owner, attr, getattr(owner, attr)) for owner, attr in [*targets, *extra] if hasattr(owner, attr)]
         # a Python function can also be changed in place (its __code__ swapped)

@@ -209,3 +209,18 @@ def test_a_forged_report_neither_loosens_the_check_nor_breaks_it():
         forged = list(fp.of(x)[0])
         forged[slot] = value
         assert integrity.fingerprint_mismatch([forged], ref, F32) is not None, slot
+
+
+def test_the_worker_s_table_reads_back_as_the_calls_fingerprints():
+    """What the worker sends (one tensor of rows and the leaves per call) reads back, call by call, as
+    ``fingerprint_values`` gives it; a malformed table reads as one call that matches nothing."""
+    fp = integrity.Fingerprint(4)
+    outs = [torch.randn(300), (torch.randn(5), 2.0), torch.arange(7)]
+    pending = [fp.pending(o) for o in outs]
+    rows, counts = integrity.fingerprint_table(pending)
+    reported = integrity.Reported(rows, counts)
+    assert counts == [1, 2, 1] and len(reported) == 3
+    assert [reported[j] for j in range(3)] == integrity.fingerprint_values(pending) and reported[-1] == reported[2]
+    for bad in ((rows.float(), counts), (rows, [1, 2]), (rows, [1, 2, "1"]), (None, counts), (rows[:, :5], counts)):
+        forged = integrity.Reported(*bad)
+        assert len(forged) == 1 and integrity.fingerprint_mismatch(forged[0], fp.of(outs[0]), F32) is not None
