@@ -450,7 +450,7 @@ class Evaluator:
             worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": self.timing,
                          "seed": made.seed, "noise": self.noise, "base_seed": made.base_seed, "sets": self.input_sets,
                          "fingerprint_seed": checks.fingerprint.seed})
-            header, _ = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
+            header, payload = worker.recv(self.limits.time_timeout, f"timing of configuration {cfg.name!r}")
             if self._note_reports(result, header, cfg.name):
                 return
             if header["type"] == "error":
@@ -459,11 +459,13 @@ class Evaluator:
                 result.correct = False
                 return
             with _phase(result, "timed_output_checks"):
-                wrong = checks.first_wrong(header["fingerprints"], self._rng, self.check_calls)
+                rows = payload.get("fingerprints") if isinstance(payload, dict) else None
+                reported = integrity.Reported(rows, header.get("fingerprint_counts"))
+                wrong = checks.first_wrong(reported, self._rng, self.check_calls)
             if wrong is not None:
                 self._flag(result, f"timed_output_wrong: the output of timed call {wrong} on configuration "
                                    f"{cfg.name!r} does not match the reference for its inputs, although the "
-                                   f"correctness run passed (cached, stale or deferred results)")
+                                   f"correctness run passed (cached, stale or deferred results): {checks.why}")
                 result.correct = False
                 return
             cr.candidate_ms, cr.candidate_spread_ms = header["median_ms"], header["iqr_ms"]
@@ -647,7 +649,8 @@ class _TimedChecks:
                  fingerprint: integrity.Fingerprint):
         self.task, self.cfg, self.prepared, self.device = task, cfg, prepared, device
         self.timed_inputs, self.fingerprint = timed_inputs, fingerprint
-        self.rel = 4 * tolerance_for(DTYPES[cfg.dtype], task.tolerance)["norm"] + 1e-6
+        self.tolerance = tolerance_for(DTYPES[cfg.dtype], task.tolerance)  # (integrity.fingerprint: the rates)
+        self.why = None  # what was wrong with the call first_wrong last returned
         self._reference = None
         self._first = None  # the first call's reference fingerprint
 
@@ -669,7 +672,8 @@ class _TimedChecks:
         self.prepare()
         for j in picks:
             ref = self._first if j == 0 else self._fingerprint(j)
-            if not integrity.fingerprints_agree(fingerprints[j], ref, self.rel):
+            self.why = integrity.fingerprint_mismatch(fingerprints[j], ref, self.tolerance)
+            if self.why is not None:
                 return j
         return None
 

@@ -1,5 +1,6 @@
-"""Integrity checks: what makes a speedup real. Owns the runtime audit of ``ModelNew.forward``, output
-fingerprints for the timed calls, the per-call input perturbation, pinned precision flags and the roofline floor.
+"""Integrity checks: what makes a speedup real. Owns the runtime audit of ``ModelNew.forward``, the per-call input
+perturbation, pinned precision flags and the roofline floor; the timed calls' output fingerprints live in
+``fingerprint`` (re-exported here).
 
 The worker side (audit, fingerprints, flags) runs inside the candidate's process but holds nothing the candidate
 could use: no reference output. The parent side compares what the worker reports with what it computes itself.
@@ -12,13 +13,14 @@ called by ``forward`` or from inside the candidate's own extension (e.g. ``at::m
 
 from __future__ import annotations
 
-import math
-import types
-
 import threading
+import types
 
 import torch
 
+from . import fingerprint as _fingerprint
+from .fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
+                          fingerprint_values, fingerprints_agree)
 from .timing import _perf_counter  # captured before any candidate code loads
 
 #: aten operators a candidate may call in forward: allocation, views, data movement, dtype/device casts.
@@ -205,13 +207,15 @@ class HarnessGuard:
         targets = [(_time, "perf_counter"), (_time, "perf_counter_ns"), (_time, "monotonic"),
                    (timing, "_perf_counter"), (timing, "time_calls"), (me, "perturb"), (me, "TimedInputs"),
                    (me, "Fingerprint"), (me, "fingerprint_values"), (me, "fingerprints_agree"), (me, "ForwardAudit"),
+                   (me, "fingerprint_table"),
                    (torch, "cuda"), (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "CUDAGraph"),
                    (torch.cuda, "graph")]
         for cls_name, attrs in (("Event", ("record", "elapsed_time", "synchronize")), ("CUDAGraph", ("replay",))):
             cls = getattr(torch.cuda, cls_name, None)
             targets += [(cls, a) for a in attrs] if cls is not None else []
-        targets += [(Fingerprint, "pending"), (Fingerprint, "pending_block"), (Fingerprint, "_weights"),
-                    (TimedInputs, "write"), (TimedInputs, "__call__")]
+        targets += [(Fingerprint, a) for a in ("pending", "pending_block", "_leaf", "_positions", "_hash_weights")]
+        targets += [(_fingerprint, a) for a in ("Fingerprint", "fingerprint_table", "fingerprint_values")]
+        targets += [(TimedInputs, "write"), (TimedInputs, "__call__")]
         self._refs = [(owner, attr, getattr(owner, attr)) for owner, attr in [*targets, *extra] if hasattr(owner, attr)]
         # a Python function can also be changed in place (its __code__ swapped)
         self._code = [(obj, obj.__code__) for _, _, obj in self._refs if isinstance(obj, types.FunctionType)]
@@ -334,131 +338,6 @@ class TimedInputs:
                 _noise(self.seed + j, i, d).mul_(self.scale * self._stds[i]).add_(x)
             elif isinstance(d, torch.Tensor):
                 d.copy_(x)
-
-
-class Fingerprint:
-    """Per output leaf, four numbers that a stale output gets wrong: sum, sum of |x|, sum of x^2 and a projection
-    onto random signs (seeded per timing; the same on the worker and the trusted side).
-
-    The first three alone miss an output computed for another timed call's inputs: the calls' inputs differ by 1%
-    noise, which moves those sums by ~1e-5 of their size, under any tolerance (a ReLU candidate that returned the
-    previous call's output every fourth call passed unflagged on the CPU, 2026-11-24). A projection onto random
-    signs moves by the norm of the difference (~1% of the output's norm), against an honest kernel's error under
-    the dtype's norm-wise tolerance (float32: 5e-5). For half precision that tolerance (2e-2) exceeds the noise, so
-    a stale output there is within the task's tolerance of the right one.
-
-    Sums accumulate in float32 (float64 for float64 outputs) without a float64 copy of the output: the float64
-    casts cost 0.41 ms per 64 MiB output on an H100, more than the kernel (device log 2026-11-24 23:18)."""
-
-    def __init__(self, seed: int):
-        self.seed = int(seed)
-        self._signs: dict = {}
-        self._block = None  # (the block's output leaves as a key, its captured graph, the graph's result, leaves per call)
-
-    def _weights(self, k: int, x: torch.Tensor) -> torch.Tensor:
-        """Leaf ``k``'s signs, made once per timing from random bits drawn on the CPU (the same on every device:
-        the trusted side may hold the reference output elsewhere than the worker holds the candidate's) and
-        unpacked on the output's device. 32 bits per drawn word: one int8 draw per element took ~60 ms on the CPU
-        for a 16M-element output, on each side, for each such configuration (the trusted side's timed-output
-        checks of a cached H100 ReLU step rose from 18 ms to 0.31-0.37 s with the projection; device logs
-        2026-11-24 23:16 and 2026-11-25 07:30)."""
-        key = (k, x.numel(), str(x.device), x.dtype)
-        if key not in self._signs:
-            g = _generator("cpu")
-            g.manual_seed((self.seed * 1000003 + 7919 * k + x.numel()) % (2**63))
-            n = x.numel()
-            words = torch.empty((n + 31) // 32, dtype=torch.int64).random_(0, 2**32, generator=g)
-            low = words.view(torch.uint8).reshape(-1, 8)[:, :4].reshape(-1).to(x.device)  # little-endian low bits
-            shifts = torch.arange(8, dtype=torch.uint8, device=x.device)
-            bits = (low.unsqueeze(1) >> shifts).bitwise_and_(1).reshape(-1)[:n]
-            self._signs[key] = bits.to(x.dtype).mul_(2).sub_(1)
-        return self._signs[key]
-
-    def pending(self, out) -> list:
-        """Per output leaf: a float64 tensor of the four numbers on the output's device, not yet read back (no
-        synchronisation per timed call); ``fingerprint_values`` reads a list of them at once."""
-        from .compare import flatten_outputs
-
-        fps = []
-        for k, leaf in enumerate(flatten_outputs(out)):
-            if isinstance(leaf, torch.Tensor):
-                x = leaf.detach().reshape(-1)
-                if x.dtype != torch.float64:
-                    x = x.float()  # a no-op for float32
-                if x.numel() == 0:
-                    fps.append(torch.zeros(4, dtype=torch.float64, device=x.device))
-                    continue
-                fps.append(torch.stack([x.sum(), torch.linalg.vector_norm(x, 1), torch.dot(x, x),
-                                        torch.dot(x, self._weights(k, x))]).double())
-            else:
-                v = float(leaf) if isinstance(leaf, (int, float)) else 0.0
-                fps.append(torch.tensor([v, abs(v), v * v, v], dtype=torch.float64))
-        return fps
-
-    def pending_block(self, outs: list, static: bool = False) -> list:
-        """``pending`` of each output in ``outs``. With ``static`` (the same output tensors come back, rewritten,
-        block after block: a replayed CUDA graph's outputs), the fingerprint ops of the whole block are captured
-        once as a graph of their own and replayed: the same kernels on the same memory, so the same values, at one
-        launch per block instead of ~8 per call (the per-call launches were most of a timed call's host time)."""
-        from .compare import flatten_outputs
-
-        leaves = [flatten_outputs(o) for o in outs]
-        flat = [x for ls in leaves for x in ls]
-        if not (static and flat and all(type(x) is torch.Tensor and x.is_cuda for x in flat)):
-            return [self.pending(o) for o in outs]
-        key = tuple((id(x), x.data_ptr(), x.shape, x.dtype) for x in flat)
-        if self._block is None or self._block[0] != key:
-            eager = [self.pending(o) for o in outs]  # makes the sign weights: no host copy inside the capture
-            torch.cuda.synchronize()
-            try:
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    buf = torch.stack([t for fps in (self.pending(o) for o in outs) for t in fps])
-                torch.cuda.synchronize()
-                self._block = (key, g, buf, [len(ls) for ls in leaves])
-            except Exception:  # noqa: BLE001 - not capturable here: stay eager
-                torch.cuda.synchronize()
-            return eager
-        _, g, buf, counts = self._block
-        g.replay()
-        rows, out, k = buf.clone(), [], 0
-        for n in counts:
-            out.append([rows[k + i] for i in range(n)])
-            k += n
-        return out
-
-    def of(self, out) -> list:
-        """Per output leaf, the four numbers, read back."""
-        return fingerprint_values([self.pending(out)])[0]
-
-
-def fingerprint_values(pending: list) -> list:
-    """The values of ``Fingerprint.pending`` results, one list of four numbers per leaf, per call."""
-    flat = [t for leaves in pending for t in leaves]
-    if not flat:
-        return [[] for _ in pending]
-    values = iter(torch.stack([t.to(flat[0].device) for t in flat]).tolist())  # one device-host copy
-    return [[next(values) for _ in leaves] for leaves in pending]
-
-
-def fingerprints_agree(cand: list, ref: list, rel_tol: float) -> bool:
-    """Whether a timed call's fingerprint matches the reference's for its inputs: sums within ``rel_tol`` of the
-    sum of |x|, the sum of squares within twice that, the projection within twice ``rel_tol`` of the norm."""
-    if len(cand) != len(ref):
-        return False
-    for c, r in zip(cand, ref):
-        if len(c) != 4 or len(r) != 4:
-            return False
-        if any(math.isnan(v) for v in c) != any(math.isnan(v) for v in r):
-            return False
-        if any(math.isnan(v) for v in r):
-            continue
-        (cs, ca, cq, cp), (rs, ra, rq, rp) = c, r
-        scale, norm = max(ra, 1e-30), math.sqrt(max(rq, 1e-60))
-        if (abs(cs - rs) > rel_tol * scale or abs(ca - ra) > rel_tol * scale
-                or abs(cq - rq) > 2 * rel_tol * max(rq, 1e-30) or abs(cp - rp) > 2 * rel_tol * norm):
-            return False
-    return True
 
 
 # ---------------------------------------------------------------------- roofline floor

@@ -285,8 +285,9 @@ def main(conn, job: dict) -> None:
                 with grad:
                     t = backend.time_calls(model, make_inputs, on_block=on_block, **header.get("params", {}))
                 handed.pop(header["config"], None)
+                rows, counts = integrity.fingerprint_table(fps)
                 send({"type": "timing", "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
-                      "fingerprints": integrity.fingerprint_values(fps), "lazy_output": sorted(lazy)})
+                      "fingerprint_counts": counts, "lazy_output": sorted(lazy)}, {"fingerprints": rows})
             elif kind == "wallclock":
                 model = models[header["config"]]
                 sets = [integrity.perturb(_device_inputs(payload["inputs"], device), header["seed"] + j, header["noise"])

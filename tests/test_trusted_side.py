@@ -20,7 +20,7 @@ from kbench_env.compare import compare_outputs, error_figures
 from kbench_env.evaluator import _PARENT_THREADS, Evaluator, _label, _seeds, _TimedChecks
 from kbench_env.result import ConfigResult
 from kbench_env.suite import resolve_task, solution_path
-from kbench_env.task import DTYPES, describe_value
+from kbench_env.task import DTYPES, describe_value, load_task
 
 from candidates import _forward
 from conftest import ROOT
@@ -256,6 +256,11 @@ def _timed_checks(n: int):
     return _TimedChecks(task, cfg, (mod, init_inputs, 8, inputs), "cpu", make(), integrity.Fingerprint(11)), fps
 
 
+def _off_by_one_percent(fingerprint: list) -> list:
+    """A call's fingerprint with its values (not its kind and size) 1% off: an output 1% too large."""
+    return [leaf[:2] + [v * 1.01 for v in leaf[2:]] for leaf in fingerprint]
+
+
 @pytest.mark.parametrize("prepared", [True, False])
 def test_timed_checks_confirm_honest_outputs_and_catch_wrong_ones(prepared):
     n = 12
@@ -267,7 +272,7 @@ def test_timed_checks_confirm_honest_outputs_and_catch_wrong_ones(prepared):
         checks, fps = _timed_checks(n)
         if prepared:
             checks.prepare()
-        fps[bad] = [[v * 1.01 for v in leaf] for leaf in fps[bad]]
+        fps[bad] = _off_by_one_percent(fps[bad])
         assert checks.first_wrong(fps, random.Random(1), 4) == bad
 
 
@@ -279,12 +284,44 @@ def test_timed_checks_draw_as_many_calls_as_before():
     picks = sorted(set(random.Random(rng_seed).sample(range(n), 4) + [0, n - 1]))
     for j in picks:
         checks, fps = _timed_checks(n)
-        fps[j] = [[v * 1.01 for v in leaf] for leaf in fps[j]]
+        fps[j] = _off_by_one_percent(fps[j])
         assert checks.first_wrong(fps, random.Random(rng_seed), 4) == j
     unpicked = next(j for j in range(n) if j not in picks)
     checks, fps = _timed_checks(n)
-    fps[unpicked] = [[v * 1.01 for v in leaf] for leaf in fps[unpicked]]
+    fps[unpicked] = _off_by_one_percent(fps[unpicked])
     assert checks.first_wrong(fps, random.Random(rng_seed), 4) is None
+
+
+CUMMAX_TASK = ROOT / "tests/data/kernelbench/cummax_dim1.py"
+CUMMAX_SOLUTION = ROOT / "tests/data/solutions/cummax_dim1_cpu.py"
+
+
+def test_timed_checks_confirm_an_exact_running_max_with_a_large_mean():
+    """Issue #18: the timed calls of an exact float32 running max (262,144 outputs near +3.4 per call on the CPU)
+    were flagged on every seed: their float32 fingerprint sums were further from the float64 reference's than the
+    check allowed. Stale outputs (each call reporting the one before) are still caught."""
+    task = load_task(CUMMAX_TASK)
+    cfg = task.configs_for("cpu")[0]
+    mod, init_inputs, inputs = task.instantiate(cfg, 77, "cpu")
+    make = lambda: integrity.TimedInputs(inputs, 5, 3, 6, 1e-2)  # noqa: E731
+    theirs = make().materialise()
+    fps = [integrity.Fingerprint(11).of(torch.cummax(theirs(j)[0], dim=1).values) for j in range(8)]
+
+    def checks():
+        return _TimedChecks(task, cfg, (mod, init_inputs, 8, inputs), "cpu", make(), integrity.Fingerprint(11))
+
+    for rng_seed in range(3):
+        assert checks().first_wrong(fps, random.Random(rng_seed), 4) is None
+    stale = checks()
+    assert stale.first_wrong(fps[:1] + fps[:-1], random.Random(1), 4) is not None
+    assert "sampled element" in stale.why or "norm" in stale.why, stale.why
+
+
+def test_an_honest_running_max_kernel_is_paid_not_flagged(evaluator):
+    """Issue #18 end to end: a sequential C++ running max (exact) was paid as an exploit (timed_output_wrong,
+    reward -1) on every seed."""
+    r = evaluator.evaluate(load_task(CUMMAX_TASK), CUMMAX_SOLUTION.read_text(), seed=3)
+    assert r.correct and r.integrity_flags == [] and r.speedup is not None, r.feedback()
 
 
 # ---------------------------------------------------------------------- error figures
@@ -351,16 +388,17 @@ def test_a_timing_stops_once_its_median_is_precise():
     assert timing.median_is_precise(noisy, 0.05)
 
 
-def test_fingerprint_signs_are_balanced_seeded_and_the_same_everywhere():
-    """The projection's signs: +-1 in the output's dtype, about half each, the same for the same seed and leaf
-    (the worker and the trusted side each make them), other ones for another seed or leaf."""
+def test_fingerprint_positions_are_seeded_the_same_everywhere_and_cover_small_outputs():
+    """The sampled positions: the same for the same seed and leaf (the worker and the trusted side each draw them,
+    on the CPU), others for another seed or leaf, spread over the output; every element of a small one."""
+    from kbench_env.fingerprint import SAMPLES
+
     x = torch.randn(100_003)
-    w = integrity.Fingerprint(5)._weights(0, x)
-    assert w.dtype == x.dtype and w.shape == (x.numel(),)
-    assert set(torch.unique(w).tolist()) == {-1.0, 1.0} and abs(w.mean().item()) < 0.02
-    assert torch.equal(integrity.Fingerprint(5)._weights(0, x), w)
-    assert torch.equal(integrity.Fingerprint(5)._weights(0, x.double()), w.double())
-    for other in (integrity.Fingerprint(6)._weights(0, x), integrity.Fingerprint(5)._weights(1, x)):
-        assert 0.45 < (other == w).float().mean().item() < 0.55
-    runs = (w[1:] != w[:-1]).float().mean().item()  # no periodic pattern from the packing of the bits
-    assert 0.48 < runs < 0.52
+    p = integrity.Fingerprint(5)._positions(0, x)
+    assert p.shape == (SAMPLES,) and 0 <= p.min() and p.max() < x.numel()
+    assert torch.equal(integrity.Fingerprint(5)._positions(0, x.double()), p)
+    for other in (integrity.Fingerprint(6)._positions(0, x), integrity.Fingerprint(5)._positions(1, x)):
+        assert not torch.equal(other, p)
+    spread = torch.cat([integrity.Fingerprint(s)._positions(0, x) for s in range(200)]).double() / x.numel()
+    assert abs(spread.mean().item() - 0.5) < 0.02 and spread.min() < 0.01 and spread.max() > 0.99
+    assert set(integrity.Fingerprint(5)._positions(0, torch.zeros(40)).tolist()) == set(range(40))
