@@ -16,6 +16,8 @@
 #                                     # 64 distinct CUDA candidates
 #   bash bench/gpu_session.sh batch   # bench/throughput.py alone, cut to end by $DEADLINE seconds
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
+#   bash bench/gpu_session.sh falsepos  # bench/false_positives.py (every CUDA and Triton solution and variant x
+#                                     # $SEEDS seeds) cut by $DEADLINE seconds, then the CUDA case of test_escapes.py
 #   bash bench/gpu_session.sh timingpath  # after a change to the timing's host side: timing_cost.py per call and
 #                                     # per block, one cached evaluation traced, then tests/test_gpu.py
 #   bash bench/gpu_session.sh recheck # after a timing change: fidelity, one cached evaluation traced (TRACE=0:
@@ -137,6 +139,14 @@ timingpath)  # after a change to the timing's host side: its A/B, one evaluation
   timeout 120 python3 bench/timing_cost.py --settings default --out "$OUT/timing_cost.jsonl" 2>&1 | tail -8
   traced_eval
   gpu_tests 585
+  ;;
+falsepos)
+  stamp "false-positive campaign (cuda, triton)"
+  KBENCH_COMPILE_BASELINE=0 timeout $(left ${DEADLINE:-420}) python3 bench/false_positives.py --device cuda \
+    --seeds ${SEEDS:-3} --workers 16 --jsonl "$OUT/false_positives_cuda.jsonl" --record "$OUT/false_positives_cuda.md" \
+    2>&1 | tr '\r' '\n' | grep -v "^ *$" | tail -40
+  stamp "test_escapes (cuda)"
+  timeout $(left 540) python3 -m pytest -q tests/test_escapes.py -k cuda -p no:cacheprovider -rA 2>&1 | tail -6
   ;;
 train)
   stamp "GRPO"
