@@ -534,13 +534,14 @@ def load_robust_task(folder: str | Path) -> Task:
 
 def load_robust_tree(root: str | Path, multi: bool = True) -> tuple[list[Task], list[tuple[Path, str]]]:
     """The tasks of every robust-kbench task folder at or below ``root`` (groups nest, as in
-    ``kernelbench/level_1/task_1``), in path order, and the folders that could not be loaded, each with why.
+    ``kernelbench/level_1/task_1``), in path order (numbers by value: task_2 before task_10), and the folders that could not be loaded, each with why.
 
     One broken folder (its code raises, its configuration is unreadable) is skipped, not fatal: the rest still load.
     """
     root = Path(root)
     folders = sorted({p.parent for p in root.rglob("func_forward.py")
-                      if not any(part.startswith((".", "__")) for part in p.parent.relative_to(root).parts)})
+                      if not any(part.startswith((".", "__")) for part in p.parent.relative_to(root).parts)},
+                     key=lambda p: [(0, int(s), "") if s.isdigit() else (1, 0, s) for s in re.split(r"(\d+)", p.as_posix())])
     tasks, skipped = [], []
     for folder in folders:
         try:

@@ -510,6 +510,10 @@ def test_nested_groups_get_names_that_mirror_their_paths(tmp_path):
     assert [t.name for t in load_suite(str(bench))] == expect
     assert [t.name for t in load_suite(str(tmp_path / "tasks"))] == expect  # the same names from any entry point
     assert task_from_path(bench / "level_2" / "task_1").name == expect[2]
+    for n in (10, 9):
+        write_relu(bench / "level_1" / f"task_{n}")
+    names = [t.name for t in load_suite(str(bench)) if t.name.endswith("/forward")]
+    assert [n.split("/")[3] for n in names] == ["task_1", "task_9", "task_10", "task_1"]  # numbers by value
     other = tmp_path / "elsewhere"  # outside a tasks/ folder: the path below the folder asked for
     write_relu(other / "group" / "relu")
     assert [t.name for t in load_suite(str(other))] == ["robust-kbench/group/relu/forward",
