@@ -7,13 +7,16 @@ Owns the layout of ``tasks/``::
     tasks/solutions/<backend>/<level>/<name>.py    sample solutions (ModelNew), test fixtures and demo material
 
 A suite is named ("default", "all", "level1", a name from suites.json), a folder, a single task file, or a
-comma-separated list of any of these. ``KBENCH_TASKS`` points at another tasks folder.
+comma-separated list of any of these. ``KBENCH_TASKS`` points at another tasks folder. A folder may hold
+robust-kbench task folders at any depth (see robust_kbench.py); one that cannot load is skipped with a
+:class:`SkippedTaskWarning` saying which and why.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -91,13 +94,20 @@ def load_suite(spec: str = "default") -> list[Task]:
     return out
 
 
+class SkippedTaskWarning(UserWarning):
+    """A task folder of a suite could not be loaded; the message says which and why, and the rest loaded."""
+
+
 def _folder(folder: Path) -> list[Task]:
-    from .robust_kbench import load_robust_tasks  # robust-kbench's folder format: forward and backward tasks
+    from .robust_kbench import load_robust_tasks, load_robust_tree  # robust-kbench's folders: forward and backward
 
     if (folder / "func_forward.py").is_file():
         return load_robust_tasks(folder)
-    subdirs = [d for d in sorted(folder.iterdir()) if d.is_dir() and (d / "func_forward.py").is_file()]
-    return [task_from_path(f) for f in _task_files(folder)] + [t for d in subdirs for t in load_robust_tasks(d)]
+    robust, skipped = load_robust_tree(folder)  # task folders at any depth (robust-kbench nests its groups)
+    for path, why in skipped:
+        warnings.warn(f"robust-kbench task folder {path} skipped (the rest of the suite loads): {why}",
+                      SkippedTaskWarning, stacklevel=3)
+    return [task_from_path(f) for f in _task_files(folder)] + robust
 
 
 def solution_path(task: Task, backend: str = "cpu") -> Path | None:

@@ -376,3 +376,161 @@ def test_gradients_cover_inputs_and_used_parameters(tasks):
     _, grads = bwd.reference(bwd.configs[0], seed=0, init_seed=0)
     shapes = [tuple(g.shape) for g in flatten_outputs(grads)]
     assert shapes == [(8, 32), (16, 32), (16,)]
+
+
+# ---------------------------------------------------------------------- robust-kbench's own file forms (#19)
+
+# As most of robust-kbench's task files do: super(Model, self).__init__(), a backward file whose AutogradFunction
+# calls backward_fn, and a KernelBench-style get_init_inputs of the file's own next to the names the adapter defines.
+RELU_FORWARD = '''
+import torch
+import torch.nn as nn
+
+
+def forward_fn(x: torch.Tensor) -> torch.Tensor:
+    """Applies ReLU to the input."""
+    return torch.relu(x)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super(Model, self).__init__()
+
+    def forward(self, x, fn=forward_fn):
+        return fn(x)
+
+
+def get_inputs(batch_size: int = 16, dim: int = 512):
+    x = torch.randn(batch_size, dim, requires_grad=True)
+    return [x]
+
+
+def get_init_inputs():
+    return []
+'''
+
+RELU_BACKWARD = RELU_FORWARD.replace(
+    "def forward_fn(",
+    '''class AutogradFunction(torch.autograd.Function):
+    backward_fn = None
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.relu(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        return AutogradFunction.backward_fn(grad_output, x)
+
+
+def forward_fn(''',
+    1,
+)
+
+RELU_CONFIG = {"single_input_configs": [{"batch_size": 16, "dim": 512}],
+               "multi_input_configs": [{"batch_size": 16, "dim": 512}, {"batch_size": 7, "dim": 300}]}
+
+
+def write_relu(folder, forward=RELU_FORWARD):
+    folder.mkdir(parents=True)
+    (folder / "func_forward.py").write_text(forward)
+    (folder / "func_backward.py").write_text(RELU_BACKWARD)
+    for form in ("forward", "backward"):
+        (folder / f"config_{form}.json").write_text(json.dumps(RELU_CONFIG))
+    return folder
+
+
+def test_super_with_the_class_name_builds(tmp_path):
+    fwd, bwd = rk.load_robust_tasks(write_relu(tmp_path / "relu"))
+    assert "super(Model, self).__init__()" in fwd.source  # robust-kbench's file, unchanged
+    for cfg in fwd.configs:
+        (x,), out = fwd.reference(cfg, seed=1, init_seed=0, upcast=False)
+        assert torch.equal(out, torch.relu(x))
+    for cfg in bwd.configs:
+        (x, grad_out), (dx,) = bwd.reference(cfg, seed=1, init_seed=0, upcast=False)
+        assert torch.equal(dx, grad_out * (x > 0))
+
+
+RELU_BACKWARD_SOLUTION = '''"""ReLU's gradient as a C++ loop (CPU backend)."""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_like.h>
+#include <torch/library.h>
+
+at::Tensor relu_grad(const at::Tensor& x, const at::Tensor& g) {
+  TORCH_CHECK(x.scalar_type() == at::kFloat && g.scalar_type() == at::kFloat, "relu_grad: float32 expected");
+  at::Tensor xc = x.contiguous(), gc = g.contiguous();
+  at::Tensor out = at::empty_like(xc);
+  const float* xp = xc.data_ptr<float>();
+  const float* gp = gc.data_ptr<float>();
+  float* o = out.data_ptr<float>();
+  for (int64_t i = 0; i < xc.numel(); ++i) o[i] = xp[i] > 0.f ? gp[i] : 0.f;
+  return out;
+}
+
+TORCH_LIBRARY(kb_rk_relu_grad, m) { m.def("relu_grad(Tensor x, Tensor g) -> Tensor", &relu_grad); }
+"""
+
+load_inline(name="kb_rk_relu_grad", cpp_sources=cpp_source, is_python_module=False, no_implicit_headers=True,
+            extra_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, grad_out):
+        return (torch.ops.kb_rk_relu_grad.relu_grad(x, grad_out),)
+'''
+
+
+def test_super_with_the_class_name_evaluates_honest_cpu_solutions(tmp_path, evaluator):
+    from conftest import ROOT
+
+    fwd, bwd = rk.load_robust_tasks(write_relu(tmp_path / "relu"))
+    r = evaluator.evaluate(fwd, (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text())
+    assert r.error is None and r.correct and r.reward > 0, r.feedback()
+    r = evaluator.evaluate(bwd, RELU_BACKWARD_SOLUTION)
+    assert r.error is None and r.correct and r.reward > 0, r.feedback()
+
+
+def test_nested_groups_get_names_that_mirror_their_paths(tmp_path):
+    bench = tmp_path / "tasks" / "kernelbench"  # robust-kbench's layout: tasks/kernelbench/level_N/task_M
+    for level in ("level_1", "level_2"):
+        write_relu(bench / level / "task_1")
+    expect = [f"robust-kbench/kernelbench/{level}/task_1/{form}"
+              for level in ("level_1", "level_2") for form in ("forward", "backward")]
+    assert [t.name for t in load_suite(str(bench))] == expect
+    assert [t.name for t in load_suite(str(tmp_path / "tasks"))] == expect  # the same names from any entry point
+    assert task_from_path(bench / "level_2" / "task_1").name == expect[2]
+    for n in (10, 9):
+        write_relu(bench / "level_1" / f"task_{n}")
+    names = [t.name for t in load_suite(str(bench)) if t.name.endswith("/forward")]
+    assert [n.split("/")[3] for n in names] == ["task_1", "task_9", "task_10", "task_1"]  # numbers by value
+    other = tmp_path / "elsewhere"  # outside a tasks/ folder: the path below the folder asked for
+    write_relu(other / "group" / "relu")
+    assert [t.name for t in load_suite(str(other))] == ["robust-kbench/group/relu/forward",
+                                                        "robust-kbench/group/relu/backward"]
+
+
+def test_a_broken_folder_is_reported_and_skipped(tmp_path):
+    from kbench_env.suite import SkippedTaskWarning
+
+    root = tmp_path / "tasks"
+    write_relu(root / "a_relu")
+    broken = write_relu(root / "mnist_pool", forward=RELU_FORWARD.replace("import torch\n", "import no_such_module_rk\n", 1))
+    write_relu(root / "z_relu")
+    with pytest.warns(SkippedTaskWarning, match=r"mnist_pool.*ModuleNotFoundError.*no_such_module_rk"):
+        names = [t.name for t in load_suite(str(root))]
+    assert names == [f"robust-kbench/{n}/{f}" for n in ("a_relu", "z_relu") for f in ("forward", "backward")]
+    tasks, skipped = rk.load_robust_tree(root)
+    assert len(tasks) == 4 and [p for p, _ in skipped] == [broken] and "no_such_module_rk" in skipped[0][1]
+    with pytest.raises(TaskError, match="func_forward.py.*does not run.*ModuleNotFoundError"):
+        rk.load_robust_tasks(broken)  # asked for by itself, a broken folder fails, saying where and why
