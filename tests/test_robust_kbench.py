@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from kbench_env import robust_kbench as rk
+from kbench_env import robust_kbench_submission as rks
 from kbench_env.compare import compare_outputs, flatten_outputs
 from kbench_env.suite import load_suite, task_from_path
 from kbench_env.task import TaskError
@@ -207,7 +208,7 @@ def test_future_imports_and_clashing_names(tmp_path, monkeypatch):
     _, out = task.reference(task.configs[1], seed=0, init_seed=0)
     assert out.shape == (6, 16)
     assert "rk_get_inputs = 1" in task.source  # a setting named like a function of the file gets its own name
-    cu_src = rk.submission_to_source(FORWARD_CU, task)
+    cu_src = rks.submission_to_source(FORWARD_CU, task)
     assert cu_src.index("from __future__ import annotations") < cu_src.index("import torch")
     ext = types.SimpleNamespace(forward=lambda x, w, b: F.gelu(F.linear(x, w, b)))
     assert _run_candidate(cu_src, task, task.configs[1], monkeypatch, ext)[1] is None
@@ -302,8 +303,8 @@ def _method_args(tree, cls, method):
 def test_submission_source_parses_and_names_the_functions(tasks, form):
     task = tasks[0] if form == "forward" else tasks[1]
     cu = FORWARD_CU if form == "forward" else BACKWARD_CU
-    assert rk.exported_functions(cu) == [form]
-    src = rk.submission_to_source(cu, task)
+    assert rks.exported_functions(cu) == [form]
+    src = rks.submission_to_source(cu, task)
     tree = ast.parse(src)
     (call,) = _calls(tree, "load_inline")
     kw = {k.arg: k.value for k in call.keywords}
@@ -313,7 +314,7 @@ def test_submission_source_parses_and_names_the_functions(tasks, form):
     assert _method_args(tree, "ModelNew", "__init__") == _method_args(ref_tree, "Model", "__init__")
     assert _method_args(tree, "ModelNew", "forward") == _method_args(ref_tree, "Model", "forward")
     with pytest.raises(ValueError):
-        rk.submission_to_source(BACKWARD_CU if form == "forward" else FORWARD_CU, task)
+        rks.submission_to_source(BACKWARD_CU if form == "forward" else FORWARD_CU, task)
     from kbench_env.backends import get_backend
     from kbench_env.screen import screen
 
@@ -322,7 +323,7 @@ def test_submission_source_parses_and_names_the_functions(tasks, form):
 
 def test_submission_without_pybind_declares_its_function(tasks):
     cu = FORWARD_CU[: FORWARD_CU.index("PYBIND11_MODULE")]
-    src = rk.submission_to_source(cu, tasks[0])
+    src = rks.submission_to_source(cu, tasks[0])
     (call,) = _calls(ast.parse(src), "load_inline")
     kw = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg in ("functions", "cpp_sources")}
     assert kw["functions"] == ["forward"]
@@ -354,21 +355,21 @@ def test_converted_submission_runs_like_robust_kbench(tasks, monkeypatch):
     fwd, bwd = tasks
     cfg = fwd.configs[1]
     good = types.SimpleNamespace(forward=lambda x, w, b: F.gelu(F.linear(x, w, b)))
-    seen, mismatch = _run_candidate(rk.submission_to_source(FORWARD_CU, fwd), fwd, cfg, monkeypatch, good)
+    seen, mismatch = _run_candidate(rks.submission_to_source(FORWARD_CU, fwd), fwd, cfg, monkeypatch, good)
     assert mismatch is None and seen["cuda_sources"] == FORWARD_CU
     bad = types.SimpleNamespace(forward=lambda x, w, b: F.linear(x, w, b))
-    assert _run_candidate(rk.submission_to_source(FORWARD_CU, fwd), fwd, cfg, monkeypatch, bad)[1] is not None
+    assert _run_candidate(rks.submission_to_source(FORWARD_CU, fwd), fwd, cfg, monkeypatch, bad)[1] is not None
 
     cfg = bwd.configs[2]
     good = types.SimpleNamespace(backward=_python_backward)
-    seen, mismatch = _run_candidate(rk.submission_to_source(BACKWARD_CU, bwd), bwd, cfg, monkeypatch, good)
+    seen, mismatch = _run_candidate(rks.submission_to_source(BACKWARD_CU, bwd), bwd, cfg, monkeypatch, good)
     assert mismatch is None and seen["cuda_sources"] == BACKWARD_CU
 
     def wrong(grad_output, x, weights, biases):  # forgets the GELU derivative
         return grad_output @ weights, grad_output.t() @ x, grad_output.sum(0)
 
     bad = types.SimpleNamespace(backward=wrong)
-    assert _run_candidate(rk.submission_to_source(BACKWARD_CU, bwd), bwd, cfg, monkeypatch, bad)[1] is not None
+    assert _run_candidate(rks.submission_to_source(BACKWARD_CU, bwd), bwd, cfg, monkeypatch, bad)[1] is not None
 
 
 def test_gradients_cover_inputs_and_used_parameters(tasks):
