@@ -39,10 +39,10 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 from . import buildcache, confine, wire
+from .cgroup import PidsCgroup, kill_session
 from . import worker as worker_mod
 
 _CTX = None
@@ -202,148 +202,6 @@ class WorkerError(RuntimeError):
     def __init__(self, message: str, log_tail: str = ""):
         super().__init__(message)
         self.log_tail = log_tail
-
-
-# ---------------------------------------------------------------------- pids cgroup
-
-
-class PidsCgroup:
-    """A pids cgroup per worker (root only): a process limit that holds for uid 0 and a complete kill list."""
-
-    _base: tuple | None = None  # (path of kbench's parent cgroup, version), detected once
-    _detected = False
-    _lock = threading.Lock()
-
-    @classmethod
-    def base(cls) -> tuple | None:
-        with cls._lock:
-            if not cls._detected:
-                cls._detected = True
-                cls._base = cls._detect()
-        return cls._base
-
-    @classmethod
-    def _detect(cls) -> tuple | None:
-        if os.geteuid() != 0:
-            return None
-        try:
-            with open("/proc/self/mountinfo") as f:
-                mounts = [line.split() for line in f]
-        except OSError:
-            return None
-        for m in mounts:  # cgroup v1 with the pids controller
-            sep = m.index("-")
-            if m[sep + 1] == "cgroup" and "pids" in m[sep + 3].split(","):
-                return cls._prepare(os.path.join(m[4], "kbench"), 1)
-        for m in mounts:  # cgroup v2 with pids enabled for children of the root
-            sep = m.index("-")
-            if m[sep + 1] == "cgroup2":
-                try:
-                    with open(os.path.join(m[4], "cgroup.subtree_control")) as f:
-                        if "pids" not in f.read().split():
-                            continue
-                except OSError:
-                    continue
-                return cls._prepare(os.path.join(m[4], "kbench"), 2)
-        return None
-
-    @staticmethod
-    def _prepare(path: str, version: int) -> tuple | None:
-        try:
-            os.makedirs(path, exist_ok=True)
-            if version == 2:
-                with open(os.path.join(path, "cgroup.subtree_control"), "w") as f:
-                    f.write("+pids")
-            now = time.time()
-            for e in os.scandir(path):  # groups left by killed parents (an hour old, empty)
-                if e.is_dir(follow_symlinks=False) and now - e.stat().st_mtime > 3600:
-                    with contextlib.suppress(OSError):
-                        os.rmdir(e.path)
-            return path, version
-        except OSError:
-            return None
-
-    def __init__(self, max_pids: int):
-        base = self.base()
-        if base is None:
-            raise OSError("no pids cgroup")
-        self.path = os.path.join(base[0], uuid.uuid4().hex[:16])
-        self.version = base[1]
-        os.mkdir(self.path)
-        try:
-            with open(os.path.join(self.path, "pids.max"), "w") as f:
-                f.write(str(int(max_pids)))
-        except OSError:
-            os.rmdir(self.path)
-            raise
-
-    def pids(self) -> list:
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                return [int(x) for x in f.read().split()]
-        except (OSError, ValueError):
-            return []
-
-    def signal_all(self) -> None:
-        """SIGKILL every process in the cgroup, without waiting for them to go."""
-        if self.version == 2 and os.path.exists(os.path.join(self.path, "cgroup.kill")):
-            with contextlib.suppress(OSError), open(os.path.join(self.path, "cgroup.kill"), "w") as f:
-                f.write("1")
-            return
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-    def kill_all(self) -> None:
-        if self.version == 2 and os.path.exists(os.path.join(self.path, "cgroup.kill")):
-            with contextlib.suppress(OSError), open(os.path.join(self.path, "cgroup.kill"), "w") as f:
-                f.write("1")
-        for _ in range(200):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.005)
-
-    def add(self, pid: int) -> None:
-        with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
-            f.write(str(pid))
-
-    def remove(self) -> None:
-        for _ in range(100):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:  # killed processes not reaped yet
-                self.kill_all()
-                time.sleep(0.01)
-
-
-def kill_session(sid: int, rounds: int = 50) -> None:
-    """Kill every process of session ``sid`` (the worker's: its seccomp filter refuses setsid(), so all its
-    descendants stay in it, including compilers that ninja puts in process groups of their own). Used where no
-    pids cgroup is at hand; a pid stays reserved while it names a live session, so nothing else is hit."""
-    for _ in range(rounds):
-        found = False
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    st = f.read()
-                fields = st[st.rindex(")") + 2 :].split()
-                if int(fields[3]) == sid and fields[0] not in "ZX":
-                    os.kill(int(name), signal.SIGKILL)
-                    found = True
-            except (OSError, ValueError, IndexError):
-                continue
-        if not found:
-            return
-        time.sleep(0.005)
 
 
 class _Reaper:
