@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import sysconfig
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -25,11 +27,24 @@ from .task import Task, TaskError, load_task
 SUITE_FOLDERS = ("level1", "level2", "level3", "robust")
 
 
+def _install_prefixes() -> list[str]:
+    return list(dict.fromkeys((sysconfig.get_path("data"), sys.prefix, sys.base_prefix)))
+
+
 def tasks_root() -> Path:
+    """The tasks folder: ``KBENCH_TASKS``, else the source checkout's ``tasks/`` (an editable install), else the
+    copy a wheel installs as data under ``<prefix>/share/kbench/tasks`` (see pyproject's data-files)."""
     env = os.environ.get("KBENCH_TASKS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "tasks"
+    checkout = Path(__file__).resolve().parent.parent / "tasks"
+    if (checkout / "suites.json").is_file():
+        return checkout
+    for prefix in _install_prefixes():
+        installed = Path(prefix) / "share" / "kbench" / "tasks"
+        if (installed / "suites.json").is_file():
+            return installed
+    return checkout
 
 
 def _task_files(folder: Path) -> list[Path]:
