@@ -13,8 +13,8 @@ All three take an ``agents.llm`` client; ``agents.llm.OfflineClient`` drives the
 
 from __future__ import annotations
 
-from kbench_env.prompt import SYSTEM_PROMPT
-from kbench_env.screen import ScreenError, extract_source
+from kbench_env.env.prompt import SYSTEM_PROMPT
+from kbench_env.pipeline.screen import ScreenError, extract_source
 
 from . import prompts
 

@@ -27,8 +27,8 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from kbench_env.screen import ScreenError, extract_source
-from kbench_env.suite import solution_path
+from kbench_env.pipeline.screen import ScreenError, extract_source
+from kbench_env.tasks.suite import solution_path
 
 from . import prompts, tunables
 

@@ -328,7 +328,7 @@ def default_offline_reply(messages: list[dict], seed: int = 0) -> str:
     m = _TASK_LINE.search(text)
     b = _BACKEND_LINE.search(text)
     if m:
-        from kbench_env.suite import resolve_task, solution_path
+        from kbench_env.tasks.suite import resolve_task, solution_path
 
         try:
             path = solution_path(resolve_task(m.group(1).rstrip(":")), b.group(1) if b else "cpu")

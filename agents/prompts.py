@@ -1,6 +1,6 @@
 """The agents' own prompt text: translation retries, mutation, crossover and refinement messages.
 
-The task part of every prompt is ``kbench_env.prompt.build_prompt`` (reference program, shown configurations,
+The task part of every prompt is ``kbench_env.env.prompt.build_prompt`` (reference program, shown configurations,
 hardware, backend rules); this module only wraps it with parents' code and their feedback. Feedback comes from
 the EvalResult (``EvalResult.feedback``), condensed by ``summarize_feedback`` so that a long compiler log does not
 crowd out the code.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from kbench_env.prompt import SYSTEM_PROMPT, build_prompt
-from kbench_env.result import EvalResult
+from kbench_env.env.prompt import SYSTEM_PROMPT, build_prompt
+from kbench_env.pipeline.result import EvalResult
 
 
 def task_prompt(task, evaluator) -> str:

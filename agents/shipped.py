@@ -6,7 +6,7 @@ and a sanity check that every task with a shipped solution is solvable on this m
 
 from __future__ import annotations
 
-from kbench_env.suite import solution_path
+from kbench_env.tasks.suite import solution_path
 
 
 class ShippedSolutionAgent:

@@ -70,7 +70,7 @@ def check_parameters(path: Path, mod) -> str | None:
     not built: ModelNew is only constructed)."""
     import torch
 
-    from kbench_env.suite import resolve_task
+    from kbench_env.tasks.suite import resolve_task
 
     task_path = ROOT / "tasks" / path.parent.name / path.name
     if not task_path.is_file():

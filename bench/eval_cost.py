@@ -42,9 +42,9 @@ def main() -> int:
     args = ap.parse_args()
 
     import kbench_env
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.suite import resolve_task, solution_path
-    from kbench_env.task import Config
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task, solution_path
+    from kbench_env.tasks.task import Config
 
     if args.trace:
         os.environ["KBENCH_TRACE"] = args.trace

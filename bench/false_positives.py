@@ -81,7 +81,7 @@ def select(solutions: list[Solution], spec: str | None, sample: int = 0, seed: i
     """The solutions ``spec`` names (all when empty; see the module docstring), plus ``sample`` others at random."""
     if not spec:
         return list(solutions)
-    from kbench_env.suite import named_suites
+    from kbench_env.tasks.suite import named_suites
 
     suites = named_suites()
     tasks, parts = set(), []
@@ -256,8 +256,8 @@ def markdown(s: dict, meta: dict) -> str:
 
 
 def _evaluators(device: str, backends, args) -> dict:
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.sandbox import Limits
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.sandbox.process import Limits
 
     limits = Limits(build_timeout=args.build_timeout, run_timeout=120, time_timeout=300)
     return {b: Evaluator(device=device, backend=b, limits=limits, timing=dict(CAMPAIGN_TIMING),
@@ -279,7 +279,7 @@ def _backends(device: str) -> tuple:
 def run(args) -> int:
     from tqdm import tqdm
 
-    from kbench_env.suite import resolve_task
+    from kbench_env.tasks.suite import resolve_task
 
     backends = _backends(args.device)
     available = honest_solutions(backends, Path(args.variants))

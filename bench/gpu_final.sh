@@ -16,11 +16,11 @@ elif [ "${1:-1}" = 3 ]; then  # what one last device call could hold: solutions,
   timeout 170 python bench/gpu_validate.py --backends cuda --only "$KBENCH_GPU_ONLY" --compile none --workers 16 \
     --out "$OUT/gpu_solutions" 2>&1 | tail -16
   timeout 130 python -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider -k "not triton" 2>&1 | tee "$OUT/gpu_tests.txt" | tail -8
-  timeout 230 python -m kbench_env.cli run --suite robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward \
+  timeout 230 python -m kbench_apps.cli run --suite robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward \
     --agent evolutionary --device cuda --budget 2 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -12
   OUT=$OUT/train timeout 55 bash bench/train_gpu.sh 2>&1 | tail -8
 else
-  timeout 150 python -m kbench_env.cli run --suite robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward \
+  timeout 150 python -m kbench_apps.cli run --suite robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward \
     --agent evolutionary --device cuda --budget 3 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -14
   timeout 140 bash bench/train_gpu.sh "$OUT/train_gpu.log" 2>&1 | tail -12
 fi

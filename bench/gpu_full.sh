@@ -16,7 +16,7 @@ if [ "$part" = A ]; then
   timeout 150 python -m pytest -q -m gpu $(ls tests/test_gpu*.py) -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   timeout 185 python bench/throughput.py --device cuda --n 16 --naive 1 --cold 1 --workers 16 --out "$OUT/throughput_h100.md" 2>&1 | tail -14
 else
-  timeout 330 python -m kbench_env.cli run --suite robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward \
+  timeout 330 python -m kbench_apps.cli run --suite robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward \
     --agent evolutionary --device cuda --budget 4 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -20
   timeout 230 bash bench/train_gpu.sh "$OUT/train_gpu.log" 2>&1 | tail -25
 fi

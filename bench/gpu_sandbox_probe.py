@@ -95,10 +95,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.result import EvalResult
-    from kbench_env.sandbox import Limits, Worker
-    from kbench_env.suite import resolve_task, solution_path
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.pipeline.result import EvalResult
+    from kbench_env.sandbox.process import Limits, Worker
+    from kbench_env.tasks.suite import resolve_task, solution_path
 
     task = resolve_task(args.task)
     backend = "cuda" if args.device.startswith("cuda") else "cpu"

@@ -89,7 +89,7 @@ fidelity)
   ;;
 agent)
   stamp "evolutionary agent on CUDA tasks"
-  KBENCH_COMPILE_BASELINE=0 timeout 570 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" \
+  KBENCH_COMPILE_BASELINE=0 timeout 570 python3 -m kbench_apps.cli run --suite "$AGENT_TASKS" \
     --agent evolutionary --device cuda --budget 3 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" 2>&1 | tail -16
   ;;
 speed)
@@ -114,7 +114,7 @@ resume)  # the GPU test suite side by side, then the agent resumed from an earli
     | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "evolutionary agent on CUDA tasks, resumed"
   [ -n "${RESUME:-}" ] && cp "$RESUME" "$OUT/evolutionary_cuda.jsonl"
-  KBENCH_COMPILE_BASELINE=0 timeout $(left ${AGENT_END:-505}) python3 -m kbench_env.cli run --suite "$AGENT_TASKS" \
+  KBENCH_COMPILE_BASELINE=0 timeout $(left ${AGENT_END:-505}) python3 -m kbench_apps.cli run --suite "$AGENT_TASKS" \
     --agent evolutionary --device cuda --budget 2 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" 2>&1 | tail -16
   ;;
 final)  # what one last short device session can hold: the GPU tests side by side, GRPO, the agent
@@ -125,7 +125,7 @@ final)  # what one last short device session can hold: the GPU tests side by sid
   stamp "GRPO"
   STEPS=2 OUT=$OUT/train timeout 110 bash bench/train_gpu.sh 2>&1 | tail -12
   stamp "evolutionary agent on CUDA tasks"
-  timeout 140 python3 -m kbench_env.cli run --suite "$AGENT_TASKS" --agent evolutionary --device cuda --budget 2 \
+  timeout 140 python3 -m kbench_apps.cli run --suite "$AGENT_TASKS" --agent evolutionary --device cuda --budget 2 \
     --workers 6 --out "$OUT/evolutionary_cuda.jsonl" --fresh 2>&1 | tail -14
   ;;
 recheck|validate)  # validate: recheck without the traced evaluation

@@ -13,5 +13,5 @@ sys.path.insert(0, "bench")
 import throughput
 print(throughput.CUDA_TEMPLATE.format(idx=1, chunk=256))
 PY
-python -m kbench_env.cli eval --task level1/relu --solution /tmp/cuda_relu.py --device cuda 2>&1 | tail -20
+python -m kbench_apps.cli eval --task level1/relu --solution /tmp/cuda_relu.py --device cuda 2>&1 | tail -20
 python bench/throughput.py --device cuda --n ${N:-16} --naive 2 --cold 1 --workers 16 --out $OUT/throughput.md 2>&1 | tail -15

@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     if not argv:
         print(__doc__)
         return 2
-    from kbench_env.result import EvalResult
+    from kbench_env.pipeline.result import EvalResult
     from test_gpu import ADVERSARIAL, exploit_problem, extension_problem, solution_problem
 
     recs = [json.loads(line) for line in Path(argv[0]).read_text().splitlines() if line.strip()]

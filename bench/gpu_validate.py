@@ -48,8 +48,8 @@ def primary_config(task, device: str = "cuda"):
 
 
 def _evaluator(backend: str, compile_baseline: bool, args):
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.sandbox import Limits
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.sandbox.process import Limits
 
     return Evaluator(device=args.device, backend=backend, compile_baseline=compile_baseline, timing=dict(TIMING),
                      limits=Limits(build_timeout=args.build_timeout, run_timeout=120, time_timeout=300),
@@ -70,7 +70,7 @@ def run(plan: dict, args, t0: float, on_progress=None) -> list[dict]:
     ``--compile-deadline`` seconds after the start."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
-    from kbench_env.suite import resolve_task
+    from kbench_env.tasks.suite import resolve_task
 
     evaluators, compilers = {}, {}
     for backend in plan:  # on a GPU every evaluator takes the same per-GPU lock (kbench_env/devicelock.py)

@@ -36,9 +36,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
 
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.sandbox import Limits, Worker
-    from kbench_env.suite import resolve_task
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.sandbox.process import Limits, Worker
+    from kbench_env.tasks.suite import resolve_task
 
     modes = {"sandbox (all layers)": Limits(), "isolation off": Limits(isolation=False)}
     root = tempfile.mkdtemp(prefix="kbench-overhead-")

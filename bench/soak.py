@@ -224,9 +224,9 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
     import gymnasium as gym
 
     import kbench_env  # noqa: F401  (registers KBench-v0)
-    from kbench_env import sandbox
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.sandbox import Limits
+    from kbench_env.sandbox import process as sandbox
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.sandbox.process import Limits
 
     work = tempfile.mkdtemp(prefix="kbench-soak-")
     secret = os.path.join(work, "secret.txt")
@@ -310,7 +310,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
 
 
 def _protections() -> dict:
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
 
     rep = sandbox.doctor()
     return {"active": sorted(rep.get("active", {})), "missing": rep.get("missing", {}),

@@ -196,7 +196,7 @@ def main() -> int:
     started = time.perf_counter()
 
     from kbench_env import Evaluator, resolve_task
-    from kbench_env.env import KBenchEnv
+    from kbench_env.env.env import KBenchEnv
 
     cuda = args.device.startswith("cuda")
     template = CUDA_TEMPLATE if cuda else CPU_TEMPLATE

@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from kbench_env import integrity  # noqa: E402
+from kbench_env.pipeline import integrity  # noqa: E402
 from kbench_env.backends.cuda import CudaBackend  # noqa: E402
-from kbench_env.suite import resolve_task  # noqa: E402
+from kbench_env.tasks.suite import resolve_task  # noqa: E402
 
 SETTINGS = {"default": {}, "block 32": {"block": 32}, "min 0.3 s": {"min_seconds": 0.3}}
 

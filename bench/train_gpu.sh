@@ -54,8 +54,8 @@ PY
 # 2. the reward path for a correct kernel: the shipped CUDA ReLU through KBenchReward, against Evaluator.evaluate
 python3 - <<'PY' 2>&1 | tee "$LOG_DIR/reward_check.log"
 import time
-from kbench_env.evaluator import Evaluator
-from kbench_env.suite import resolve_task, solution_path
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.tasks.suite import resolve_task, solution_path
 from training.rewards import KBenchReward
 task = resolve_task("level1/relu")
 path = solution_path(task, "cuda")

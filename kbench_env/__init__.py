@@ -6,10 +6,10 @@ Public API: ``Evaluator``, ``EvalResult``, ``Task``, ``load_task``, ``load_suite
 
 from __future__ import annotations
 
-from .evaluator import Evaluator
-from .result import ConfigResult, EvalResult
-from .suite import load_suite, resolve_task
-from .task import Config, Task, load_task
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.result import ConfigResult, EvalResult
+from kbench_env.tasks.suite import load_suite, resolve_task
+from kbench_env.tasks.task import Config, Task, load_task
 
 __version__ = "0.1.0"
 
@@ -18,13 +18,13 @@ try:  # the evaluator works without gymnasium (e.g. on a bare GPU image); the en
 except ImportError:  # pragma: no cover
     gym = None
 if gym is not None and "KBench-v0" not in gym.registry:
-    gym.register(id="KBench-v0", entry_point="kbench_env.env:KBenchEnv", nondeterministic=True,
-                 vector_entry_point="kbench_env.vector:KBenchVectorEnv")
+    gym.register(id="KBench-v0", entry_point="kbench_env.env.env:KBenchEnv", nondeterministic=True,
+                 vector_entry_point="kbench_env.env.vector:KBenchVectorEnv")
 
 
 def __getattr__(name):  # the env class imports gymnasium spaces; load it on first use
     if name == "KBenchEnv":
-        from .env import KBenchEnv
+        from kbench_env.env.env import KBenchEnv
 
         return KBenchEnv
     raise AttributeError(name)

@@ -55,14 +55,14 @@ def tasks_root(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def quick_evaluator():
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.sandbox import Limits
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.sandbox.process import Limits
 
     return Evaluator(device="cpu", timing=QUICK, limits=Limits(build_timeout=600, run_timeout=60, time_timeout=120))
 
 
 def make_env(evaluator, task="level1/relu", max_turns=8):
-    from kbench_env.env import KBenchEnv
+    from kbench_env.env.env import KBenchEnv
 
     return KBenchEnv(task=task, evaluator=evaluator, max_turns=max_turns)
 
@@ -337,7 +337,7 @@ def test_killed_run_resumes_without_reevaluating(tmp_path):
     root = make_tasks_root(tmp_path / "tasks", names=("relu", "relu_copy"))
     out = tmp_path / "run.jsonl"
     env = dict(os.environ, KBENCH_TASKS=str(root))
-    cmd = [sys.executable, "-m", "kbench_env.cli", "run", "--device", "cpu", "--budget", "4", "--batch-size", "1",
+    cmd = [sys.executable, "-m", "kbench_apps.cli", "run", "--device", "cpu", "--budget", "4", "--batch-size", "1",
            "--timing", "quick", "--out", str(out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)

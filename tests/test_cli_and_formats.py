@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from conftest import ROOT
-from kbench_env.suite import resolve_task
-from kbench_env.task import load_task
+from kbench_env.tasks.suite import resolve_task
+from kbench_env.tasks.task import load_task
 
 KB_FILE = ROOT / "tests/data/kernelbench/19_ReLU.py"
 RELU_SOLUTION = ROOT / "tasks/solutions/cpu/level1/relu.py"
@@ -17,7 +17,7 @@ RELU_SOLUTION = ROOT / "tasks/solutions/cpu/level1/relu.py"
 
 def kbench(*args, timeout=600):
     env = dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "kbench_env.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kbench_apps.cli", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
 
 

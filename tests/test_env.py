@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 
 import kbench_env  # noqa: F401  (registers KBench-v0)
 from conftest import ROOT, read
-from kbench_env.env import KBenchEnv
+from kbench_env.env.env import KBenchEnv
 
 RELU_SOLUTION = read(ROOT / "tasks/solutions/cpu/level1/relu.py")
 
@@ -101,7 +101,7 @@ def test_target_speedup_terminates(evaluator):
 
 
 def test_reward_callable(evaluator):
-    from kbench_env.evaluator import Evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, reward=lambda r: 42.0 if r.stage == "none" else 0.0)
     env = KBenchEnv(task="level1/relu", evaluator=ev)

@@ -19,10 +19,11 @@ import pytest
 
 from candidates import _forward
 from conftest import ROOT
-from kbench_env import buildcache, sandbox
-from kbench_env.evaluator import Evaluator
-from kbench_env.sandbox import Limits
-from kbench_env.suite import resolve_task
+from kbench_env.sandbox import buildcache
+from kbench_env.sandbox import process as sandbox
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.sandbox.process import Limits
+from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
 
@@ -133,7 +134,7 @@ def test_the_resource_tracker_cannot_be_reached():
         out = _script(f"""
         import json, os, sys, tempfile
         from candidates import _forward
-        from kbench_env import sandbox
+        from kbench_env.sandbox import process as sandbox
         code = _forward("        return x", at_import='''
         import stat, fcntl
         wrote = []
@@ -175,7 +176,7 @@ def test_no_secret_in_any_environment_a_worker_can_read():
     import multiprocessing.forkserver as fs
     import multiprocessing.resource_tracker as rt
     from candidates import _forward
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
     code = _forward("        return x", at_import='''
     leaks = [p for p in ("/proc/self/environ",) if b"{secret}" in open(p, "rb").read()]
     leaks += [k for k, v in os.environ.items() if "{secret}" in v]

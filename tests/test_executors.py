@@ -10,7 +10,7 @@ import candidates as C
 import kbench_env  # noqa: F401
 from conftest import ROOT, read
 from kbench_env.executors import make_executor
-from kbench_env.suite import resolve_task
+from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
 GOOD = read(ROOT / "tasks/solutions/cpu/level1/relu.py")

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from kbench_env.result import ConfigResult, EvalResult
-from kbench_env.suite import named_suites, resolve_task
+from kbench_env.pipeline.result import ConfigResult, EvalResult
+from kbench_env.tasks.suite import named_suites, resolve_task
 
 sys.path.insert(0, str(ROOT / "bench"))
 import false_positives as fp  # noqa: E402

@@ -10,9 +10,9 @@ import pytest
 
 import candidates as C
 from conftest import ROOT, read
-from kbench_env.evaluator import Evaluator
-from kbench_env.sandbox import Limits
-from kbench_env.suite import resolve_task
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.sandbox.process import Limits
+from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
 RELU_SOLUTION = read(ROOT / "tasks/solutions/cpu/level1/relu.py")

@@ -1,4 +1,4 @@
-"""Timed-output fingerprints (kbench_env/fingerprint.py): honest outputs of any size, mean, spread and dtype are
+"""Timed-output fingerprints (kbench_env/pipeline/fingerprint.py): honest outputs of any size, mean, spread and dtype are
 confirmed, stale and wrong ones are caught, at the rates the module states (issue #18)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import random
 
 import torch
 
-from kbench_env import integrity
-from kbench_env.compare import tolerance_for
-from kbench_env.fingerprint import MARGIN, SAMPLES
+from kbench_env.pipeline import integrity
+from kbench_env.pipeline.compare import tolerance_for
+from kbench_env.pipeline.fingerprint import MARGIN, SAMPLES
 
 F32 = tolerance_for(torch.float32)
 

@@ -15,8 +15,8 @@ import zipfile
 import pytest
 import torch
 
-from kbench_env import wire
-from kbench_env.worker import pack, unpack
+from kbench_env.protocol import wire
+from kbench_env.worker.loop import pack, unpack
 
 
 def _same(a, b) -> bool:

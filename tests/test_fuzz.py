@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import candidates as C
-from kbench_env.evaluator import Evaluator
-from kbench_env.reward import EXPLOIT, INVALID, NO_BUILD, WRONG
-from kbench_env.sandbox import Limits
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.reward import EXPLOIT, INVALID, NO_BUILD, WRONG
+from kbench_env.sandbox.process import Limits
 
 TIERS = {EXPLOIT, INVALID, NO_BUILD, WRONG}
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conftest import ROOT, read
-from kbench_env.suite import resolve_task
+from kbench_env.tasks.suite import resolve_task
 
 pytestmark = pytest.mark.gpu
 
@@ -111,7 +111,7 @@ def _adv(forward_body: str, prelude: str = "", init: str = "") -> str:
     return ADV_EXT + prelude + "\n\nclass ModelNew(nn.Module):\n" + init + "\n    def forward(self, *args):\n" + forward_body
 
 
-SILENCED_EVENTS = ("import torch\nimport kbench_env.integrity as _i\n_i.HarnessGuard.changed = lambda self: []\n"
+SILENCED_EVENTS = ("import torch\nimport kbench_env.pipeline.integrity as _i\n_i.HarnessGuard.changed = lambda self: []\n"
                    "torch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n")
 
 #: name -> (task, source, expected flag kinds, strict). Strict: must be flagged (with one of the expected kinds, if
@@ -141,7 +141,7 @@ ADVERSARIAL = {
         prelude="CACHE = {}\n"), ("timed_output_wrong",), False),
     "patched_timer": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
-        prelude="import kbench_env.timing as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
+        prelude="import kbench_env.worker.timing as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
         ("harness_patched", "speedup_not_reverified", "below_roofline"), True),
     "patched_cuda_events": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
@@ -218,8 +218,8 @@ class _SharedDevice:
 
 
 def _evaluator(backend: str, shared_device: bool = True):
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.sandbox import Limits
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.sandbox.process import Limits
 
     ev = Evaluator(device="cuda", backend=backend, compile_baseline=False, timing=dict(TIMING),
                    limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300))
@@ -366,7 +366,7 @@ def test_block_fingerprints_and_written_inputs_match_per_call_ones():
     """The timing's fast paths give what the per-call ones give, bit for bit, on a GPU: inputs written into a
     captured graph's static buffers (``TimedInputs.write``) and the fingerprints of a block's static outputs
     replayed as a graph of their own (``Fingerprint.pending_block``)."""
-    from kbench_env import integrity
+    from kbench_env.pipeline import integrity
 
     x = torch.randn(300, 1001, device="cuda")
     ti = integrity.TimedInputs([x, torch.randn(7, device="cuda").half(), 3], 5, 2, 9).materialise()

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from conftest import ROOT, read
-from kbench_env.evaluator import Evaluator
-from kbench_env.sandbox import Limits
-from kbench_env.suite import resolve_task
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.sandbox.process import Limits
+from kbench_env.tasks.suite import resolve_task
 
 pytestmark = pytest.mark.gpu
 
@@ -84,7 +84,7 @@ def _then_ok(ev):
 
 
 def test_sandboxed_worker_reaches_the_gpu(gpu_ev):
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
 
     report = sandbox.doctor(device="cuda")
     print(sandbox.format_doctor(report))
@@ -127,7 +127,7 @@ def test_gpu_worker_has_no_network(gpu_ev):
     """The GPU default (network namespace, seccomp allowing only AF_UNIX sockets, the audit hook enforcing):
     native AF_INET and AF_INET6 sockets are refused, a Python-level connection is refused and flagged, and the
     network namespace is reported active."""
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
 
     with sandbox.Worker("class ModelNew:\n    pass\n", "cuda", "cuda", gpu_ev.build_root, gpu_ev.limits) as w:
         w.recv(60, "load")
@@ -149,7 +149,7 @@ def test_full_sandbox_on_the_gpu(evaluator):
     """The full sandbox (mount namespace and Landlock too) for CUDA workers (Limits.gpu_isolation). On failure the message carries the worker's own log (the traceback behind an exit status)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
 
     ev = Evaluator(device="cuda", backend="cuda", cache_dir=evaluator.cache_dir, timing=TIMING,
                    limits=Limits(build_timeout=600, run_timeout=60, time_timeout=60, gpu_isolation=True))

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import ROOT, read
-from kbench_env.suite import resolve_task
+from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
 HONEST = read(ROOT / "tasks/solutions/cpu/level1/relu.py")
@@ -54,7 +54,7 @@ CASES = {
     # speedup is re-timed from the trusted side (speedup_not_reverified) and held to the roofline.
     "patched_timer": (with_model(
         f"    def forward(self, x):\n        return {OP}(x)\n",
-        prelude="\nimport itertools\nimport kbench_env.timing as _t\n_c = itertools.count()\n"
+        prelude="\nimport itertools\nimport kbench_env.worker.timing as _t\n_c = itertools.count()\n"
                 "_t._perf_counter = lambda: next(_c) * 1e-9\n"), "harness_patched"),
     "patched_clock_in_forward": (with_model(  # the standard library's clock, replaced during a forward call
         f"    def forward(self, x):\n        import time\n        time.perf_counter = lambda: 0.0\n"
@@ -159,14 +159,14 @@ def test_deferred_work_in_a_thread_is_caught(evaluator):
 
 
 def test_large_speedup_is_reverified_independently(evaluator):
-    from kbench_env.evaluator import Evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, roofline=False)
     # the worker's own check (HarnessGuard) silenced from the candidate's process as well: only the trusted side's
     # re-timing is left to catch the patched timer
     blind = with_model(
         f"    def forward(self, x):\n        return {OP}(x)\n",
-        prelude="\nimport itertools\nimport kbench_env.integrity as _i\nimport kbench_env.timing as _t\n"
+        prelude="\nimport itertools\nimport kbench_env.pipeline.integrity as _i\nimport kbench_env.worker.timing as _t\n"
                 "_i.HarnessGuard.changed = lambda self: []\n_c = itertools.count()\n"
                 "_t._perf_counter = lambda: next(_c) * 1e-9\n")
     r = ev.evaluate(RELU, blind)
@@ -178,10 +178,10 @@ def test_time_under_the_roofline_floor_is_flagged(evaluator):
     """Check 15: a correct matrix product whose timer is patched, with the worker's own check (HarnessGuard)
     silenced and the re-timing out of reach (threshold raised), still cannot report less time than the device's
     measured FLOP rate allows."""
-    from kbench_env.evaluator import Evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, reverify_above=1e12)
-    patched = ("import itertools\nimport kbench_env.integrity as _i\nimport kbench_env.timing as _t\n"
+    patched = ("import itertools\nimport kbench_env.pipeline.integrity as _i\nimport kbench_env.worker.timing as _t\n"
                "_i.HarnessGuard.changed = lambda self: []\n_c = itertools.count()\n"
                "_t._perf_counter = lambda: next(_c) * 1e-9\n")
     r = ev.evaluate(resolve_task("level1/matmul_square"),
@@ -197,7 +197,7 @@ def test_a_floor_from_a_calibration_taken_under_load_is_reverified(evaluator):
     honest matrix product timed later, unloaded, fell under half of it (18 below_roofline flags in the CPU
     false-positive campaign). A time under the floor is checked against a fresh calibration before it is flagged,
     and the evaluator keeps the better figures."""
-    from kbench_env.evaluator import Evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing)
     ev._calibration = {"bandwidth": 1e6, "flops": {"float32": 1e6}}  # what a starved machine could have measured
@@ -246,10 +246,10 @@ def test_reference_parameters_do_not_depend_on_other_threads():
 def test_fingerprint_tells_a_stale_output_from_a_fresh_one():
     """Two timed calls' inputs differ by 1% noise: the output of one is not accepted for the other, while an output
     with an honest kernel's rounding error (and the reference computed in float64) is. Seeded: the check misses
-    such a stale output with probability < 1e-11 (kbench_env/fingerprint.py), so no seed should fail, but an
+    such a stale output with probability < 1e-11 (kbench_env/pipeline/fingerprint.py), so no seed should fail, but an
     unseeded draw cannot be replayed."""
-    from kbench_env import integrity
-    from kbench_env.compare import tolerance_for
+    from kbench_env.pipeline import integrity
+    from kbench_env.pipeline.compare import tolerance_for
 
     g = torch.Generator().manual_seed(18)
     x = [torch.randn(256, 1024, generator=g)]

@@ -7,7 +7,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from kbench_env import suite
+from kbench_env.tasks import suite
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
@@ -43,7 +43,7 @@ def test_every_shipped_task_file_is_installed_as_data():
 
 
 def test_an_installed_package_finds_the_tasks_under_its_prefix(tmp_path, monkeypatch):
-    site = tmp_path / "lib" / "site-packages" / "kbench_env"
+    site = tmp_path / "lib" / "site-packages" / "kbench_env" / "tasks"
     site.mkdir(parents=True)
     monkeypatch.setattr(suite, "__file__", str(site / "suite.py"))
     monkeypatch.delenv("KBENCH_TASKS", raising=False)

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from kbench_env.report import P_VALUES, load_records, summarize, write_report
+from kbench_apps.report import P_VALUES, load_records, summarize, write_report
 
 
 def attempt(agent, task, speedup=None, correct=True, flags=(), level=None, verifier=None, t=0.0, **ev):
@@ -97,7 +97,7 @@ def test_same_agent_in_two_files_is_kept_apart(tmp_path):
 def test_report_cli_writes_tables_plots_and_markdown(tmp_path):
     fa, fb = write(tmp_path / "a.jsonl", run_a()), write(tmp_path / "b.jsonl", run_b())
     out = tmp_path / "report"
-    p = subprocess.run([sys.executable, "-m", "kbench_env.cli", "report", str(fa), str(fb), "--out-dir", str(out)],
+    p = subprocess.run([sys.executable, "-m", "kbench_apps.cli", "report", str(fa), str(fb), "--out-dir", str(out)],
                        capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="160"), timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     for word in ("fast_0.5", "fast_1.5", "fast_2", "geomean speedup", "soft verifiers", "report.md"):
@@ -114,7 +114,7 @@ def test_report_cli_writes_tables_plots_and_markdown(tmp_path):
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["agents"]["B"]["fast_p"]["1"] == 0.75
 
-    p = subprocess.run([sys.executable, "-m", "kbench_env.cli", "report", str(fa), "--out-dir", str(tmp_path / "r2"),
+    p = subprocess.run([sys.executable, "-m", "kbench_apps.cli", "report", str(fa), "--out-dir", str(tmp_path / "r2"),
                         "--no-plots", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["agents"]["A"]["fast_p"]["1"] == pytest.approx(1 / 3)
@@ -124,6 +124,6 @@ def test_report_cli_writes_tables_plots_and_markdown(tmp_path):
 def test_report_of_missing_or_empty_results(tmp_path):
     with pytest.raises(ValueError):
         write_report([write(tmp_path / "empty.jsonl", [])], tmp_path / "r")
-    p = subprocess.run([sys.executable, "-m", "kbench_env.cli", "report", str(tmp_path / "nope.jsonl")],
+    p = subprocess.run([sys.executable, "-m", "kbench_apps.cli", "report", str(tmp_path / "nope.jsonl")],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2 and "no results file" in p.stderr

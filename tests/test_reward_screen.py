@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import no_hang
-from kbench_env.result import EvalResult
-from kbench_env.reward import get_reward_fn
-from kbench_env.screen import MAX_ACTION_CHARS, ScreenError, extract_source, screen
-from kbench_env.suite import resolve_task
+from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.reward import get_reward_fn
+from kbench_env.pipeline.screen import MAX_ACTION_CHARS, ScreenError, extract_source, screen
+from kbench_env.tasks.suite import resolve_task
 
 
 def _r(**kw) -> EvalResult:

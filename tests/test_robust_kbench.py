@@ -1,4 +1,4 @@
-"""robust-kbench folders and submissions (kbench_env/robust_kbench.py), on a small task written here in that format."""
+"""robust-kbench folders and submissions (kbench_env/tasks/formats/robust_kbench.py), on a small task written here in that format."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kbench_env import robust_kbench as rk
-from kbench_env import robust_kbench_submission as rks
-from kbench_env.compare import compare_outputs, flatten_outputs
-from kbench_env.suite import load_suite, task_from_path
-from kbench_env.task import TaskError
+from kbench_env.tasks.formats import robust_kbench as rk
+from kbench_env.tasks.formats import robust_kbench_submission as rks
+from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.tasks.suite import load_suite, task_from_path
+from kbench_env.tasks.task import TaskError
 
 # A robust-kbench task folder: func_forward.py, func_backward.py, config_forward.json, config_backward.json.
 # The model holds an unused nn.Linear next to the parameters it uses (as robust-kbench's linear tasks do), so
@@ -316,7 +316,7 @@ def test_submission_source_parses_and_names_the_functions(tasks, form):
     with pytest.raises(ValueError):
         rks.submission_to_source(BACKWARD_CU if form == "forward" else FORWARD_CU, task)
     from kbench_env.backends import get_backend
-    from kbench_env.screen import screen
+    from kbench_env.pipeline.screen import screen
 
     screen(src, get_backend("cuda"))  # an action the cuda backend accepts
 
@@ -522,7 +522,7 @@ def test_nested_groups_get_names_that_mirror_their_paths(tmp_path):
 
 
 def test_a_broken_folder_is_reported_and_skipped(tmp_path):
-    from kbench_env.suite import SkippedTaskWarning
+    from kbench_env.tasks.suite import SkippedTaskWarning
 
     root = tmp_path / "tasks"
     write_relu(root / "a_relu")

@@ -14,10 +14,10 @@ import pytest
 
 from candidates import _forward
 from conftest import ROOT
-from kbench_env import buildcache
-from kbench_env.evaluator import Evaluator
-from kbench_env.sandbox import Limits
-from kbench_env.suite import resolve_task
+from kbench_env.sandbox import buildcache
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.sandbox.process import Limits
+from kbench_env.tasks.suite import resolve_task
 
 # Set before any fork server starts (collection time): it must never reach a worker.
 SECRET = "sk-test-kbench-7f3a9c"
@@ -203,7 +203,7 @@ def test_signalling_the_parent_is_refused(ev):
 
 def test_escapes_through_namespaces_and_mounts_fail():
     """Native code gets no privilege back: unshare, mount, setuid, ptrace and a capability raise all fail."""
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
 
     code = _at_import("""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -232,7 +232,7 @@ def test_escapes_through_namespaces_and_mounts_fail():
 
 
 def test_protections_are_reported():
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
 
     report = sandbox.doctor()
     text = sandbox.format_doctor(report)
@@ -317,7 +317,7 @@ def test_builds_are_published_once_and_shared(ev):
 
 
 def test_kbench_doctor_command(capsys):
-    from kbench_env.cli import main
+    from kbench_apps.cli import main
 
     assert main(["doctor", "--json"]) == 0
     import json
@@ -330,7 +330,7 @@ def test_network_namespace_only_with_unix_sockets_still_blocks_the_network():
     """The confinement GPU workers can get (a network namespace without the mount namespace, seccomp allowing
     AF_UNIX sockets for the driver): native AF_UNIX sockets work, native AF_INET and AF_INET6 sockets are
     refused, and the protections report says so."""
-    from kbench_env import sandbox
+    from kbench_env.sandbox import process as sandbox
 
     code = _at_import("""
     libc = ctypes.CDLL(None, use_errno=True)

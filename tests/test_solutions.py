@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from kbench_env.suite import resolve_task
+from kbench_env.tasks.suite import resolve_task
 
 SOLUTIONS = sorted((ROOT / "tasks/solutions/cpu").glob("*/*.py"))
 WRONG = sorted((ROOT / "tests/data/wrong_solutions/cpu").glob("*/*.py"))

@@ -9,10 +9,10 @@ import signal
 import time
 
 import candidates as C
-from kbench_env import sandbox
-from kbench_env.evaluator import Evaluator
-from kbench_env.sandbox import Limits, SpareWorkers
-from kbench_env.suite import resolve_task, solution_path
+from kbench_env.sandbox import process as sandbox
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.sandbox.process import Limits, SpareWorkers
+from kbench_env.tasks.suite import resolve_task, solution_path
 
 LIMITS = Limits(build_timeout=600, run_timeout=30, time_timeout=60)
 TIMING = {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01}

@@ -12,9 +12,9 @@ import time
 import pytest
 import torch
 
-from kbench_env.compare import compare_outputs, flatten_outputs
-from kbench_env.suite import load_suite
-from kbench_env.task import DTYPES, _call
+from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.tasks.suite import load_suite
+from kbench_env.tasks.task import DTYPES, _call
 
 TASKS = load_suite("all")
 

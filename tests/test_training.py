@@ -16,10 +16,10 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("datasets")
 
-from kbench_env.evaluator import Evaluator  # noqa: E402
-from kbench_env.prompt import SYSTEM_PROMPT  # noqa: E402
-from kbench_env.reward import INVALID  # noqa: E402
-from kbench_env.suite import resolve_task, solution_path  # noqa: E402
+from kbench_env.pipeline.evaluator import Evaluator  # noqa: E402
+from kbench_env.env.prompt import SYSTEM_PROMPT  # noqa: E402
+from kbench_env.pipeline.reward import INVALID  # noqa: E402
+from kbench_env.tasks.suite import resolve_task, solution_path  # noqa: E402
 from training.data import build_dataset, load_tasks, prompt_index, task_messages  # noqa: E402
 from training.rewards import KBenchReward, completion_text  # noqa: E402
 from training.rollout import MultiTurnRollout, episode_reward, feedback_suffix_ids, truncate_feedback  # noqa: E402
@@ -61,7 +61,7 @@ def relu_solution() -> str:
 
 
 def test_dataset_prompt_is_the_envs_prompt():
-    from kbench_env.env import KBenchEnv
+    from kbench_env.env.env import KBenchEnv
 
     tasks = load_tasks("default", "cpu")
     ds = build_dataset(tasks, "cpu", "cpu", repeats=3)
@@ -205,7 +205,7 @@ def _fake_trainer(tokenizer, scripted: list, num_processes: int = 1):
 def test_rollout_feeds_env_feedback_back(untimed, tokenizer, relu_solution):
     """Turn 1 garbage, turn 2 the shipped solution: the env's feedback on turn 1 is the user message of turn 2,
     per-turn rewards are the env's, and the episode reward is the best minus the turn cost."""
-    from kbench_env.env import KBenchEnv
+    from kbench_env.env.env import KBenchEnv
 
     tasks = [resolve_task(RELU)]
     rollout = MultiTurnRollout(untimed, tasks, "cpu", "cpu", max_turns=2, turn_cost=0.02, keep_history=True)

@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("triton")
 
 from conftest import ROOT, read  # noqa: E402
-from kbench_env import screen as screen_mod  # noqa: E402
+from kbench_env.pipeline import screen as screen_mod  # noqa: E402
 from kbench_env.backends import get_backend  # noqa: E402
-from kbench_env.suite import resolve_task  # noqa: E402
-from kbench_env.task import load_task  # noqa: E402
+from kbench_env.tasks.suite import resolve_task  # noqa: E402
+from kbench_env.tasks.task import load_task  # noqa: E402
 
 SOLUTIONS = sorted((ROOT / "tasks/solutions/triton").glob("*/*.py"))
 RELU = resolve_task("level1/relu")
@@ -72,8 +72,8 @@ KBENCH = {"level": 1, "configs": [{"name": "small", "sizes": {"n": 1000}},
 
 @pytest.fixture(scope="module")
 def triton_evaluator(evaluator):
-    from kbench_env.evaluator import Evaluator
-    from kbench_env.sandbox import Limits
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.sandbox.process import Limits
 
     return Evaluator(device="cpu", backend="triton", cache_dir=evaluator.cache_dir,
                      limits=Limits(build_timeout=600, run_timeout=300, time_timeout=300),

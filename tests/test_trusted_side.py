@@ -15,12 +15,12 @@ import time
 import pytest
 import torch
 
-from kbench_env import integrity
-from kbench_env.compare import compare_outputs, error_figures
-from kbench_env.evaluator import _PARENT_THREADS, Evaluator, _label, _seeds, _TimedChecks
-from kbench_env.result import ConfigResult
-from kbench_env.suite import resolve_task, solution_path
-from kbench_env.task import DTYPES, describe_value, load_task
+from kbench_env.pipeline import integrity
+from kbench_env.pipeline.compare import compare_outputs, error_figures
+from kbench_env.pipeline.evaluator import _PARENT_THREADS, Evaluator, _label, _seeds, _TimedChecks
+from kbench_env.pipeline.result import ConfigResult
+from kbench_env.tasks.suite import resolve_task, solution_path
+from kbench_env.tasks.task import DTYPES, describe_value, load_task
 
 from candidates import _forward
 from conftest import ROOT
@@ -40,7 +40,7 @@ exec(_INPUTS)
 _WORKER_SIDE = _INPUTS + textwrap.dedent("""
     import sys, torch
     sys.path.insert(0, sys.argv[1])
-    from kbench_env import integrity
+    from kbench_env.pipeline import integrity
     torch.set_num_threads(1)  # as a worker (Limits.threads) while the parent has its own count
     made = integrity.TimedInputs(_inputs(), 11, 3, 29, 1e-2).materialise()  # what the worker does
     torch.save({j: made(j) for j in (-2, -1, 0, 1, 5, 49)}, sys.argv[2])
@@ -350,14 +350,14 @@ def test_error_figures():
 
 
 def test_worker_warm_up_on_the_cpu():
-    from kbench_env.worker import _warm_up
+    from kbench_env.worker.loop import _warm_up
 
     seconds, cuda_start = _warm_up("cpu", {})
     assert seconds >= 0.0 and cuda_start == 0.0
 
 
 def test_spare_is_assigned_before_its_replacement_starts():
-    from kbench_env.sandbox import Limits, SpareWorkers
+    from kbench_env.sandbox.process import Limits, SpareWorkers
 
     order = []
 
@@ -377,7 +377,7 @@ def test_spare_is_assigned_before_its_replacement_starts():
 def test_a_timing_stops_once_its_median_is_precise():
     """The GPU timing stops before its device-time target once the median's 95% interval is within the precision:
     steady blocks after 5, noisy ones not at all."""
-    from kbench_env import timing
+    from kbench_env.worker import timing
 
     rng = random.Random(0)
     steady = [0.047 * (1 + rng.gauss(0, 0.002)) for _ in range(5)]
@@ -391,7 +391,7 @@ def test_a_timing_stops_once_its_median_is_precise():
 def test_fingerprint_positions_are_seeded_the_same_everywhere_and_cover_small_outputs():
     """The sampled positions: the same for the same seed and leaf (the worker and the trusted side each draw them,
     on the CPU), others for another seed or leaf, spread over the output; every element of a small one."""
-    from kbench_env.fingerprint import SAMPLES
+    from kbench_env.pipeline.fingerprint import SAMPLES
 
     x = torch.randn(100_003)
     p = integrity.Fingerprint(5)._positions(0, x)

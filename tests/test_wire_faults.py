@@ -11,10 +11,10 @@ import pytest
 
 from candidates import _forward
 from conftest import ROOT, no_hang, read
-from kbench_env.env import KBenchEnv
-from kbench_env.evaluator import Evaluator
-from kbench_env.sandbox import Limits
-from kbench_env.suite import resolve_task
+from kbench_env.env.env import KBenchEnv
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.sandbox.process import Limits
+from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
 RELU_SOLUTION = read(ROOT / "tasks/solutions/cpu/level1/relu.py")

@@ -9,11 +9,11 @@ its observation for that task, backend and device.
 from __future__ import annotations
 
 from kbench_env.backends import get_backend
-from kbench_env.env import sanitize
-from kbench_env.evaluator import resolve_device
-from kbench_env.prompt import SYSTEM_PROMPT, build_prompt
-from kbench_env.suite import load_suite
-from kbench_env.task import Task
+from kbench_env.env.env import sanitize
+from kbench_env.pipeline.evaluator import resolve_device
+from kbench_env.env.prompt import SYSTEM_PROMPT, build_prompt
+from kbench_env.tasks.suite import load_suite
+from kbench_env.tasks.task import Task
 
 
 def load_tasks(suite: str = "default", device: str = "cpu") -> list[Task]:

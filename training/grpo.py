@@ -36,7 +36,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="suite spec: a name from tasks/suites.json, a level, a folder, or task names joined by commas")
     p.add_argument("--backend", default=None, help="kernel language: cpu, cuda, triton (default: by device)")
     p.add_argument("--device", default="auto", help="device the kernels are evaluated on: auto, cpu, cuda, cuda:1")
-    p.add_argument("--reward", default="tiered", help="reward preset of kbench_env.reward (tiered, binary, ...)")
+    p.add_argument("--reward", default="tiered", help="reward preset of kbench_env.pipeline.reward (tiered, binary, ...)")
     p.add_argument("--no-timing", action="store_true", help="correctness only: skip timing (speedup counts as 1)")
     p.add_argument("--eval-workers", type=int, default=None,
                    help="candidates evaluated at once (default: one per CPU core)")
@@ -106,7 +106,7 @@ def build_trainer(args: argparse.Namespace):
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from kbench_env.evaluator import Evaluator, resolve_device
+    from kbench_env.pipeline.evaluator import Evaluator, resolve_device
 
     from .data import build_dataset, load_tasks
     from .rewards import EpisodeReward, KBenchReward

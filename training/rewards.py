@@ -20,9 +20,9 @@ import math
 import time
 from collections import defaultdict
 
-from kbench_env.evaluator import Evaluator
-from kbench_env.result import EvalResult
-from kbench_env.task import Task
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.result import EvalResult
+from kbench_env.tasks.task import Task
 
 
 def completion_text(completion) -> str:

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import time
 
-from kbench_env.env import KBenchEnv
-from kbench_env.evaluator import Evaluator
-from kbench_env.task import Task
+from kbench_env.env.env import KBenchEnv
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.tasks.task import Task
 
 from .data import prompt_index
 

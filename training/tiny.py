@@ -27,7 +27,7 @@ CHAT_TEMPLATE = (
 
 def suite_text_files(root: str | Path | None = None) -> list[str]:
     """The task suite's Python files (references and sample solutions): the tokenizer's training text."""
-    from kbench_env.suite import tasks_root
+    from kbench_env.tasks.suite import tasks_root
 
     root = Path(root) if root else tasks_root()
     files = sorted(str(p) for p in root.rglob("*.py"))

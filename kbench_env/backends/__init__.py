@@ -7,10 +7,10 @@ example shown in the prompt. It does not evaluate: evaluator.py drives it.
 
 from __future__ import annotations
 
-from .base import Backend
-from .cpu import CpuBackend
-from .cuda import CudaBackend
-from .triton import TritonBackend
+from kbench_env.backends.base import Backend
+from kbench_env.backends.cpu import CpuBackend
+from kbench_env.backends.cuda import CudaBackend
+from kbench_env.backends.triton import TritonBackend
 
 
 

@@ -7,7 +7,7 @@ import ast
 
 import torch
 
-from .. import timing
+from kbench_env.worker import timing
 
 
 class Backend:
@@ -45,7 +45,7 @@ class Backend:
 
     def extension_calls(self) -> int:
         """How many calls went into the candidate's own compiled code (extension modules, fast-path kernels)."""
-        from .. import fastpath
+        from kbench_env import fastpath
 
         return self._extension_calls + fastpath.call_count()
 
@@ -66,7 +66,7 @@ class Backend:
         bw = 2 * x.numel() * 4 / (min(t.times_ms) / 1e3)  # the device's capacity: best, not typical, time
         rates = {}
         size = 1024 if device == "cpu" else 8192
-        from ..task import DTYPES
+        from kbench_env.tasks.task import DTYPES
 
         for name in dtypes:
             dt = DTYPES[name]

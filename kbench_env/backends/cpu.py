@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import ast
 
-from ..screen import ScreenError
-from .base import calls_named
-from .extension import ExtensionBackend
+from kbench_env.pipeline.screen import ScreenError
+from kbench_env.backends.base import calls_named
+from kbench_env.backends.extension import ExtensionBackend
 
 _LOADERS = {"load_inline", "load"}
 

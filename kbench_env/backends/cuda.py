@@ -31,10 +31,11 @@ import ast
 
 import torch
 
-from .. import integrity, timing
-from ..screen import ScreenError
-from .base import calls_named
-from .extension import ExtensionBackend, _with_opt, lighten
+from kbench_env.pipeline import integrity
+from kbench_env.worker import timing
+from kbench_env.pipeline.screen import ScreenError
+from kbench_env.backends.base import calls_named
+from kbench_env.backends.extension import ExtensionBackend, _with_opt, lighten
 
 _LOADERS = {"load_inline", "load"}
 L2_FLUSH_BYTES = 256 << 20

@@ -17,7 +17,7 @@ import subprocess
 import sys
 from functools import lru_cache
 
-from .base import Backend
+from kbench_env.backends.base import Backend
 
 
 @lru_cache(maxsize=1)

@@ -17,9 +17,9 @@ import sys
 
 import torch
 
-from .. import timing
-from ..screen import ScreenError
-from .base import Backend
+from kbench_env.worker import timing
+from kbench_env.pipeline.screen import ScreenError
+from kbench_env.backends.base import Backend
 
 #: Profiler record names that mark a launch of the candidate's own Triton kernel (see integrity.py).
 KERNEL_RECORD_PREFIX = "kbench_kernel::"
@@ -81,7 +81,7 @@ class TritonBackend(Backend):
             os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel is decorated: before candidate code runs
         else:
             os.environ.pop("TRITON_INTERPRET", None)
-            from .cuda import CudaBackend
+            from kbench_env.backends.cuda import CudaBackend
 
             self._cuda = CudaBackend()
         self._patch_launches()

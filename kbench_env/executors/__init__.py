@@ -8,11 +8,11 @@ from __future__ import annotations
 
 def make_executor(kind: str = "local", **kwargs):
     if kind == "local":
-        from .local import LocalExecutor
+        from kbench_env.executors.local import LocalExecutor
 
         return LocalExecutor(**kwargs)
     if kind == "ray":
-        from .ray_executor import RayExecutor
+        from kbench_env.executors.ray_executor import RayExecutor
 
         return RayExecutor(**kwargs)
     raise ValueError(f"unknown executor {kind!r}: local or ray")

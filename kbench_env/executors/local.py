@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from ..evaluator import Evaluator
+from kbench_env.pipeline.evaluator import Evaluator
 
 
 def local_devices() -> list[str]:

@@ -9,12 +9,12 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from .evaluator import Evaluator
-from .prompt import build_prompt
-from .result import EvalResult
-from .screen import MAX_SOURCE_CHARS
-from .suite import load_suite, resolve_task
-from .task import Task
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.env.prompt import build_prompt
+from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
+from kbench_env.tasks.suite import load_suite, resolve_task
+from kbench_env.tasks.task import Task
 
 #: Characters an observation or action may hold. Observations are sanitised into it; actions outside it
 #: (non-ASCII text) are still accepted by ``step``.
@@ -55,7 +55,7 @@ class KBenchEnv(gym.Env):
     EvalResult as a dict; ``info["task"]``, ``info["turn"]`` and ``info["best_speedup"]`` are always present.
 
     ## Rewards
-    Per step, the reward of that attempt's EvalResult (``reward="tiered"`` by default, see ``kbench_env.reward``):
+    Per step, the reward of that attempt's EvalResult (``reward="tiered"`` by default, see ``kbench_env.pipeline.reward``):
     exploit -1.0 < invalid -0.6 < does not build -0.4 < wrong or crashes -0.2 < correct but slower (0.05..1) <
     faster (1..2, capped at 10x). ``reward=`` takes another preset name or a callable over the EvalResult.
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 
-from . import integrity
-from .compare import tolerance_for
-from .task import DTYPES, Config, Task
+from kbench_env.pipeline import integrity
+from kbench_env.pipeline.compare import tolerance_for
+from kbench_env.tasks.task import DTYPES, Config, Task
 
 
 class TimedChecks:

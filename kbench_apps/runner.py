@@ -14,10 +14,10 @@ import importlib
 import inspect
 import time
 
-from .env import KBenchEnv
-from .runlog import RunLog
-from .suite import load_suite
-from .task import geomean
+from kbench_env.env.env import KBenchEnv
+from kbench_apps.runlog import RunLog
+from kbench_env.tasks.suite import load_suite
+from kbench_env.tasks.task import geomean
 
 #: Agent names ``--agent`` knows besides module names under agents/.
 AGENTS = ("auto", "shipped", "evolutionary", "single_shot", "best_of_n", "refine")

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from .runlog import RunLog
+from kbench_apps.runlog import RunLog
 
 
 def _device_help() -> str:
@@ -19,7 +19,7 @@ def _device_help() -> str:
 
 
 def cmd_tasks(args) -> int:
-    from .suite import load_suite
+    from kbench_env.tasks.suite import load_suite
 
     tasks = load_suite(args.suite)
     if args.json:
@@ -40,8 +40,8 @@ def cmd_tasks(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .evaluator import Evaluator
-    from .suite import resolve_task
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
 
     task = resolve_task(args.task)
     source = Path(args.solution).read_text(encoding="utf-8", errors="replace")
@@ -55,19 +55,19 @@ def cmd_eval(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .runner import run_suite
+    from kbench_apps.runner import run_suite
 
     return run_suite(args)
 
 
 def cmd_report(args) -> int:
-    from .report import main as report_main
+    from kbench_apps.report import main as report_main
 
     return report_main(args)
 
 
 def cmd_doctor(args) -> int:
-    from .sandbox import doctor, format_doctor
+    from kbench_env.sandbox.process import doctor, format_doctor
 
     report = doctor()
     print(json.dumps(report, indent=2) if args.json else format_doctor(report))

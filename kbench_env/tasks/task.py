@@ -194,7 +194,7 @@ class Task:
         """``reference_output`` as a function of the inputs, with the model built once (the evaluator checks
         several timed calls of a configuration against it). Reference models hold no state between calls: they
         are in eval mode, and backward tasks take their gradients with ``torch.autograd.grad``."""
-        from .compare import REFERENCE_DTYPE
+        from kbench_env.pipeline.compare import REFERENCE_DTYPE
 
         dtype = DTYPES[config.dtype]
         model = self.make_model(mod, init_inputs, init_seed, dtype, device)

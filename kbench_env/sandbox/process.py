@@ -41,9 +41,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from . import buildcache, confine, wire
-from .cgroup import PidsCgroup, kill_session
-from . import worker as worker_mod
+from kbench_env.sandbox import buildcache
+from kbench_env.sandbox import confine
+from kbench_env.protocol import wire
+from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
+from kbench_env.worker import loop as worker_mod
 
 _CTX = None
 
@@ -57,7 +59,7 @@ def _context():
             # every C++/CUDA worker needs it, so it is imported once in the fork server rather than in each worker.
             # Not cpp_extension itself: with a CUDA build of torch (2.11, H100, 2026-11-23) importing it leaves the
             # process multi-threaded and every forked child fails "Cannot re-initialize CUDA in forked subprocess".
-            _CTX.set_forkserver_preload(["torch", "setuptools", "kbench_env.worker", "kbench_env.confine"])
+            _CTX.set_forkserver_preload(["torch", "setuptools", "kbench_env.worker.loop", "kbench_env.sandbox.confine"])
             _start_forkserver_without_main()
         else:  # pragma: no cover - non-Linux
             _CTX = mp.get_context("spawn")

@@ -18,10 +18,10 @@ import types
 
 import torch
 
-from . import fingerprint as _fingerprint
-from .fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
+from kbench_env.pipeline import fingerprint as _fingerprint
+from kbench_env.pipeline.fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
                           fingerprint_values, fingerprints_agree)
-from .timing import _perf_counter  # captured before any candidate code loads
+from kbench_env.worker.timing import _perf_counter  # captured before any candidate code loads
 
 #: aten operators a candidate may call in forward: allocation, views, data movement, dtype/device casts.
 ALLOWED_GLUE = frozenset("""
@@ -201,7 +201,7 @@ class HarnessGuard:
         import sys
         import time as _time
 
-        from . import timing
+        from kbench_env.worker import timing
 
         me = sys.modules[__name__]
         targets = [(_time, "perf_counter"), (_time, "perf_counter_ns"), (_time, "monotonic"),
@@ -344,7 +344,7 @@ class TimedInputs:
 
 
 def output_bytes(out) -> int:
-    from .compare import flatten_outputs
+    from kbench_env.pipeline.compare import flatten_outputs
 
     return sum(t.numel() * t.element_size() for t in flatten_outputs(out) if isinstance(t, torch.Tensor))
 

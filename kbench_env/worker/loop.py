@@ -25,11 +25,12 @@ import types
 
 import torch
 
-from . import integrity, timing  # noqa: F401  (timing captures the clock before candidate code is loaded)
-from .backends import get_backend
-from .compare import compare_outputs, flatten_outputs
-from .task import DTYPES
-from .wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
+from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
+from kbench_env.worker import timing
+from kbench_env.backends import get_backend
+from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.tasks.task import DTYPES
+from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
 
 CANDIDATE_FILE = "candidate.py"
 _COMMAND = re.compile(r"\S*(?:c\+\+|g\+\+|gcc|clang\+\+|nvcc|ld)\s+-.*")
@@ -41,7 +42,7 @@ _COMMAND = re.compile(r"\S*(?:c\+\+|g\+\+|gcc|clang\+\+|nvcc|ld)\s+-.*")
 def _confine(job: dict, conn) -> None:
     """Confine this process before any candidate code runs (confine.py: inherited descriptors, namespaces,
     Landlock, capabilities, seccomp, limits, scrubbed environment, audit hook); ``conn`` is its protocol channel."""
-    from . import confine
+    from kbench_env.sandbox import confine
 
     confine.apply(job, keep_fds=[conn.fileno()])
     torch.set_num_threads(job["threads"])

@@ -24,16 +24,16 @@ from pathlib import Path
 
 import torch
 
-from . import integrity
-from . import screen as screen_mod
-from .backends import get_backend
-from .compare import compare_outputs
-from .devicelock import DeviceLock, gpu_lock_path
-from .result import ConfigResult, EvalResult
-from .reward import get_reward_fn
-from .sandbox import Limits, SpareWorkers, Worker, WorkerError
-from .task import DTYPES, Config, Task, describe_value, geomean
-from .timed_checks import TimedChecks as _TimedChecks
+from kbench_env.pipeline import integrity
+from kbench_env.pipeline import screen as screen_mod
+from kbench_env.backends import get_backend
+from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.devicelock import DeviceLock, gpu_lock_path
+from kbench_env.pipeline.result import ConfigResult, EvalResult
+from kbench_env.pipeline.reward import get_reward_fn
+from kbench_env.sandbox.process import Limits, SpareWorkers, Worker, WorkerError
+from kbench_env.tasks.task import DTYPES, Config, Task, describe_value, geomean
+from kbench_env.pipeline.timed_checks import TimedChecks as _TimedChecks
 
 #: Kernel-name prefixes of PyTorch's own GPU kernels (not the candidate's) for the decoy check.
 TORCH_KERNEL_PREFIXES = ("void at::", "at::", "void (anonymous namespace)::", "Memcpy", "Memset", "cudnn", "sm80_",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from .result import EvalResult
+from kbench_env.pipeline.result import EvalResult
 
 EXPLOIT, INVALID, NO_BUILD, WRONG = -1.0, -0.6, -0.4, -0.2
 

@@ -488,7 +488,7 @@ def _python_roots() -> list:
     for p in sys.path:
         if p and ("site-packages" in p or "dist-packages" in p) and os.path.isdir(p):
             roots.add(p)
-    from . import __file__ as pkg_init
+    from kbench_env import __file__ as pkg_init
 
     roots.add(os.path.dirname(os.path.abspath(pkg_init)))
     return sorted({os.path.realpath(r) for r in roots} | roots)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 
-from .hardware import describe
-from .task import Task
+from kbench_env.hardware import describe
+from kbench_env.tasks.task import Task
 
 SYSTEM_PROMPT = ("You are an expert performance engineer who writes fast, correct kernels. You answer with one "
                  "Python code block that defines ModelNew.")

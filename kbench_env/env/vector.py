@@ -12,8 +12,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from .env import KBenchEnv
-from .evaluator import Evaluator
+from kbench_env.env.env import KBenchEnv
+from kbench_env.pipeline.evaluator import Evaluator
 
 
 class KBenchVectorEnv(VectorEnv):

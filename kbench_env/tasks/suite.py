@@ -22,7 +22,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from .task import Task, TaskError, load_task
+from kbench_env.tasks.task import Task, TaskError, load_task
 
 SUITE_FOLDERS = ("level1", "level2", "level3", "robust")
 
@@ -37,7 +37,7 @@ def tasks_root() -> Path:
     env = os.environ.get("KBENCH_TASKS")
     if env:
         return Path(env)
-    checkout = Path(__file__).resolve().parent.parent / "tasks"
+    checkout = Path(__file__).resolve().parents[2] / "tasks"
     if (checkout / "suites.json").is_file():
         return checkout
     for prefix in _install_prefixes():
@@ -63,7 +63,7 @@ def _load_cached(path: str, mtime: float) -> Task:
 
 def task_from_path(path: Path) -> Task:
     if path.is_dir() and (path / "func_forward.py").is_file():
-        from .robust_kbench import load_robust_task  # robust-kbench's folder format
+        from kbench_env.tasks.formats.robust_kbench import load_robust_task  # robust-kbench's folder format
 
         return load_robust_task(path)
     return _load_cached(str(path.resolve()), path.stat().st_mtime)
@@ -114,7 +114,7 @@ class SkippedTaskWarning(UserWarning):
 
 
 def _folder(folder: Path) -> list[Task]:
-    from .robust_kbench import load_robust_tasks, load_robust_tree  # robust-kbench's folders: forward and backward
+    from kbench_env.tasks.formats.robust_kbench import load_robust_tasks, load_robust_tree  # robust-kbench's folders: forward and backward
 
     if (folder / "func_forward.py").is_file():
         return load_robust_tasks(folder)

@@ -1,0 +1,1 @@
+"""The Gymnasium side: the environment class, its vector form, and the prompt a policy reads."""

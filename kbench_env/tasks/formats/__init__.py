@@ -1,0 +1,1 @@
+"""Task file formats other than kbench's own KernelBench-style file (robust-kbench)."""
