@@ -37,8 +37,9 @@ TORCH_KERNEL_PREFIXES = ("void at::", "at::", "void (anonymous namespace)::", "M
                          "sm90_", "cutlass", "ampere_", "volta_", "turing_", "gemv", "gemm", "void cublas",
                          "cublas", "void gemv", "nvjet", "void cudnn", "void cutlass", "void xmma", "xmma_",
                          "void implicit_convolve", "void explicit_convolve", "void precomputed_convolve",
-                         "sm75_", "sm86_", "sm89_", "sm100_", "sm120_", "void cask", "triton_poi_", "triton_red_",
-                         "triton_per_", "triton_tem_")
+                         "sm75_", "sm86_", "sm89_", "sm100_", "sm120_", "void cask", "void nchwToNhwc",
+                         "void nhwcToNchw", "void tensorTransformGeneric", "void op_generic_tensor_kernel",
+                         "triton_poi_", "triton_red_", "triton_per_", "triton_tem_")
 #: Kernel names that are never the candidate's, whoever launched them: PyTorch's own namespace and copies/fills.
 NEVER_OWN = ("void at::", "at::", "Memcpy", "Memset")
 #: Rows of per-kernel device time the worker reports; the rest are summed into one row counted as not own.
@@ -74,7 +75,7 @@ def _is_cuda(e) -> bool:
     return str(getattr(e, "device_type", "")).endswith("CUDA")
 
 
-def _is_annotation(e) -> bool:
+def is_annotation(e) -> bool:
     """A user annotation's span (record_function) mirrored on the device: not work."""
     return (getattr(e, "activity_type", None) in ("user_annotation", "gpu_user_annotation")
             or bool(getattr(e, "is_user_annotation", False)))
@@ -93,7 +94,7 @@ def profile_times(events, namespaces: set, trust_records: bool, device: str, glu
     device events: the legacy profiler's "ops" mode)."""
     classify = _Classifier(namespaces, trust_records, glue)
     if device.startswith("cuda"):
-        dev = [e for e in events if _is_cuda(e) and not _is_annotation(e)]
+        dev = [e for e in events if _is_cuda(e) and not is_annotation(e)]
         return {"device_us": _device_rows(events, dev, classify)} if dev else {}
     return {"cpu_us": _cpu_times(events, classify)}
 

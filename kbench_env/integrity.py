@@ -139,7 +139,7 @@ class ForwardAudit:
         for e in events:
             name = e.name
             if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA"):
-                if not _coverage._is_annotation(e):  # a record's span mirrored on the device is no kernel
+                if not _coverage.is_annotation(e):  # a record's span mirrored on the device is no kernel
                     kernels.add(name)
                 continue
             ns = name.split("::", 1)[0] if "::" in name else None
