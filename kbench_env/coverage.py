@@ -23,6 +23,7 @@ times; the parent turns them into the fraction (``coverage``).
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 
 import torch
@@ -172,11 +173,24 @@ def _launcher(op, c: _Classifier):
     return None
 
 
+def _union(spans) -> tuple[list, list]:
+    """Sorted starts and ends of the union of ``(start, end)`` spans (own regions may nest)."""
+    starts: list = []
+    ends: list = []
+    for s, t in sorted(spans):
+        if starts and s <= ends[-1]:
+            ends[-1] = max(ends[-1], t)
+        else:
+            starts.append(s)
+            ends.append(t)
+    return starts, ends
+
+
 def _device_rows(events, dev: list, c: _Classifier) -> list:
     host = [e for e in events if not _is_cuda(e)]
     runtime = {e.id: e for e in host if getattr(e, "activity_type", None) in _RUNTIME}
     frontend = {e.id: e for e in host if getattr(e, "activity_type", None) not in _RUNTIME}
-    spans = [(e.time_range.start, e.time_range.end) for e in host if c.own(e)]
+    starts, ends = _union((e.time_range.start, e.time_range.end) for e in host if c.own(e))
     agg: dict = {}
     for d in dev:
         cls = None
@@ -185,8 +199,9 @@ def _device_rows(events, dev: list, c: _Classifier) -> list:
             cls = _launcher(frontend[linked], c)
         if cls is None:
             launch = runtime.get(d.id)
-            if launch is not None and any(s <= launch.time_range.start <= t for s, t in spans):
-                cls = "own"
+            if launch is not None:
+                i = bisect.bisect_right(starts, launch.time_range.start) - 1
+                cls = "own" if i >= 0 and launch.time_range.start <= ends[i] else None
         key = (d.name, cls)
         agg[key] = agg.get(key, 0.0) + _us(d)
     rows = sorted(([n, k, round(us, 3)] for (n, k), us in agg.items()), key=lambda r: -r[2])
