@@ -131,7 +131,8 @@ def run_suite(args) -> int:
             partial.setdefault(r["task"], []).append(r)
     skipped = len(all_tasks) - len(tasks)
     console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {len(tasks)} tasks on {env.evaluator.device} "
-                  f"({backend} backend, {env.evaluator.rules} rules), budget {budget} evaluations per task; {len(tasks) - len(todo)} already done"
+                  f"({backend} backend, {env.evaluator.rules} rules), budget {budget} evaluations per task; "
+                  f"{len(tasks) - len(todo)} already done"
                   f"{f', {len(partial)} partly done' if partial else ''} in {log.path}"
                   f"{f' ({skipped} tasks skipped: the agent has no starting point for them)' if skipped else ''}")
     best_overall = max([r.get("best_speedup") or 0 for r in done.values() if r.get("agent") == agent.name] or [0])

@@ -234,7 +234,8 @@ torch::Tensor relu_bias(torch::Tensor y, torch::Tensor c) {
     if (n == 0) return out;
     const int64_t ch = yc.size(1), hw = yc.size(2) * yc.size(3);
     const int grid = (int)std::min<int64_t>((n + 255) / 256, 8192);
-    AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, yc.scalar_type(), "kb_fused_relu_bias", [&] {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, yc.scalar_type(), "kb_relu_bias",
+                                    [&] {
         kb_fused_relu_bias<scalar_t><<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
             yc.data_ptr<scalar_t>(), cc.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n, ch, hw);
     });
@@ -243,7 +244,8 @@ torch::Tensor relu_bias(torch::Tensor y, torch::Tensor c) {
 }
 """
 
-ext = load_inline(name="kb_test_kernelbench_rules", cpp_sources="torch::Tensor relu_bias(torch::Tensor y, torch::Tensor c);",
+ext = load_inline(name="kb_test_kernelbench_rules",
+                  cpp_sources="torch::Tensor relu_bias(torch::Tensor y, torch::Tensor c);",
                   cuda_sources=cuda_source, functions=["relu_bias"], extra_cuda_cflags=["-O3"])
 
 

@@ -263,6 +263,9 @@ def test_env_takes_rules_and_its_prompt_states_them():
         assert env.unwrapped.evaluator.rules == "kernelbench"
         obs, _ = env.reset(seed=0)
         assert "Rules: kernelbench" in obs and "coverage" in obs and "are not allowed" not in obs
+        obs, reward, _, _, info = env.step(KB_ANSWER)  # the observation reports the coverage
+        assert reward > 0 and 0 < info["eval"]["kernel_coverage"] < 1, obs
+        assert "Kernel coverage (share of forward's CPU time in your own kernels; rules kernelbench): " in obs
     finally:
         env.close()
     strict = gym.make("KBench-v0", task="level1/relu", device="cpu", spare_worker=False)
