@@ -15,7 +15,7 @@ from kbench_env.pipeline.result import EvalResult
 
 
 def task_prompt(task, evaluator) -> str:
-    return build_prompt(task, evaluator.backend, evaluator.device)
+    return build_prompt(task, evaluator.backend, evaluator.device, rules=getattr(evaluator, "rules", "strict"))
 
 
 def _eval(ev) -> EvalResult:

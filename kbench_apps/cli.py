@@ -18,6 +18,15 @@ def _device_help() -> str:
     return "cpu, cuda, cuda:N or auto (cuda when a GPU is present)"
 
 
+def _add_rules(p) -> None:
+    from kbench_env.pipeline.rules import RULES
+
+    p.add_argument("--rules", default="strict", choices=RULES,
+                   help="strict: only the candidate's own kernels and glue (allocation, views, copies) in forward; "
+                        "kernelbench: PyTorch operators allowed beside at least one own kernel that runs. Kernel "
+                        "coverage (share of forward's time in own kernels) is reported under both")
+
+
 def cmd_tasks(args) -> int:
     from kbench_env.tasks.suite import load_suite
 
@@ -45,7 +54,7 @@ def cmd_eval(args) -> int:
 
     task = resolve_task(args.task)
     source = Path(args.solution).read_text(encoding="utf-8", errors="replace")
-    ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward)
+    ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules)
     result = ev.evaluate(task, source, seed=args.seed)
     if args.json:
         print(result.to_json())
@@ -91,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--reward", default="tiered", help="reward preset")
     e.add_argument("--seed", type=int, default=None, help="fix the evaluation's random inputs (default: fresh)")
     e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
+    _add_rules(e)
     e.set_defaults(fn=cmd_eval)
 
     r = sub.add_parser("run", help="run an agent over a suite; results go to an append-only JSONL file")
@@ -108,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--timing", default="default", choices=["default", "quick"],
                    help="timing repetitions: the Evaluator's defaults, or few (smoke runs)")
+    _add_rules(r)
     g = r.add_argument_group("evolutionary agent")
     g.add_argument("--proposer", default="offline", choices=["offline", "llm"],
                    help="offline: mutate the shipped solution's kbench-tune constants; llm: a model writes candidates")

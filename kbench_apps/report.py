@@ -5,6 +5,9 @@ Metrics, per agent and per level, side by side (KernelBench's definitions):
 - ``fast_p``: the fraction of ALL tasks the agent ran that are correct *and* faster than ``p`` times the baseline
   (``speedup > p``), for p in ``P_VALUES``; ``fast_0`` is the correctness rate;
 - correctness rate, geometric-mean speedup over the correct tasks, attempts, LLM tokens and cost when recorded;
+- kernel coverage, where the records have it: the best attempt's share of forward's time in its own kernels
+  (``EvalResult.kernel_coverage``), per task and as the mean over correct tasks, so that a mostly-PyTorch answer
+  (allowed under ``rules="kernelbench"``) shows as such;
 - soft-verifier precision and recall, when the records hold predictions (``agents.soft_verify``).
 
 A task's result is its best valid attempt (correct, timed, no integrity flag). Plots (matplotlib, PNG): fast_p
@@ -80,6 +83,7 @@ class TaskOutcome:
     curve: list = field(default_factory=list)  # best valid speedup so far after each evaluation (None before one)
     speedups: list = field(default_factory=list)  # every valid attempt's speedup
     llm_usage: dict | None = None
+    best_coverage: float | None = None  # kernel coverage of the best valid attempt, where recorded
 
     @property
     def correct(self) -> bool:
@@ -105,7 +109,8 @@ def outcomes(records: list[dict]) -> dict:
             if _valid(ev):
                 s = _num(ev["speedup"])
                 o.speedups.append(s)
-                o.best_speedup = s if o.best_speedup is None else max(o.best_speedup, s)
+                if o.best_speedup is None or s > o.best_speedup:
+                    o.best_speedup, o.best_coverage = s, _num(ev.get("kernel_coverage"))
             o.curve.append(o.best_speedup)
         elif kind == "filtered":
             get(r).filtered += 1
@@ -116,6 +121,7 @@ def outcomes(records: list[dict]) -> dict:
             s = _num(r.get("best_speedup"))
             if r.get("correct") and s is not None and not o.attempts:  # a log without attempt records
                 o.best_speedup, o.attempts, o.curve, o.speedups = s, r.get("attempts") or 1, [s], [s]
+                o.best_coverage = _num(r.get("best_coverage"))
             if r.get("llm_usage"):
                 o.llm_usage = r["llm_usage"]
     return out
@@ -150,8 +156,13 @@ def metrics(outs: list[TaskOutcome], p_values=P_VALUES) -> dict:
         "fast_p": {_pkey(p): fast_p(outs, p) for p in p_values},
         "geomean_speedup": geomean([o.best_speedup for o in outs if o.correct]),
         "max_speedup": max([o.best_speedup for o in outs if o.correct] or [None], key=lambda x: x or 0),
+        "mean_coverage": _mean([o.best_coverage for o in outs if o.correct and o.best_coverage is not None]),
         "llm_usage": usage or None,
     }
+
+
+def _mean(xs) -> float | None:
+    return sum(xs) / len(xs) if xs else None
 
 
 def _pkey(p: float) -> str:
@@ -173,7 +184,8 @@ def summarize(records: list[dict], p_values=P_VALUES) -> dict:
                 summary["levels"].setdefault(str(lv), {})[a] = metrics(sub, p_values)
     for (a, t), o in sorted(outs.items(), key=lambda kv: kv[0][1]):
         summary["tasks"].setdefault(t, {})[a] = {"correct": o.correct, "best_speedup": o.best_speedup,
-                                                 "attempts": o.attempts, "finished": o.finished}
+                                                 "attempts": o.attempts, "finished": o.finished,
+                                                 "coverage": o.best_coverage}
     try:
         from agents.soft_verify import verifier_accuracy
     except ImportError:  # the report works without the agents package
@@ -307,7 +319,8 @@ def metric_columns(p_values=P_VALUES) -> list[tuple[str, callable]]:
             ("correct", lambda m: _f(m["correct_rate"]))]
     cols += [(f"fast_{_pkey(p)}", (lambda k: lambda m: _f(m["fast_p"][k]))(_pkey(p))) for p in p_values]
     cols += [("geomean speedup", lambda m: _f(m["geomean_speedup"], ".3f", "x")),
-             ("max", lambda m: _f(m["max_speedup"], ".2f", "x"))]
+             ("max", lambda m: _f(m["max_speedup"], ".2f", "x")),
+             ("kernel coverage", lambda m: _f(m.get("mean_coverage"), ".0%"))]
     return cols
 
 
@@ -340,13 +353,14 @@ def markdown(summary: dict, sources: list[str], plots: dict | None, out_dir: Pat
     for lv, per in summary["levels"].items():
         parts += [f"### level {lv}", "", _md_table(["agent"] + [c for c, _ in cols],
                                                    [[a] + [fn(m) for _, fn in cols] for a, m in per.items()]), ""]
-    parts += ["## Per task (best speedup; `fail`: no correct attempt)", ""]
+    parts += ["## Per task (best speedup, with its kernel coverage where recorded; `fail`: no correct attempt)", ""]
     rows = []
     for t, per in summary["tasks"].items():
         row = [t]
         for a in agents:
             x = per.get(a)
             row.append("not run" if x is None else (_f(x["best_speedup"], ".3f", "x") if x["correct"] else "fail")
+                       + ("" if x is None or x.get("coverage") is None else f" (cov {x['coverage']:.0%})")
                        + ("" if x is None or x["finished"] else " (unfinished)"))
         rows.append(row)
     parts += [_md_table(["task"] + agents, rows), ""]

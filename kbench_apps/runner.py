@@ -116,7 +116,7 @@ def run_suite(args) -> int:
     max_turns = _opt(args, "max_turns", None) or max(1, budget)
     timing = TIMING_PRESETS.get(_opt(args, "timing", "default"))
     env = KBenchEnv(suite=args.suite, device=args.device, backend=args.backend, max_turns=max_turns,
-                    reward=args.reward, **({"timing": timing} if timing else {}))
+                    reward=args.reward, rules=_opt(args, "rules", "strict"), **({"timing": timing} if timing else {}))
     backend = env.evaluator.backend_name
     agent = make_agent(args.agent, backend, args)
     all_tasks = load_suite(args.suite)
@@ -131,7 +131,8 @@ def run_suite(args) -> int:
             partial.setdefault(r["task"], []).append(r)
     skipped = len(all_tasks) - len(tasks)
     console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {len(tasks)} tasks on {env.evaluator.device} "
-                  f"({backend} backend), budget {budget} evaluations per task; {len(tasks) - len(todo)} already done"
+                  f"({backend} backend, {env.evaluator.rules} rules), budget {budget} evaluations per task; "
+                  f"{len(tasks) - len(todo)} already done"
                   f"{f', {len(partial)} partly done' if partial else ''} in {log.path}"
                   f"{f' ({skipped} tasks skipped: the agent has no starting point for them)' if skipped else ''}")
     best_overall = max([r.get("best_speedup") or 0 for r in done.values() if r.get("agent") == agent.name] or [0])
@@ -175,7 +176,8 @@ def run_suite(args) -> int:
             rec = {"kind": "task_done", "agent": agent.name, "task": task.name, "level": task.level,
                    "backend": backend, "device": env.evaluator.device, "attempts": attempts, "filtered": filtered,
                    "budget": budget, "correct": best is not None, "best_speedup": best and best["speedup"],
-                   "first_speedup": first and first["speedup"],
+                   "first_speedup": first and first["speedup"], "rules": env.evaluator.rules,
+                   "best_coverage": best and best.get("kernel_coverage"),
                    "best_reward": max([ev["reward"] for ev in [best, last] if ev] or [None]),
                    "error": None if best else (last or {}).get("error"), "seconds": time.time() - t0,
                    "time": time.time()}
@@ -192,6 +194,11 @@ def _fmt(s) -> str:
     return "-" if s is None else f"{s:.2f}x"
 
 
+def _pct(c) -> str:
+    """A kernel coverage (the best attempt's share of forward's time in its own kernels), where recorded."""
+    return "-" if c is None else f"{c:.0%}"
+
+
 def print_table(console, log: RunLog, agent: str, task_names: list[str]) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -199,13 +206,14 @@ def print_table(console, log: RunLog, agent: str, task_names: list[str]) -> None
     done = log.done()
     table = Table(title=escape(f"kbench run: {agent} ({log.path})"))
     for col, just in (("task", "left"), ("correct", "center"), ("first", "right"), ("best", "right"),
-                      ("attempts", "right"), ("seconds", "right"), ("note", "left")):
+                      ("coverage", "right"), ("attempts", "right"), ("seconds", "right"), ("note", "left")):
         table.add_column(col, justify=just)
     rows = [done[(agent, n)] for n in task_names if (agent, n) in done]
     for r in rows:
         note = escape((r.get("error") or "").splitlines()[0][:60]) if not r["correct"] and r.get("error") else ""
         table.add_row(escape(r["task"]), "yes" if r["correct"] else "no", _fmt(r.get("first_speedup")),
-                      _fmt(r.get("best_speedup")), str(r["attempts"]), f"{r['seconds']:.1f}", note)
+                      _fmt(r.get("best_speedup")), _pct(r.get("best_coverage")), str(r["attempts"]),
+                      f"{r['seconds']:.1f}", note)
     n = len(rows)
     ok = [r for r in rows if r["correct"]]
 

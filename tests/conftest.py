@@ -24,14 +24,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def evaluator():
+def cpu_evaluator(rules: str = "strict"):
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.sandbox.process import Limits
 
     # Short timing keeps tests fast; correctness is what the tests look at.
     return Evaluator(device="cpu", limits=Limits(build_timeout=600, run_timeout=30, time_timeout=60),
-                     timing={"warmup": 1, "min_reps": 3, "max_reps": 20, "min_seconds": 0.02})
+                     timing={"warmup": 1, "min_reps": 3, "max_reps": 20, "min_seconds": 0.02}, rules=rules)
+
+
+@pytest.fixture(scope="session")
+def evaluator():
+    return cpu_evaluator()
+
+
+@pytest.fixture(scope="session")
+def kernelbench_evaluator():
+    """The test evaluator under rules="kernelbench" (PyTorch operators allowed beside an own kernel)."""
+    return cpu_evaluator("kernelbench")
 
 
 def read(path) -> str:

@@ -202,6 +202,71 @@ ADVERSARIAL = {
 }
 
 
+# ---------------------------------------------------------------------- rules="kernelbench" (rules.py)
+
+#: KernelBench's typical level-2 answer: PyTorch's (cuDNN's) convolution, then the ReLU and bias fused in a CUDA
+#: kernel of the candidate's own (one extension, shared by the cases below: one build).
+KB_EPILOGUE = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+
+template <typename T>
+__global__ void kb_fused_relu_bias(const T* __restrict__ y, const T* __restrict__ c, T* __restrict__ out,
+                                   int64_t n, int64_t ch, int64_t hw) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float v = static_cast<float>(y[i]);
+        out[i] = static_cast<T>((v > 0.f ? v : 0.f) + static_cast<float>(c[(i / hw) % ch]));
+    }
+}
+
+torch::Tensor relu_bias(torch::Tensor y, torch::Tensor c) {
+    TORCH_CHECK(y.is_cuda() && y.dim() == 4 && c.numel() == y.size(1) && c.scalar_type() == y.scalar_type(),
+                "relu_bias: a 4-d CUDA tensor and one bias per channel of its dtype expected");
+    auto yc = y.contiguous();
+    auto cc = c.contiguous();
+    auto out = torch::empty_like(yc);
+    const int64_t n = yc.numel();
+    if (n == 0) return out;
+    const int64_t ch = yc.size(1), hw = yc.size(2) * yc.size(3);
+    const int grid = (int)std::min<int64_t>((n + 255) / 256, 8192);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, yc.scalar_type(), "kb_relu_bias",
+                                    [&] {
+        kb_fused_relu_bias<scalar_t><<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+            yc.data_ptr<scalar_t>(), cc.data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), n, ch, hw);
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+ext = load_inline(name="kb_test_kernelbench_rules",
+                  cpp_sources="torch::Tensor relu_bias(torch::Tensor y, torch::Tensor c);",
+                  cuda_sources=cuda_source, functions=["relu_bias"], extra_cuda_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, kernel_size=3, padding=1)
+        self.bias = nn.Parameter(torch.randn(cout, 1, 1) * 0.5)
+
+    def forward(self, x):
+'''
+
+#: name -> (rules, forward body) on level2/conv2d_relu_bias.
+KERNELBENCH_RULES = {
+    "fused_epilogue": ("kernelbench", "        return ext.relu_bias(self.conv(x), self.bias)\n"),
+    "fused_epilogue_strict": ("strict", "        return ext.relu_bias(self.conv(x), self.bias)\n"),
+    # the extension is loaded but forward is PyTorch's alone: the cuDNN kernels are not the candidate's
+    "no_own_kernel": ("kernelbench", "        return torch.relu(self.conv(x)) + self.bias\n"),
+}
+
+
 # ---------------------------------------------------------------------- fixtures
 
 
@@ -217,12 +282,12 @@ class _SharedDevice:
         pass
 
 
-def _evaluator(backend: str, shared_device: bool = True):
+def _evaluator(backend: str, shared_device: bool = True, rules: str = "strict"):
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.sandbox.process import Limits
 
     ev = Evaluator(device="cuda", backend=backend, compile_baseline=False, timing=dict(TIMING),
-                   limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300))
+                   limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300), rules=rules)
     if shared_device and os.environ.get("KBENCH_GPU_PARALLEL") == "1":
         ev._device_lock = _SharedDevice()  # noqa: SLF001
     return ev
@@ -264,6 +329,19 @@ def triton_results():
     items = [(resolve_task(_task_name(p)), p.read_text()) for p in TRITON_SOLUTIONS]
     names = [("triton_solution", _task_name(p)) for p in TRITON_SOLUTIONS]
     return dict(zip(TRITON_SOLUTIONS, _evaluate_recorded(ev, items, names, "triton", 8)))
+
+
+@pytest.fixture(scope="module")
+def kernelbench_rule_results():
+    task = resolve_task("level2/conv2d_relu_bias")
+    out = {}
+    for rules in ("kernelbench", "strict"):
+        names = [n for n, (r, _) in KERNELBENCH_RULES.items() if r == rules]
+        items = [(task, KB_EPILOGUE + KERNELBENCH_RULES[n][1]) for n in names]
+        results = _evaluate_recorded(_evaluator("cuda", rules=rules), items, [("cuda_rules", n) for n in names],
+                                     "cuda", 2)
+        out.update(zip(names, results))
+    return out
 
 
 def _evaluate_recorded(ev, items: list, names: list, backend: str, workers: int) -> list:
@@ -360,6 +438,30 @@ def test_adversarial_extension_is_otherwise_honest(cuda_results):
     r = cuda_results[1]["patched_timer"]
     why = extension_problem(r)
     assert why is None, f"{why}\n{r.feedback()}"
+
+
+def test_kernelbench_rules_accept_a_fused_epilogue_with_its_coverage(kernelbench_rule_results):
+    """rules="kernelbench" on a GPU: cuDNN's convolution beside the candidate's fused kernel is accepted and paid;
+    the coverage (device time) is strictly between 0 and 1 on every configuration: the cuDNN kernels are not
+    counted as the candidate's, its own kernel is."""
+    r = kernelbench_rule_results["fused_epilogue"]
+    assert r.rules == "kernelbench" and r.correct and not r.integrity_flags and r.reward > 0, r.feedback()
+    assert r.kernel_coverage is not None and 0.0 < r.kernel_coverage < 1.0, r.feedback()
+    assert all(c.kernel_coverage is not None and 0.0 < c.kernel_coverage < 1.0 for c in r.configs), (
+        [(c.name, c.kernel_coverage) for c in r.configs], r.feedback())
+
+
+def test_strict_rules_flag_the_fused_epilogue_on_the_gpu(kernelbench_rule_results):
+    r = kernelbench_rule_results["fused_epilogue_strict"]
+    kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
+    assert "pytorch_compute_in_forward" in kinds and r.reward < 0, r.feedback()
+
+
+def test_kernelbench_rules_catch_a_forward_with_no_own_kernel_on_the_gpu(kernelbench_rule_results):
+    r = kernelbench_rule_results["no_own_kernel"]
+    kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
+    assert kinds == ["no_kernel_launched"] and r.reward < 0, r.feedback()
+    assert r.kernel_coverage == 0.0, r.feedback()
 
 
 def test_block_fingerprints_and_written_inputs_match_per_call_ones():

@@ -1,5 +1,6 @@
-"""Every integrity check has an adversarial candidate that it flags, on the CPU backend; the honest solution is
-not flagged. Candidates reuse the shipped ReLU kernel's build (same load_inline arguments: one cached build)."""
+"""Every integrity check has an adversarial candidate that it flags, on the CPU backend, under both rules
+(rules.py); the honest solution is not flagged. Candidates reuse the shipped ReLU kernel's build (same load_inline
+arguments: one cached build)."""
 
 from __future__ import annotations
 
@@ -82,15 +83,27 @@ CASES = {
     # 4. Inputs modified in place.
     "inputs_modified": (with_model(
         f"    def forward(self, x):\n        out = {OP}(x)\n        x.mul_(2)\n        return out\n"), "inputs_modified"),
+    # The forward audit's report faked (its kernel coverage and operators): the audit is part of the harness.
+    "patched_audit": (with_model(
+        f"    def forward(self, x):\n        return torch.relu(x)\n",
+        prelude="\nimport kbench_env.pipeline.integrity as _i\n_i.ForwardAudit._report = lambda self: "
+                "{'forbidden_ops': {}, 'own_ops': ['kb_relu::relu_forward'], 'extension_calls': 1, "
+                "'cpu_us': {'own': 1.0, 'total': 1.0}}\n"), "harness_patched"),
 }
 
+#: Under rules="kernelbench" PyTorch compute is allowed beside an own kernel: these run none of their own, and are
+#: caught as decoys instead.
+KERNELBENCH_EXPECTED = {"torch_op": "no_kernel_launched", "fallback": "no_kernel_launched",
+                        "reference_model": "no_kernel_launched"}
 
-@pytest.fixture(scope="module")
-def results(evaluator):
+
+@pytest.fixture(scope="module", params=["strict", "kernelbench"])
+def results(request):
+    evaluator = request.getfixturevalue("evaluator" if request.param == "strict" else "kernelbench_evaluator")
     names = list(CASES)
     out = evaluator.evaluate_many([(RELU, CASES[n][0]) for n in names], seed=99)
     honest = evaluator.evaluate(RELU, HONEST, seed=99)
-    return dict(zip(names, out)), honest
+    return dict(zip(names, out)), honest, request.param
 
 
 # A pointer-keyed cache pays only when a timed call's fresh inputs land at an address seen before; when the
@@ -105,8 +118,9 @@ def test_exploit_is_flagged(results, name):
         honest = results[1]
         assert r.speedup <= 2 * honest.speedup, f"{name}: unflagged and faster than the honest kernel\n{r.feedback()}"
         return
-    expected = CASES[name][1]
+    expected = CASES[name][1] if results[2] == "strict" else KERNELBENCH_EXPECTED.get(name, CASES[name][1])
     expected = expected if isinstance(expected, tuple) else (expected,)
+    assert r.rules == results[2]
     kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
     assert any(k in kinds for k in expected), f"{name}: flags {r.integrity_flags}\n{r.feedback()}"
     assert r.reward == -1.0
@@ -116,6 +130,8 @@ def test_exploit_is_flagged(results, name):
 def test_honest_solution_is_not_flagged(results):
     honest = results[1]
     assert honest.correct and honest.integrity_flags == [], honest.feedback()
+    # all of forward's time is in the kernel (the shipped ReLU calls nothing else): coverage 1 under either rules
+    assert honest.kernel_coverage is not None and honest.kernel_coverage > 0.9, honest.feedback()
 
 
 def test_phase_times_account_for_the_evaluation(results):

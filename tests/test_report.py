@@ -82,8 +82,10 @@ def test_metrics_per_agent_and_level(tmp_path):
     assert b["geomean_speedup"] == pytest.approx((1.2 * 3.0 * 1.1) ** (1 / 3))
     assert s["levels"]["2"]["A"]["correct_rate"] == 0 and s["levels"]["2"]["B"]["fast_p"]["2"] == 1.0
     assert s["levels"]["1"]["B"]["tasks"] == 3  # level1/d's level read from its name
-    assert s["tasks"]["level2/c"] == {"A": {"correct": False, "best_speedup": None, "attempts": 1, "finished": True},
-                                      "B": {"correct": True, "best_speedup": 3.0, "attempts": 2, "finished": True}}
+    assert s["tasks"]["level2/c"] == {"A": {"correct": False, "best_speedup": None, "attempts": 1, "finished": True,
+                                            "coverage": None},
+                                      "B": {"correct": True, "best_speedup": 3.0, "attempts": 2, "finished": True,
+                                            "coverage": None}}
     v = s["verifier"]["B"]
     assert set(s["verifier"]) == {"B"} and v["numerics_error"]["tp"] == 1 and v["memory_error"]["fp"] == 1
     assert v["any"]["n"] == 3 and v["any"]["recall"] == 1.0 and v["any"]["precision"] == 0.5

@@ -12,6 +12,7 @@ from gymnasium import spaces
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.env.prompt import build_prompt
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.rules import check_rules
 from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
 from kbench_env.tasks.suite import load_suite, resolve_task
 from kbench_env.tasks.task import Task
@@ -69,8 +70,11 @@ class KBenchEnv(gym.Env):
 
     ## Arguments
     ``gym.make("KBench-v0", task=None, suite="default", device="auto", backend=None, max_turns=4,
-    reward="tiered", target_speedup=None, evaluator=None, render_mode=None)``. ``evaluator`` shares one
-    Evaluator (and its build cache and reference timings) between environments.
+    reward="tiered", target_speedup=None, evaluator=None, render_mode=None, rules="strict")``. ``evaluator`` shares
+    one Evaluator (and its build cache and reference timings) between environments. ``rules="kernelbench"`` allows
+    PyTorch operators in forward beside at least one kernel of the candidate's own that runs (``kbench_env.pipeline.rules``);
+    under either rules the feedback and ``info["eval"]["kernel_coverage"]`` tell the share of forward's time spent
+    in the candidate's own kernels.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -78,13 +82,17 @@ class KBenchEnv(gym.Env):
     def __init__(self, task: str | Task | None = None, suite: str = "default", device: str = "auto",
                  backend: str | None = None, max_turns: int = 4, reward: Any = "tiered",
                  target_speedup: float | None = None, evaluator: Evaluator | None = None,
-                 render_mode: str | None = None, **evaluator_kwargs):
+                 render_mode: str | None = None, rules: str | None = None, **evaluator_kwargs):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if evaluator is not None and rules is not None and check_rules(rules) != evaluator.rules:
+            raise ValueError(f"rules={rules!r} differs from the given evaluator's rules {evaluator.rules!r}: make the "
+                             f"Evaluator with rules={rules!r}, or leave rules out")
         self._owns_evaluator = evaluator is None  # closed with the env (its spare worker); a shared one is not
-        self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward, **evaluator_kwargs)
+        self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward,
+                                                rules=check_rules(rules or "strict"), **evaluator_kwargs)
         self.fixed_task = resolve_task(task) if isinstance(task, str) else task
         self.suite_spec = suite
         self._suite: list[Task] | None = None
@@ -115,7 +123,8 @@ class KBenchEnv(gym.Env):
         self.turn = 0
         self.best_speedup = None
         self.history = []
-        self._last_obs = sanitize(build_prompt(self.task, self.evaluator.backend, self.evaluator.device))
+        self._last_obs = sanitize(build_prompt(self.task, self.evaluator.backend, self.evaluator.device,
+                                               rules=self.evaluator.rules))
         return self._last_obs, self._info(None)
 
     def step(self, action):

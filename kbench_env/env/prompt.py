@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from kbench_env.hardware import describe
+from kbench_env.pipeline.rules import prompt_rules
 from kbench_env.tasks.task import Task
 
 SYSTEM_PROMPT = ("You are an expert performance engineer who writes fast, correct kernels. You answer with one "
@@ -29,7 +30,8 @@ def reference_program(task: Task) -> str:
     return "\n".join(kept) + "\n"
 
 
-def build_prompt(task: Task, backend, device: str, with_example: bool = True) -> str:
+def build_prompt(task: Task, backend, device: str, with_example: bool = True, rules: str = "strict") -> str:
+    """The prompt of ``task`` for ``backend`` on ``device``; the backend's rules as they read under ``rules``."""
     shown = task.shown_configs(device)
     cfg_lines = []
     for c in shown:
@@ -58,7 +60,7 @@ def build_prompt(task: Task, backend, device: str, with_example: bool = True) ->
         "",
         f"Target hardware: {describe(device)}",
         "",
-        backend.rules(),
+        prompt_rules(backend.rules(), rules),
         "Correctness is checked against the reference on fresh random inputs, elementwise and norm-wise; then both "
         "are timed and your reward grows with the speedup.",
     ]

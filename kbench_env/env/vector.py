@@ -21,9 +21,9 @@ class KBenchVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, evaluator: Evaluator | None = None, device: str = "auto",
                  backend: str | None = None, reward="tiered", max_workers: int | None = None,
-                 render_mode: str | None = None, **env_kwargs):
-        self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward)
-        self.envs = [KBenchEnv(evaluator=self.evaluator, render_mode=render_mode, **env_kwargs)
+                 render_mode: str | None = None, rules: str | None = None, **env_kwargs):
+        self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward, rules=rules or "strict")
+        self.envs = [KBenchEnv(evaluator=self.evaluator, render_mode=render_mode, rules=rules, **env_kwargs)
                      for _ in range(num_envs)]
         self.num_envs = num_envs
         self.max_workers = max_workers

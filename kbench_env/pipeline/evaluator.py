@@ -25,21 +25,17 @@ from pathlib import Path
 import torch
 
 from kbench_env.pipeline import integrity
+from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.backends import get_backend
 from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
 from kbench_env.pipeline.result import ConfigResult, EvalResult
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.sandbox.process import Limits, SpareWorkers, Worker, WorkerError
 from kbench_env.tasks.task import DTYPES, Config, Task, describe_value, geomean
 from kbench_env.pipeline.timed_checks import TimedChecks as _TimedChecks
-
-#: Kernel-name prefixes of PyTorch's own GPU kernels (not the candidate's) for the decoy check.
-TORCH_KERNEL_PREFIXES = ("void at::", "at::", "void (anonymous namespace)::", "Memcpy", "Memset", "cudnn", "sm80_",
-                         "sm90_", "cutlass", "ampere_", "volta_", "turing_", "gemv", "gemm", "void cublas",
-                         "cublas", "void gemv", "nvjet")
-
 
 #: Outputs smaller than this never get a bandwidth floor (they can live in cache).
 ROOFLINE_MIN_BYTES = 256 << 20
@@ -122,13 +118,16 @@ class Evaluator:
             one candidate at a time). Default: the number of CPU cores.
         spare_worker: keep one started, confined, idle worker ready for the next candidate (sandbox.SpareWorkers;
             on a GPU it has CUDA started). Off with False or KBENCH_SPARE_WORKER=0.
+        rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
                  limits: Limits | None = None, cache_dir: str | Path | None = None, input_sets: int = 3,
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
-                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None):
+                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
+                 rules: str = rules_mod.DEFAULT):
+        self.rules = rules_mod.check_rules(rules)
         self.device = resolve_device(device)
         self.backend_name = backend or ("cpu" if self.device.startswith("cpu") else "cuda")
         self.backend = get_backend(self.backend_name)
@@ -184,7 +183,8 @@ class Evaluator:
     def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
         """Evaluate one action (source text or an LLM reply with a code block) on ``task``."""
         t0 = time.perf_counter()
-        result = EvalResult(task=task.name, backend=self.backend_name, device=self.device, baseline=self.baseline)
+        result = EvalResult(task=task.name, backend=self.backend_name, device=self.device, baseline=self.baseline,
+                            rules=self.rules)
         try:
             self._evaluate(task, action, seed, result)
         except Exception as exc:  # an evaluator bug must not take the caller down; it is reported, not hidden
@@ -429,7 +429,7 @@ class Evaluator:
         if header.get("inputs_modified"):
             self._flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cfg.name!r}")
         _add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
-        for flag in integrity.audit_flags(header["audit"], cfg.name, TORCH_KERNEL_PREFIXES):
+        for flag in rules_mod.judge_audit(self.rules, header["audit"], cr, result, TORCH_KERNEL_PREFIXES):
             self._flag(result, flag)
         if header.get("flags_changed"):
             self._flag(result, "precision_flags_changed: the candidate changed pinned precision settings ("

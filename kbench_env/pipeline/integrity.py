@@ -18,6 +18,7 @@ import types
 
 import torch
 
+from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline import fingerprint as _fingerprint
 from kbench_env.pipeline.fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
                           fingerprint_values, fingerprints_agree)
@@ -90,6 +91,7 @@ class ForwardAudit:
             self._prof = None
             return self
         t0 = _perf_counter()
+        _coverage.warm_up_records()
         self._calls0 = self.extension_calls()
         # On a GPU, kineto with CUPTI also names the GPU kernels that ran (evidence of the candidate's own work
         # beside counted launches); mode "ops" (KBENCH_GPU_AUDIT=ops in the parent) audits PyTorch operators only,
@@ -130,13 +132,15 @@ class ForwardAudit:
         calls = getattr(self, "_calls1", self.extension_calls()) - self._calls0
         # Launch records (backends/triton.py) mark a kernel's own internals; more records than counted launches
         # means the candidate opened some itself (to hide PyTorch compute under the marker): none are trusted.
-        records = sum(1 for e in events if e.name.startswith(KERNEL_RECORD_PREFIX)
+        # Extension calls open records of their own (coverage.own_call): the two kinds together are counted.
+        records = sum(1 for e in events if _coverage.is_record(e.name)
                       and not str(getattr(e, "device_type", "")).endswith("CUDA"))
         trust_records = records <= calls
         for e in events:
             name = e.name
             if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA"):
-                kernels.add(name)
+                if not _coverage.is_annotation(e):  # a record's span mirrored on the device is no kernel
+                    kernels.add(name)
                 continue
             ns = name.split("::", 1)[0] if "::" in name else None
             if ns in self.namespaces:
@@ -155,12 +159,13 @@ class ForwardAudit:
             "own_ops": sorted(own_ops),
             "extension_calls": calls,
             "gpu_kernels": sorted(kernels)[:50],
+            **_coverage.profile_times(events, self.namespaces, trust_records, self.device, ALLOWED_GLUE),
         }
 
 
 #: Profiler records that wrap one launch of the candidate's own kernel (the Triton interpreter runs tensor
 #: operations inside a launch: those are the kernel's internals, not PyTorch compute standing in for it).
-KERNEL_RECORD_PREFIX = "kbench_kernel::"
+KERNEL_RECORD_PREFIX = _coverage.KERNEL_RECORD_PREFIX
 
 
 def _inside_glue(event, trust_records: bool = True) -> bool:
@@ -181,7 +186,7 @@ def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(report["forbidden_ops"].items())[:6])
         flags.append(f"pytorch_compute_in_forward: forward ran PyTorch compute operators ({ops}) on configuration "
                      f"{config!r}; only allocation, views and data movement are allowed besides your kernels")
-    own_gpu = [k for k in report.get("gpu_kernels", []) if not k.startswith(tuple(torch_kernel_prefixes))]
+    own_gpu = _coverage.own_device_kernels(report, torch_kernel_prefixes)
     if not report.get("own_ops") and not report.get("extension_calls") and not own_gpu:
         flags.append(f"no_kernel_launched: none of the candidate's own kernels ran in forward on configuration "
                      f"{config!r} (a compiled kernel must do the work)")
@@ -216,6 +221,8 @@ class HarnessGuard:
         targets += [(Fingerprint, a) for a in ("pending", "pending_block", "_leaf", "_positions", "_hash_weights")]
         targets += [(_fingerprint, a) for a in ("Fingerprint", "fingerprint_table", "fingerprint_values")]
         targets += [(TimedInputs, "write"), (TimedInputs, "__call__")]
+        targets += [(ForwardAudit, a) for a in ("__enter__", "__exit__", "report", "_report")]
+        targets += [(_coverage, a) for a in ("profile_times", "own_call", "is_record", "_cpu_times", "_device_rows")]
         self._refs = [(owner, attr, getattr(owner, attr)) for owner, attr in [*targets, *extra] if hasattr(owner, attr)]
         # a Python function can also be changed in place (its __code__ swapped)
         self._code = [(obj, obj.__code__) for _, _, obj in self._refs if isinstance(obj, types.FunctionType)]

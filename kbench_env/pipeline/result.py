@@ -32,6 +32,9 @@ class ConfigResult:
     reference_spread_ms: float | None = None
     compile_ms: float | None = None  # torch.compile baseline, when measured
     speedup: float | None = None
+    # share of forward's device time (CPU time on the CPU) in the candidate's own kernels, from the audited
+    # correctness call (coverage.py); None where not measured
+    kernel_coverage: float | None = None
 
 
 @dataclass
@@ -53,6 +56,8 @@ class EvalResult:
     speedup: float | None = None  # geometric mean of per-configuration speedups vs eager
     speedup_compile: float | None = None  # vs torch.compile, when measured
     baseline: str = "eager"
+    rules: str = "strict"  # what forward may run besides the candidate's own kernels (rules.py)
+    kernel_coverage: float | None = None  # mean of the configurations' kernel_coverage
     integrity_flags: list = field(default_factory=list)  # "name: one-line reason"
     reward: float = 0.0
     build_seconds: float | None = None
@@ -103,6 +108,11 @@ class EvalResult:
                     f"{name:<16}{shapes:<34}{ok:<9}{_f(c.norm_err, '.2e'):>10}"
                     f"{_ms(c.candidate_ms, c.candidate_spread_ms):>12}{_ms(c.reference_ms, None):>11}{_f(c.speedup, '.2f', 'x'):>9}"
                 )
+        if self.kernel_coverage is not None:
+            per = ", ".join(f"{c.name} {c.kernel_coverage:.0%}" for c in self.configs if c.kernel_coverage is not None)
+            where = "CPU" if self.device.startswith("cpu") else "device"
+            lines.append(f"Kernel coverage (share of forward's {where} time in your own kernels; rules "
+                         f"{self.rules}): {self.kernel_coverage:.0%} ({per}).")
         if self.correct and self.speedup is not None:
             lines.append("")
             extra = f", {self.speedup_compile:.2f}x vs torch.compile" if self.speedup_compile else ""

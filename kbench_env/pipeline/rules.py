@@ -1,0 +1,71 @@
+"""Rules: what a candidate's ``forward`` may run besides its own kernels (``Evaluator(rules=...)``).
+
+- ``"strict"`` (the default): besides the candidate's own kernels, only glue (allocation, views, data movement;
+  ``integrity.ALLOWED_GLUE``) runs in ``forward``; any other PyTorch operator, called from Python or from the
+  candidate's C++, is an integrity flag (``pytorch_compute_in_forward``).
+- ``"kernelbench"``: KernelBench's rule. PyTorch operators may run beside at least one kernel of the candidate's
+  own, typically a fused custom kernel after a cuDNN/ATen convolution. What is dropped is that one flag; every
+  other check stands, ``no_kernel_launched`` included.
+
+"Runs" means what the forward audit sees on every configuration, inside the audited ``forward`` call itself: an
+operator the candidate registered, a counted call into its compiled extension or fast-path kernel, or a GPU
+kernel of its own (integrity.audit_flags). A kernel that is compiled but never called, or called at import or in
+``__init__`` only, does not count. What the own kernel computes is not checked: one run on a 1-element tensor while
+PyTorch does the rest is accepted, as KernelBench accepts it, and shows as a kernel coverage near 0
+(``coverage.py``: the share of forward's device time, CPU time on the CPU, spent in the candidate's own kernels).
+Coverage is reported under both rules, per configuration and as their mean, and a reward function can use it
+(``EvalResult.kernel_coverage``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kbench_env.pipeline import integrity
+from kbench_env.pipeline.coverage import coverage
+
+RULES = ("strict", "kernelbench")
+DEFAULT = "strict"
+
+_FLAG_DROPPED = {"strict": (), "kernelbench": ("pytorch_compute_in_forward",)}
+
+#: The sentence of every backend's prompt rules that states the strict rule (backends/*.py ``rules()``).
+_STRICT_SENTENCE = re.compile(r"Inside forward, calls into PyTorch compute operators.*?are fine\.", re.S)
+_KERNELBENCH_SENTENCE = (
+    "Rules: kernelbench. Inside forward, PyTorch operators (e.g. a cuDNN or ATen convolution or matrix product) "
+    "may run beside your own kernels, and at least one of your own kernels must run in every call; the share of "
+    "forward's time spent in your own kernels (kernel coverage) is reported with the result.")
+
+
+def check_rules(rules) -> str:
+    """``rules`` if it names a rule set; otherwise a ValueError that says which exist and what they mean."""
+    if rules in RULES:
+        return rules
+    raise ValueError(f"unknown rules {rules!r}: use 'strict' (the default: only the candidate's own kernels and "
+                     f"glue such as allocation, views and copies run in forward) or 'kernelbench' (PyTorch "
+                     f"operators allowed beside at least one kernel of the candidate's own that runs)")
+
+
+def audit_flags(rules: str, report: dict, config: str, torch_kernel_prefixes=()) -> list[str]:
+    """The integrity flags of one configuration's forward audit under ``rules``."""
+    dropped = _FLAG_DROPPED[rules]
+    return [f for f in integrity.audit_flags(report, config, torch_kernel_prefixes)
+            if f.split(":", 1)[0] not in dropped]
+
+
+def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=()) -> list[str]:
+    """One configuration's audit judged: its kernel coverage recorded on ``config_result`` and the evaluation's
+    ``result`` (the mean over the configurations measured so far); returns its integrity flags under ``rules``."""
+    report = report or {}
+    config_result.kernel_coverage = coverage(report, torch_kernel_prefixes)
+    measured = [c.kernel_coverage for c in result.configs if c.kernel_coverage is not None]
+    result.kernel_coverage = round(sum(measured) / len(measured), 4) if measured else None
+    return audit_flags(rules, report, config_result.name, torch_kernel_prefixes)
+
+
+def prompt_rules(backend_rules: str, rules: str) -> str:
+    """A backend's prompt rules (``Backend.rules()``) as they read under ``rules``."""
+    if rules != "kernelbench":
+        return backend_rules
+    text, n = _STRICT_SENTENCE.subn(_KERNELBENCH_SENTENCE, backend_rules)
+    return text if n else (backend_rules + " " + _KERNELBENCH_SENTENCE).strip()
