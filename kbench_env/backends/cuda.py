@@ -33,6 +33,7 @@ import torch
 
 from .. import integrity, timing
 from ..screen import ScreenError
+from . import cutlass
 from .base import calls_named
 from .extension import ExtensionBackend, _with_opt, lighten
 
@@ -99,7 +100,10 @@ class CudaBackend(ExtensionBackend):
     def adjust_kwargs(self, kwargs: dict) -> dict:
         kwargs = super().adjust_kwargs(kwargs)
         kwargs["extra_cuda_cflags"] = _with_opt(kwargs.get("extra_cuda_cflags"))
-        return kwargs
+        return cutlass.add_include_paths(kwargs)  # where $KBENCH_CUTLASS / $CUTLASS_PATH gives a checkout
+
+    def build_error_hint(self, error: str) -> str | None:
+        return cutlass.missing_hint(error)
 
     def lighter_cuda_sources(self, cuda_sources):
         """KernelBench-format device code includes <torch/extension.h> (all of libtorch's C++ API, pybind11 and
