@@ -173,9 +173,21 @@ def record_of(task, refs: list, r, cand_sha: str, harness: str, rules: str, seed
 # ---------------------------------------------------------------------- summary
 
 
+_KINDS = (("norm-wise relative error", "output values differ from the reference"),
+          ("shape", "output shape differs"), ("dtype", "output dtype differs"), ("timed out", "timed out"),
+          ("not finite", "non-finite output"), ("NaN", "non-finite output"))
+
+
 def _cause(text: str | None) -> str:
-    first = (text or "").strip().splitlines()[0] if (text or "").strip() else "no message"
-    return first.split(":")[0][:80]
+    """A failure's kind, for counting: a known kind of mismatch, else the exception's name or first words."""
+    text = (text or "").strip()
+    if not text:
+        return "no message"
+    for needle, kind in _KINDS:
+        if needle in text:
+            return kind
+    first = text.splitlines()[0]
+    return (first.split(":")[0] if ":" in first[:60] else first)[:80]
 
 
 def summarise(records: list[dict]) -> dict:
@@ -209,6 +221,10 @@ def markdown(s: dict, records: list[dict], meta: dict) -> str:
         f"- loading: {meta['folders']} task folders, {meta['loaded']} tasks loaded in {meta['load_s']:.0f} s "
         f"({meta['skipped_n']} folder(s) skipped); names unique: {meta['unique']}"
         + (f" (repeated: {', '.join(meta['repeated'][:10])})" if meta["repeated"] else ""),
+        f"- CPU configurations: {meta['cpu_stats']['with_cpu']} of {meta['loaded']} tasks have one, "
+        f"{meta['cpu_stats']['distinct_held_out']} a held-out one with sizes no shown one has; "
+        f"{meta['cpu_stats']['derived']} have configurations derived by kbench for the CPU (robust-kbench's own "
+        f"are sized for a GPU, or give the CPU only one)",
         f"- selection: {s['tasks']} of {meta['loaded']} tasks ({dict(s['forms'])})"
         + (f" (`--only {meta['only']}`)" if meta["only"] else "") + (f" (`--limit {meta['limit']}`)" if meta["limit"] else ""),
         f"- elapsed: {meta['elapsed_s']:.0f} s for {meta['ran']} tasks run now ({meta['resumed']} taken from "
@@ -262,6 +278,18 @@ def _parts(only: str | None) -> list:
     return [p.strip() for p in (only or "").split(",") if p.strip()]
 
 
+def config_stats(tasks: list) -> dict:
+    """How the loaded tasks stand for the CPU: with a configuration at all, with a held-out one whose sizes differ
+    from every shown one, and with configurations derived by kbench (robust_kbench_cpu: for the CPU only)."""
+    def distinct_held_out(t) -> bool:
+        shown = [c.sizes for c in t.configs_for("cpu") if not c.held_out]
+        return any(c.sizes not in shown for c in t.configs_for("cpu") if c.held_out)
+
+    return {"with_cpu": sum(bool(t.configs_for("cpu")) for t in tasks),
+            "distinct_held_out": sum(distinct_held_out(t) for t in tasks),
+            "derived": sum(any(tuple(c.devices) == ("cpu",) for c in t.configs) for t in tasks)}
+
+
 def select(tasks: list, only: str | None, limit: int | None) -> list:
     parts = _parts(only)
     chosen = [t for t in tasks if not parts or any(p in t.name for p in parts)]
@@ -293,6 +321,7 @@ def run(args) -> int:
     folders = len({p.parent for p in root.rglob("func_forward.py")})
     print(f"{folders} folders, {len(tasks)} tasks loaded in {load_s:.0f} s, {len(skipped)} skipped"
           + "".join(f"\n  skipped {p}: {why[:300]}" for p, why in skipped), flush=True)
+    cpu_stats = config_stats(tasks)
     chosen = select(tasks, args.only, args.limit)
     if args.list:
         for t in chosen:
@@ -347,7 +376,7 @@ def run(args) -> int:
             "command": "python " + " ".join([os.path.relpath(__file__, ROOT)] + (args.argv or [])),
             "folders": folders, "loaded": len(tasks), "load_s": load_s, "skipped_n": len(skipped),
             "skipped": [(os.path.relpath(p, root), why) for p, why in skipped], "unique": not repeated,
-            "repeated": repeated, "only": args.only, "limit": args.limit, "elapsed_s": time.perf_counter() - t1,
+            "repeated": repeated, "cpu_stats": cpu_stats, "only": args.only, "limit": args.limit, "elapsed_s": time.perf_counter() - t1,
             "ran": len(todo), "resumed": resumed,
             "jsonl": os.path.relpath(jsonl, ROOT) if jsonl.resolve().is_relative_to(ROOT) else str(jsonl)}
     text = markdown(s, records, meta)

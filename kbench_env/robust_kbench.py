@@ -50,7 +50,7 @@ from pathlib import Path
 
 import torch
 
-from .robust_kbench_cpu import check_deterministic, derive_cpu_settings
+from .robust_kbench_cpu import check_deterministic, derive_cpu_settings, derive_held_out
 from .task import Task, TaskError, build_module, load_task, seeded
 
 FORMS = ("forward", "backward")
@@ -302,10 +302,15 @@ def _plan(folder: Path, form: str, multi: bool) -> dict:
         derived = derive_cpu_settings(
             rk, *filled[0], lambda i, j, devices, forward=True: _probe(rk, i, j, str(func_path), devices, forward),
             limit=CPU_ELEMENTS)
-        if derived:
-            pairs = list(pairs) + [(i, j) for i, j, _, _ in derived]
-            init_keys, input_keys, filled = _fill(pairs, init_defaults, input_defaults, folder)
-            probes += [p for _, _, p, _ in derived]
+    else:
+        cpu = [n for n, p in enumerate(probes) if p["numel"] <= CPU_ELEMENTS]
+        if len(cpu) == 1:  # the CPU is shown one configuration and holds none out: add an odd one
+            derived = derive_held_out(
+                rk, *filled[cpu[0]], lambda i, j, devices, forward=True: _probe(rk, i, j, str(func_path), devices))
+    if derived:
+        pairs = list(pairs) + [(i, j) for i, j, _, _ in derived]
+        init_keys, input_keys, filled = _fill(pairs, init_defaults, input_defaults, folder)
+        probes += [p for _, _, p, _ in derived]
     # One constant per setting; a setting in both init and inputs shares a constant when its values always agree.
     taken: set = _toplevel_names(rk_source)  # a constant must not rebind a name of robust-kbench's file
     shared = [k for k in init_keys if k in input_keys and all(i[k] == j[k] for i, j in filled)]

@@ -13,7 +13,8 @@ KernelBench files:
   (a shape constraint the scaling broke, such as ``hidden = heads * head_dim``), settings are halved one group of
   equal values (or one setting, or two) at a time, largest first, keeping each step that still runs;
 - a held-out one with odd sizes (each scaled setting above 8 made odd: one less, or two more), or, where odd sizes
-  break a constraint, three quarters of the small sizes, so that a kernel specialised to the shown shapes fails.
+  break a constraint, three quarters of the small sizes, or one setting made odd, so that a kernel specialised to
+  the shown shapes fails.
 
 Sizes are searched on the meta device (shapes only, milliseconds); each derived configuration is then run once for
 real on the CPU, and one that does not run is not used. Also here: the check, on the CPU, that the reference is
@@ -88,22 +89,50 @@ def derive_cpu_settings(rk, init: dict, inp: dict, probe: Callable, budget: int 
     if small is None:
         return []
     s_init, s_inp, s_probe = small
-    out = [(s_init, s_inp, s_probe, False)]
     scaled = {(w, k) for w, d, sd in (("init", init, s_init), ("input", inp, s_inp)) for k in d if d[k] != sd[k]}
+    return [(s_init, s_inp, s_probe, False)] + _held_out(s_init, s_inp, scaled, runs)
 
-    def variant(fn):
-        i = {k: fn(v) if ("init", k) in scaled else v for k, v in s_init.items()}
-        j = {k: fn(v) if ("input", k) in scaled else v for k, v in s_inp.items()}
-        return (i, j) if (i, j) != (s_init, s_inp) else None
 
-    for fn in (lambda v: (v - 1 if v % 2 == 0 else v + 2) if v > 8 else v,
-               lambda v: max(MIN_SIZE, v * 3 // 4)):
-        cand = variant(fn)
+def _held_out(init: dict, inp: dict, keys: set, runs: Callable) -> list:
+    """``[(init, inp, probe result, True)]``: the settings ``keys`` (``("init"|"input", name)``) made odd (one less,
+    or two more; those above 8), or else three quarters of themselves, or else one setting at a time made odd
+    (largest first: where sizes are tied by a constraint, a batch size alone may still change), whichever runs
+    first; [] if none does."""
+    def odd(v):
+        return (v - 1 if v % 2 == 0 else v + 2) if v > 8 else v
+
+    def variant(fn, chosen):
+        i = {k: fn(v) if ("init", k) in chosen else v for k, v in init.items()}
+        j = {k: fn(v) if ("input", k) in chosen else v for k, v in inp.items()}
+        return (i, j) if (i, j) != (init, inp) else None
+
+    value = {("init", k): v for k, v in init.items()} | {("input", k): v for k, v in inp.items()}
+    single = sorted((key for key in keys if value[key] > 8), key=lambda key: -value[key])
+    tries = [(odd, keys), (lambda v: max(MIN_SIZE, v * 3 // 4), keys)] + [(odd, {key}) for key in single]
+    for fn, chosen in tries:
+        cand = variant(fn, chosen)
         got = runs(*cand) if cand else None
         if got is not None:
-            out.append((cand[0], cand[1], got, True))
-            break
-    return out
+            return [(cand[0], cand[1], got, True)]
+    return []
+
+
+def derive_held_out(rk, init: dict, inp: dict, probe: Callable) -> list:
+    """``[(init, inp, probe result, True)]``: for a task whose configurations give the CPU nothing held out, the
+    shown CPU configuration ``(init, inp)`` with odd sizes (as ``derive_cpu_settings``' held-out one; every integer
+    setting of 16 or more, the functions' integer defaults included), so that a kernel specialised to the one
+    shape it was shown fails; [] if no such variant runs."""
+    init = {**int_defaults(rk.Model.__init__), **init}
+    inp = {**int_defaults(rk.get_inputs), **inp}
+    keys = {(w, k) for w, d in (("init", init), ("input", inp)) for k, v in d.items() if _is_size(v)}
+
+    def runs(i, j):
+        try:
+            return probe(i, j, ("cpu",))
+        except TaskError:
+            return None
+
+    return _held_out(init, inp, keys, runs) if keys else []
 
 
 def _common_factor(init, inp, size_of, runs, budget, lo):

@@ -160,6 +160,10 @@ def test_a_shape_constraint_is_kept_by_halving_settings_one_at_a_time(tmp_path):
     assert s["hidden"] == s["heads"] * s["head_dim"]
     (x,), out = task.reference(cpu[0], seed=0, init_seed=0, upcast=False)
     assert out.shape == x.shape and _numel(task, cpu[0]) <= CPU_ELEMENT_BUDGET
+    # held out: odd sizes break the constraint everywhere but in the batch size, which alone is made odd
+    assert [c.held_out for c in cpu] == [False, True]
+    held = cpu[1].sizes
+    assert held["hidden"] == held["heads"] * held["head_dim"] and held["batch_size"] == s["batch_size"] - 1
 
 
 def test_sizes_fixed_in_the_file_are_allowed_up_to_the_cpu_limit(tmp_path):
@@ -170,11 +174,17 @@ def test_sizes_fixed_in_the_file_are_allowed_up_to_the_cpu_limit(tmp_path):
     assert CPU_ELEMENT_BUDGET < n <= rk.CPU_ELEMENTS
 
 
-def test_nothing_is_derived_for_tasks_with_a_cpu_configuration(tmp_path):
-    small = dict(LINEAR_CONFIG, multi_input_configs=[{"batch_size": 8}], multi_init_configs=[{"in_features": 32, "out_features": 16}])
-    small["multi_input_configs"] = [{"batch_size": 8, "in_features": 32}]
+def test_a_task_with_one_cpu_configuration_gets_an_odd_held_out_one(tmp_path):
+    small = dict(LINEAR_CONFIG, multi_init_configs=[{"in_features": 32, "out_features": 16}],
+                 multi_input_configs=[{"batch_size": 8, "in_features": 32}])
     (task,) = rk.load_robust_tasks(write(tmp_path / "small", LINEAR, config=small))
-    assert [c.devices for c in task.configs] == [("cpu", "cuda")]
+    assert [(c.held_out, c.devices) for c in task.configs] == [(False, ("cpu", "cuda")), (True, ("cpu",))]
+    shown, held = task.configs
+    assert (shown.sizes["in_features"], held.sizes["in_features"]) == (32, 31)
+    assert (shown.sizes["out_features"], held.sizes["out_features"]) == (16, 15)
+    assert held.sizes["batch_size"] == 8  # below 16: a size like a kernel size or a stride, left alone
+    _, out = task.reference(held, seed=0, init_seed=0, upcast=False)
+    assert out.shape == (8, 15)
 
 
 def test_derivation_reports_nothing_when_no_small_configuration_runs():
