@@ -546,7 +546,9 @@ def load_robust_tasks(folder: str | Path, multi: bool = True, name: str | None =
     Named ``robust-kbench/<name>/<form>``, ``name`` by default :func:`task_path_name`; configurations are the Cartesian product of the folder's
     ``config_<form>.json`` (see :func:`read_configs`), the first shown and the rest held out, each marked for the
     CPU too when its inputs, parameters and output hold at most ``CPU_ELEMENTS`` elements (if the first is for the
-    GPU only, the first CPU configuration is shown as well).
+    GPU only, the first CPU configuration is shown as well). Where none is for the CPU, a small shown one and an
+    odd held-out one are derived for it; where only one is, an odd held-out one (robust_kbench_cpu.py). A form
+    whose reference is not deterministic is refused (TaskError), as one that does not run is.
     """
     folder = Path(folder)
     forms = forms_in(folder)

@@ -96,8 +96,8 @@ def derive_cpu_settings(rk, init: dict, inp: dict, probe: Callable, budget: int 
 def _held_out(init: dict, inp: dict, keys: set, runs: Callable) -> list:
     """``[(init, inp, probe result, True)]``: the settings ``keys`` (``("init"|"input", name)``) made odd (one less,
     or two more; those above 8), or else three quarters of themselves, or else one setting at a time made odd
-    (largest first: where sizes are tied by a constraint, a batch size alone may still change), whichever runs
-    first; [] if none does."""
+    (largest first, down to 4: where sizes are tied by a constraint, a batch size alone may still change),
+    whichever runs first; [] if none does."""
     def odd(v):
         return (v - 1 if v % 2 == 0 else v + 2) if v > 8 else v
 
@@ -106,9 +106,12 @@ def _held_out(init: dict, inp: dict, keys: set, runs: Callable) -> list:
         j = {k: fn(v) if ("input", k) in chosen else v for k, v in inp.items()}
         return (i, j) if (i, j) != (init, inp) else None
 
+    def odd_any(v):  # for one setting at a time: sizes scaled down to 4 or 8 may change too
+        return (v - 1 if v % 2 == 0 else v + 2) if v >= MIN_SIZE else v
+
     value = {("init", k): v for k, v in init.items()} | {("input", k): v for k, v in inp.items()}
-    single = sorted((key for key in keys if value[key] > 8), key=lambda key: -value[key])
-    tries = [(odd, keys), (lambda v: max(MIN_SIZE, v * 3 // 4), keys)] + [(odd, {key}) for key in single]
+    single = sorted((key for key in keys if value[key] >= MIN_SIZE), key=lambda key: (-value[key], key))
+    tries = [(odd, keys), (lambda v: max(MIN_SIZE, v * 3 // 4), keys)] + [(odd_any, {key}) for key in single]
     for fn, chosen in tries:
         cand = variant(fn, chosen)
         got = runs(*cand) if cand else None

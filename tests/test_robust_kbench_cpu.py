@@ -207,6 +207,29 @@ def test_derivation_reports_nothing_when_no_small_configuration_runs():
     assert derive_cpu_settings(Rk, {}, {}, probe) == []
 
 
+def test_a_held_out_configuration_is_found_when_every_size_is_small_and_tied():
+    class Rk:  # channels must stay a multiple of 4 (groups); everything scales down to 4
+        class Model:
+            def __init__(self, channels: int = 64):
+                pass
+
+        @staticmethod
+        def get_inputs(batch_size: int = 64, width: int = 64):
+            return []
+
+    def probe(i, j, devices, forward=True):
+        from kbench_env.task import TaskError
+
+        if i["channels"] % 4:
+            raise TaskError("channels must be a multiple of 4")
+        return {"numel": i["channels"] * j["batch_size"] * j["width"]}
+
+    (small, held) = derive_cpu_settings(Rk, {}, {}, probe, budget=256)
+    assert (small[0], small[1], small[3]) == ({"channels": 4}, {"batch_size": 4, "width": 4}, False)
+    assert held[3] and held[0]["channels"] == 4 and (held[0], held[1]) != (small[0], small[1])
+    assert sorted(held[1].values()) == [3, 4]  # one size made odd, the constraint kept
+
+
 def test_names_are_unique_across_a_tree_with_a_nested_tasks_folder(tmp_path):
     root = tmp_path / "tasks"
     write(root / "linear", LINEAR, config=LINEAR_CONFIG)
