@@ -186,7 +186,9 @@ def test_configs_are_the_cartesian_product(folder, tasks):
     assert len(pairs) == N_MULTI
     assert pairs[0] == ({"num_output_features": 16, "num_input_features": 32}, {"batch_size": 8, "num_input_features": 32})
     assert len(rk.read_configs(folder, "forward", multi=False)) == 1
-    assert len(rk.load_robust_tasks(folder, multi=False)[0].configs) == 1
+    single = rk.load_robust_tasks(folder, multi=False)[0].configs  # the file's one, and an odd one held out for
+    assert [(c.held_out, c.devices) for c in single] == [(False, ("cpu", "cuda")), (True, ("cpu",))]  # the CPU
+    assert single[1].sizes["num_input_features"] == 31  # robust_kbench_cpu.derive_held_out
 
 
 def test_values_lists_and_defaults(tmp_path):
@@ -219,7 +221,7 @@ def test_large_configurations_are_for_the_gpu(tmp_path):
               "multi_shared_configs": [{"num_input_features": 32}]}
     folder = write_folder(tmp_path, "big", backward=False, config=config)
     (task,) = rk.load_robust_tasks(folder)
-    assert [c.devices for c in task.configs] == [("cpu", "cuda"), ("cuda",)]
+    assert [c.devices for c in task.configs] == [("cpu", "cuda"), ("cuda",), ("cpu",)]  # + a held-out odd one
 
 
 def test_reference_matches_robust_kbench_forward(folder, tasks):

@@ -34,6 +34,7 @@ import torch
 from kbench_env.pipeline import integrity
 from kbench_env.worker import timing
 from kbench_env.pipeline.screen import ScreenError
+from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
 from kbench_env.backends.extension import ExtensionBackend, _with_opt, lighten
 
@@ -100,7 +101,10 @@ class CudaBackend(ExtensionBackend):
     def adjust_kwargs(self, kwargs: dict) -> dict:
         kwargs = super().adjust_kwargs(kwargs)
         kwargs["extra_cuda_cflags"] = _with_opt(kwargs.get("extra_cuda_cflags"))
-        return kwargs
+        return cutlass.add_include_paths(kwargs)  # where $KBENCH_CUTLASS / $CUTLASS_PATH gives a checkout
+
+    def build_error_hint(self, error: str) -> str | None:
+        return cutlass.missing_hint(error)
 
     def lighter_cuda_sources(self, cuda_sources):
         """KernelBench-format device code includes <torch/extension.h> (all of libtorch's C++ API, pybind11 and

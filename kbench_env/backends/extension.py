@@ -119,8 +119,11 @@ class ExtensionBackend(Backend):
                     os.remove(os.path.join(kwargs["build_directory"], "lock"))
                 try:
                     mod = original(name, *first, *args, **kwargs)
-                except Exception:
+                except Exception as exc:
                     backend._build_failed = True
+                    hint = backend.build_error_hint(str(exc))
+                    if hint:
+                        raise RuntimeError(f"{exc}\n{hint}") from exc
                     raise
                 finally:
                     fcntl.flock(lock, fcntl.LOCK_UN)
@@ -183,6 +186,10 @@ class ExtensionBackend(Backend):
                                                 else "")
         light = lighten(cpp_sources, head)
         return None if light is None else (light, {**kwargs, "no_implicit_headers": True})
+
+    def build_error_hint(self, error: str) -> str | None:
+        """A line to add to a failed build's error saying what to do (backends/cuda.py: a CUTLASS path), or None."""
+        return None
 
     def needs_full_headers(self, error: str) -> bool:
         """Whether a failed build of lighter sources failed for want of the headers they dropped."""

@@ -75,7 +75,8 @@ LIMITATIONS = (
 # or whose value holds one in a URL, is dropped even if listed.
 _ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "CC", "CXX", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
              "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "TRITON_INTERPRET", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST",
-             "KBENCH_LIGHT_HEADERS"}
+             "KBENCH_LIGHT_HEADERS", "KBENCH_CUTLASS", "CUTLASS_PATH"}
+CUTLASS_VARS = ("KBENCH_CUTLASS", "CUTLASS_PATH")  # a CUTLASS checkout for builds (backends/cutlass.py): readable
 _ENV_PREFIX_KEEP = ("KBENCH_THREADS", "CUDA_", "NVIDIA_", "NCCL_", "NVSHMEM_", "TORCH_SYMM_MEM", "TRITON_", "LC_")
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE", re.IGNORECASE)
 _URL_CREDENTIAL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]*@")  # scheme://user[:password]@
@@ -505,7 +506,8 @@ def _allowed_paths(scratch: str, build_root: str, device: str, extra=()) -> tupl
         if found:
             tools += [os.path.dirname(found), os.path.dirname(os.path.dirname(os.path.realpath(found)))]
     execs = system + _python_roots() + [c for c in cuda if c] + tools
-    reads = execs + ["/proc", "/sys", "/dev"] + [f"/etc/{e}" for e in _ETC] + list(extra)
+    cutlass = [os.path.expanduser(os.environ.get(k, "").strip()) for k in CUTLASS_VARS if os.environ.get(k, "").strip()]
+    reads = execs + ["/proc", "/sys", "/dev"] + [f"/etc/{e}" for e in _ETC] + list(extra) + cutlass
     if device.startswith("cuda"):
         reads += ["/etc/nvidia", "/var/lib/nvidia"]
     reads = [os.path.realpath(p) for p in reads if p and os.path.exists(p)]

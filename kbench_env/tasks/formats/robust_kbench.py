@@ -50,6 +50,7 @@ from pathlib import Path
 
 import torch
 
+from kbench_env.tasks.formats.robust_kbench_cpu import check_deterministic, derive_cpu_settings, derive_held_out
 from kbench_env.tasks.task import Task, TaskError, build_module, load_task, seeded
 
 FORMS = ("forward", "backward")
@@ -158,14 +159,19 @@ def _exec_rk(source: str, filename: str):
     return mod
 
 
-def _probe(rk, init_kw: dict, input_kw: dict, filename: str) -> dict:
-    """Run get_inputs, Model and forward once (on the meta device when that works) for shapes and sizes."""
+def _probe(rk, init_kw: dict, input_kw: dict, filename: str, devices=("meta", "cpu"), forward: bool = True) -> dict:
+    """Run get_inputs, Model and forward once (on the first of ``devices`` where that works: the meta device
+    computes shapes only) for shapes and sizes; without ``forward``, only the inputs and parameters are made and
+    counted (no ``out_shape``)."""
     last: Exception | None = None
-    for device in ("meta", "cpu"):
+    for device in devices:
         try:
             with seeded(0), torch.device(device):  # the lock: evaluations in other threads draw seeded
                 inputs = list(rk.get_inputs(**input_kw))
                 model = rk.Model(**init_kw)
+                if not forward:
+                    params = [p for p in model.parameters() if p.requires_grad]
+                    return {"numel": sum(x.numel() for x in [*inputs, *params] if isinstance(x, torch.Tensor))}
                 with torch.no_grad():
                     out = model(*[x.detach() if isinstance(x, torch.Tensor) else x for x in inputs], fn=rk.forward_fn)
             if not isinstance(out, torch.Tensor):
@@ -257,19 +263,11 @@ def _docstring_line(source: str, func: str = "forward_fn") -> str:
 # ---------------------------------------------------------------------- generating the kbench program
 
 
-def _plan(folder: Path, form: str, multi: bool) -> dict:
-    """Everything the generated program and the submission adapter need, from the folder (runs the task code)."""
-    func_path = _func_file(folder, form)
-    rk_source = func_path.read_text()
-    rk = _exec_rk(rk_source, str(func_path))
-    if form == "backward" and not hasattr(rk, "AutogradFunction"):
-        raise TaskError(f"{func_path}: a robust-kbench backward file defines AutogradFunction")
-    pairs = read_configs(folder, form, multi, accepts=(_parameter_names(rk.Model.__init__),
-                                                       _parameter_names(rk.get_inputs)))
+def _fill(pairs: list, init_defaults: dict, input_defaults: dict, folder: Path) -> tuple[list, list, list]:
+    """The settings each configuration names (init, then input), and every configuration with all of them, the
+    functions' defaults filling in what a configuration leaves out."""
     init_keys = list(dict.fromkeys(k for init, _ in pairs for k in init))
     input_keys = list(dict.fromkeys(k for _, inp in pairs for k in inp))
-    init_defaults = _signature_defaults(rk.Model.__init__)
-    input_defaults = _signature_defaults(rk.get_inputs)
     filled = []
     for init, inp in pairs:
         full_init, full_inp = {}, {}
@@ -283,6 +281,36 @@ def _plan(folder: Path, form: str, multi: bool) -> dict:
                 else:
                     raise TaskError(f"{folder}: setting {k!r} is missing from a configuration and {what} has no default")
         filled.append((full_init, full_inp))
+    return init_keys, input_keys, filled
+
+
+def _plan(folder: Path, form: str, multi: bool) -> dict:
+    """Everything the generated program and the submission adapter need, from the folder (runs the task code)."""
+    func_path = _func_file(folder, form)
+    rk_source = func_path.read_text()
+    rk = _exec_rk(rk_source, str(func_path))
+    if form == "backward" and not hasattr(rk, "AutogradFunction"):
+        raise TaskError(f"{func_path}: a robust-kbench backward file defines AutogradFunction")
+    pairs = read_configs(folder, form, multi, accepts=(_parameter_names(rk.Model.__init__),
+                                                       _parameter_names(rk.get_inputs)))
+    init_defaults = _signature_defaults(rk.Model.__init__)
+    input_defaults = _signature_defaults(rk.get_inputs)
+    init_keys, input_keys, filled = _fill(pairs, init_defaults, input_defaults, folder)
+    probes = [_probe(rk, init, inp, str(func_path)) for init, inp in filled]
+    derived: list = []
+    if not any(p["numel"] <= CPU_ELEMENTS for p in probes):  # sized for a GPU only: derive small CPU ones
+        derived = derive_cpu_settings(
+            rk, *filled[0], lambda i, j, devices, forward=True: _probe(rk, i, j, str(func_path), devices, forward),
+            limit=CPU_ELEMENTS)
+    else:
+        cpu = [n for n, p in enumerate(probes) if p["numel"] <= CPU_ELEMENTS]
+        if len(cpu) == 1:  # the CPU is shown one configuration and holds none out: add an odd one
+            derived = derive_held_out(
+                rk, *filled[cpu[0]], lambda i, j, devices, forward=True: _probe(rk, i, j, str(func_path), devices))
+    if derived:
+        pairs = list(pairs) + [(i, j) for i, j, _, _ in derived]
+        init_keys, input_keys, filled = _fill(pairs, init_defaults, input_defaults, folder)
+        probes += [p for _, _, p, _ in derived]
     # One constant per setting; a setting in both init and inputs shares a constant when its values always agree.
     taken: set = _toplevel_names(rk_source)  # a constant must not rebind a name of robust-kbench's file
     shared = [k for k in init_keys if k in input_keys and all(i[k] == j[k] for i, j in filled)]
@@ -295,7 +323,6 @@ def _plan(folder: Path, form: str, multi: bool) -> dict:
     for k in input_keys:
         if k not in const_of_input:
             const_of_input[k] = _identifier(k if k not in init_keys else f"input_{k}", taken)
-    probes = [_probe(rk, init, inp, str(func_path)) for init, inp in filled]
     n_inputs = probes[0]["n_inputs"]
     if any(p["n_inputs"] != n_inputs for p in probes):
         raise TaskError(f"{func_path}: get_inputs returns a different number of inputs across configurations")
@@ -310,6 +337,9 @@ def _plan(folder: Path, form: str, multi: bool) -> dict:
     grad_inputs = [i for i, g in enumerate(probes[0]["grad_mask"]) if g]
     if form == "backward" and not grad_inputs and not probes[0]["n_params"]:
         raise TaskError(f"{func_path}: nothing to differentiate (no input requires grad and no parameters)")
+    smallest = min(zip(filled, probes), key=lambda fp: fp[1]["numel"])
+    if smallest[1]["numel"] <= CPU_ELEMENTS:  # two real runs, on the smallest configuration
+        check_deterministic(rk, *smallest[0], str(func_path))
     # configurations
     merged = [{**{const_of_init[k]: v for k, v in i.items()}, **{const_of_input[k]: v for k, v in j.items()}}
               for i, j in filled]
@@ -324,7 +354,10 @@ def _plan(folder: Path, form: str, multi: bool) -> dict:
         if form == "backward":
             sizes["grad_out_shape"] = probe["out_shape"]
         devices = ["cpu", "cuda"] if probe["numel"] <= CPU_ELEMENTS else ["cuda"]
-        configs.append({"name": name, "sizes": sizes, "devices": devices, "held_out": idx > 0})
+        held_out = idx > 0
+        if idx >= len(merged) - len(derived):  # derived for the CPU (robust_kbench_cpu): the small one is shown
+            devices, held_out = ["cpu"], derived[idx - (len(merged) - len(derived))][3]
+        configs.append({"name": name, "sizes": sizes, "devices": devices, "held_out": held_out})
     if configs and "cpu" not in configs[0]["devices"]:  # show one CPU configuration too, if there is one
         for c in configs:
             if "cpu" in c["devices"]:
@@ -513,7 +546,9 @@ def load_robust_tasks(folder: str | Path, multi: bool = True, name: str | None =
     Named ``robust-kbench/<name>/<form>``, ``name`` by default :func:`task_path_name`; configurations are the Cartesian product of the folder's
     ``config_<form>.json`` (see :func:`read_configs`), the first shown and the rest held out, each marked for the
     CPU too when its inputs, parameters and output hold at most ``CPU_ELEMENTS`` elements (if the first is for the
-    GPU only, the first CPU configuration is shown as well).
+    GPU only, the first CPU configuration is shown as well). Where none is for the CPU, a small shown one and an
+    odd held-out one are derived for it; where only one is, an odd held-out one (robust_kbench_cpu.py). A form
+    whose reference is not deterministic is refused (TaskError), as one that does not run is.
     """
     folder = Path(folder)
     forms = forms_in(folder)
@@ -538,20 +573,48 @@ def load_robust_task(folder: str | Path) -> Task:
     return load_robust_tasks(folder)[0]
 
 
-def load_robust_tree(root: str | Path, multi: bool = True) -> tuple[list[Task], list[tuple[Path, str]]]:
+def unique_path_names(folders: list, root: str | Path) -> dict:
+    """``{folder: name}``, each :func:`task_path_name`, except where two folders of the tree would get the same one
+    (a ``tasks`` folder nested in another, as in ``tasks/relu`` and ``tasks/group/tasks/relu``): those are named by
+    their path below ``root``, which differs between folders; any name still taken gets ``~2``, ``~3``, ... in
+    path order."""
+    root = Path(root).resolve()
+    names = {f: task_path_name(f, root) for f in folders}
+    counts: dict = {}
+    for n in names.values():
+        counts[n] = counts.get(n, 0) + 1
+    for f, n in names.items():
+        if counts[n] > 1 and Path(f).resolve().is_relative_to(root) and Path(f).resolve() != root:
+            names[f] = Path(f).resolve().relative_to(root).as_posix()
+    seen: dict = {}
+    for f in folders:
+        n = names[f]
+        seen[n] = seen.get(n, 0) + 1
+        if seen[n] > 1:
+            names[f] = f"{n}~{seen[n]}"
+    return names
+
+
+def load_robust_tree(root: str | Path, multi: bool = True,
+                     only=None) -> tuple[list[Task], list[tuple[Path, str]]]:
     """The tasks of every robust-kbench task folder at or below ``root`` (groups nest, as in
     ``kernelbench/level_1/task_1``), in path order (numbers by value: task_2 before task_10), and the folders that could not be loaded, each with why.
 
     One broken folder (its code raises, its configuration is unreadable) is skipped, not fatal: the rest still load.
+    Names are unique across the tree (:func:`unique_path_names`). ``only`` (strings) keeps the folders whose path
+    name contains one of them.
     """
     root = Path(root)
     folders = sorted({p.parent for p in root.rglob("func_forward.py")
                       if not any(part.startswith((".", "__")) for part in p.parent.relative_to(root).parts)},
                      key=lambda p: [(0, int(s), "") if s.isdigit() else (1, 0, s) for s in re.split(r"(\d+)", p.as_posix())])
+    names = unique_path_names(folders, root)
+    if only:
+        folders = [f for f in folders if any(o in names[f] for o in only)]
     tasks, skipped = [], []
     for folder in folders:
         try:
-            tasks.extend(load_robust_tasks(folder, multi, name=task_path_name(folder, root)))
+            tasks.extend(load_robust_tasks(folder, multi, name=names[folder]))
         except Exception as exc:  # noqa: BLE001 - robust-kbench code may raise anything; reported, then skipped
             skipped.append((folder, f"{type(exc).__name__}: {exc}"))
     return tasks, skipped

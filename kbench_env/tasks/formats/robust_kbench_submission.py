@@ -60,8 +60,8 @@ def submission_to_source(cu_source: str, task: Task) -> str:
     ``functions=[name]`` plus a declaration otherwise, then calls robust-kbench's ``Model`` with ``fn=ext.forward``
     (forward form) or sets ``AutogradFunction.backward_fn = ext.backward`` and differentiates
     ``Model(..., fn=AutogradFunction.apply)`` (backward form), so that the kernel gets exactly the arguments the
-    reference function gets in robust-kbench. CUTLASS headers, which robust-kbench puts on the include path, are not
-    provided.
+    reference function gets in robust-kbench. CUTLASS headers, which robust-kbench puts on the include path, are
+    found where ``$KBENCH_CUTLASS`` (or ``$CUTLASS_PATH``) names a CUTLASS checkout (backends/cutlass.py).
     """
     meta = _rk_meta(task)
     form = meta["form"]
