@@ -14,8 +14,13 @@ import importlib
 import inspect
 import time
 
-from kbench_env.env.env import KBenchEnv
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
 from kbench_apps.runlog import RunLog
+from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import geomean
 
@@ -106,11 +111,6 @@ def _valid(ev: dict | None) -> bool:
 
 
 def run_suite(args) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from rich.markup import escape
-
     console = Console()
     budget = _opt(args, "budget", 4)
     max_turns = _opt(args, "max_turns", None) or max(1, budget)
@@ -140,54 +140,69 @@ def run_suite(args) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TextColumn("{task.fields[status]}"), console=console) as progress:
         bar = progress.add_task("tasks", total=len(tasks), completed=len(tasks) - len(todo), status="")
+
+        def status(attempts: int, ev: dict, best: dict | None) -> None:
+            nonlocal best_overall
+            if _valid(ev):
+                best_overall = max(best_overall, ev["speedup"])
+            progress.update(bar, status=f"attempt {attempts}/{budget}, best {_fmt(best and best['speedup'])}, "
+                                        f"run best {best_overall:.2f}x")
+
         for task in todo:
             progress.update(bar, description=task.name)
-            t0 = time.time()
             prior = partial.get(task.name, []) if resumable else []
-            usage0 = agent.usage() if hasattr(agent, "usage") else None
-            best = first = last = None
-            for r in prior:
-                last = r["eval"]
-                if _valid(r["eval"]):
-                    first = first or r["eval"]
-                    if best is None or r["eval"]["speedup"] > best["speedup"]:
-                        best = r["eval"]
-            attempts, filtered = len(prior), 0
-            kwargs = {"resume": prior} if resumable else {}
-            for turn, info in agent.run_episode(env, task, seed=args.seed, **kwargs):
-                ev = info.get("eval")
-                extra = {k: info[k] for k in _ATTEMPT_FIELDS if info.get(k) is not None}
-                base = {"agent": agent.name, "task": task.name, "level": task.level, "turn": turn,
-                        "backend": backend, "device": env.evaluator.device}
-                if ev is None:
-                    filtered += 1
-                    log.append({"kind": "filtered", **base, **extra, "time": time.time()})
-                    continue
-                attempts += 1
-                last = ev
-                log.append({"kind": "attempt", **base, "eval": ev, **extra, "time": time.time()})
-                if _valid(ev):
-                    first = first or ev
-                    if best is None or ev["speedup"] > best["speedup"]:
-                        best = ev
-                    best_overall = max(best_overall, ev["speedup"])
-                progress.update(bar, status=f"attempt {attempts}/{budget}, best {_fmt(best and best['speedup'])}, "
-                                            f"run best {best_overall:.2f}x")
-            rec = {"kind": "task_done", "agent": agent.name, "task": task.name, "level": task.level,
-                   "backend": backend, "device": env.evaluator.device, "attempts": attempts, "filtered": filtered,
-                   "budget": budget, "correct": best is not None, "best_speedup": best and best["speedup"],
-                   "first_speedup": first and first["speedup"], "rules": env.evaluator.rules,
-                   "best_coverage": best and best.get("kernel_coverage"),
-                   "best_reward": max([ev["reward"] for ev in [best, last] if ev] or [None]),
-                   "error": None if best else (last or {}).get("error"), "seconds": time.time() - t0,
-                   "time": time.time()}
-            usage = agent.usage() if hasattr(agent, "usage") else None
-            if usage:
-                rec["llm_usage"] = {k: round(v - (usage0 or {}).get(k, 0), 6) for k, v in usage.items()}
-            log.append(rec)
+            log.append(_run_task(env, agent, task, prior, log, budget, args.seed, resumable, status))
             progress.advance(bar)
     print_table(console, log, agent.name, [t.name for t in tasks])
     return 0
+
+
+def _run_task(env, agent, task, prior: list[dict], log: RunLog, budget: int, seed, resumable: bool,
+              status) -> dict:
+    """One task's episode: appends each attempt (and each filtered candidate) to ``log`` as it comes, calls
+    ``status(attempts, eval, best)`` after each attempt, and returns the task's ``task_done`` record. ``prior``:
+    the task's attempts recorded by an earlier, killed run, handed back to a resumable agent."""
+    t0 = time.time()
+    backend, device = env.evaluator.backend_name, env.evaluator.device
+    usage0 = agent.usage() if hasattr(agent, "usage") else None
+    best = first = last = None
+    for r in prior:
+        last = r["eval"]
+        if _valid(r["eval"]):
+            first = first or r["eval"]
+            if best is None or r["eval"]["speedup"] > best["speedup"]:
+                best = r["eval"]
+    attempts, filtered = len(prior), 0
+    kwargs = {"resume": prior} if resumable else {}
+    for turn, info in agent.run_episode(env, task, seed=seed, **kwargs):
+        ev = info.get("eval")
+        extra = {k: info[k] for k in _ATTEMPT_FIELDS if info.get(k) is not None}
+        base = {"agent": agent.name, "task": task.name, "level": task.level, "turn": turn,
+                "backend": backend, "device": device}
+        if ev is None:
+            filtered += 1
+            log.append({"kind": "filtered", **base, **extra, "time": time.time()})
+            continue
+        attempts += 1
+        last = ev
+        log.append({"kind": "attempt", **base, "eval": ev, **extra, "time": time.time()})
+        if _valid(ev):
+            first = first or ev
+            if best is None or ev["speedup"] > best["speedup"]:
+                best = ev
+        status(attempts, ev, best)
+    rec = {"kind": "task_done", "agent": agent.name, "task": task.name, "level": task.level,
+           "backend": backend, "device": device, "attempts": attempts, "filtered": filtered,
+           "budget": budget, "correct": best is not None, "best_speedup": best and best["speedup"],
+           "first_speedup": first and first["speedup"], "rules": env.evaluator.rules,
+           "best_coverage": best and best.get("kernel_coverage"),
+           "best_reward": max([ev["reward"] for ev in [best, last] if ev] or [None]),
+           "error": None if best else (last or {}).get("error"), "seconds": time.time() - t0,
+           "time": time.time()}
+    usage = agent.usage() if hasattr(agent, "usage") else None
+    if usage:
+        rec["llm_usage"] = {k: round(v - (usage0 or {}).get(k, 0), 6) for k, v in usage.items()}
+    return rec
 
 
 def _fmt(s) -> str:
@@ -200,9 +215,6 @@ def _pct(c) -> str:
 
 
 def print_table(console, log: RunLog, agent: str, task_names: list[str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     done = log.done()
     table = Table(title=escape(f"kbench run: {agent} ({log.path})"))
     for col, just in (("task", "left"), ("correct", "center"), ("first", "right"), ("best", "right"),
@@ -216,10 +228,10 @@ def print_table(console, log: RunLog, agent: str, task_names: list[str]) -> None
                       f"{r['seconds']:.1f}", note)
     n = len(rows)
     ok = [r for r in rows if r["correct"]]
-
     gm = geomean([r["best_speedup"] for r in ok])
     faster = sum(1 for r in ok if (r["best_speedup"] or 0) > 1.0)
     console.print(table)
-    console.print(f"correct {len(ok)}/{n}; fast_1 (correct and faster than eager) {faster}/{n}"
-                  f"{'' if n == 0 else f' = {faster / n:.2f}'}; geometric-mean speedup of correct {_fmt(gm)}", markup=False)
+    rate = "" if n == 0 else f" = {faster / n:.2f}"
+    console.print(f"correct {len(ok)}/{n}; fast_1 (correct and faster than eager) {faster}/{n}{rate}; "
+                  f"geometric-mean speedup of correct {_fmt(gm)}", markup=False)
     console.print(f"more: kbench report {log.path}", markup=False)

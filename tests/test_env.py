@@ -113,3 +113,52 @@ def test_random_task_from_suite(evaluator):
     env = KBenchEnv(suite="level1", evaluator=evaluator)
     names = {env.reset(seed=s)[1]["task"] for s in range(5)}
     assert names and all(n.startswith("level1/") for n in names)
+
+
+@pytest.mark.parametrize("conflict, named", [({"reward": "binary"}, "reward='binary'"),
+                                             ({"device": "cuda"}, "device='cuda'"),
+                                             ({"backend": "triton"}, "backend='triton'"),
+                                             ({"reward": lambda r: 1.0}, "reward="),
+                                             ({"input_sets": 1, "noise": 0.5}, "input_sets, noise")])
+def test_shared_evaluator_conflicting_argument_is_an_error(evaluator, conflict, named):
+    with pytest.raises(ValueError, match="given evaluator") as err:
+        KBenchEnv(task="level1/relu", evaluator=evaluator, **conflict)
+    assert named in str(err.value)
+    with pytest.raises(ValueError, match="given evaluator"):
+        gym.make("KBench-v0", task="level1/relu", evaluator=evaluator, **conflict)
+    with pytest.raises(ValueError, match="given evaluator"):
+        gym.make_vec("KBench-v0", num_envs=2, task="level1/relu", evaluator=evaluator, **conflict)
+
+
+def test_shared_evaluator_agreeing_arguments_accepted(evaluator):
+    env = KBenchEnv(task="level1/relu", evaluator=evaluator, device="cpu", backend="cpu", reward="tiered",
+                    rules="strict")
+    assert env.evaluator is evaluator
+    env.close()
+
+
+def test_make_vec_passes_evaluator_options_to_its_evaluator(evaluator):
+    venv = gym.make_vec("KBench-v0", num_envs=2, task="level1/relu", device="cpu", reward="binary", input_sets=1,
+                        noise=0.25, spare_worker=False, cache_dir=evaluator.cache_dir, max_turns=2)
+    try:
+        ev = venv.evaluator
+        assert all(e.evaluator is ev for e in venv.envs) and all(e.max_turns == 2 for e in venv.envs)
+        assert (ev.input_sets, ev.noise, ev._spares) == (1, 0.25, None)
+        assert ev.reward_fn is not evaluator.reward_fn
+    finally:
+        venv.close()
+
+
+def test_docstring_documents_every_argument_and_evaluator_option():
+    import inspect
+
+    from kbench_env.pipeline.evaluator import Evaluator
+
+    names = (set(inspect.signature(KBenchEnv.__init__).parameters) | set(inspect.signature(Evaluator).parameters))
+    names -= {"self", "evaluator_kwargs"}
+    rows = {line.split("|")[1].strip().strip("`") for line in KBenchEnv.__doc__.splitlines()
+            if line.strip().startswith("| `")}
+    assert names <= rows, f"undocumented: {sorted(names - rows)}"
+    for section in ("Description", "Action Space", "Observation Space", "Rewards", "Starting State", "Episode End",
+                    "Arguments", "Vector Environment", "Render Mode", "Version History"):
+        assert f"## {section}\n" in KBenchEnv.__doc__

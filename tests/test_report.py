@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from kbench_apps.report import P_VALUES, load_records, summarize, write_report
+from kbench_apps.report import write_report
+from kbench_apps.results import P_VALUES, load_records, summarize
 
 
 def attempt(agent, task, speedup=None, correct=True, flags=(), level=None, verifier=None, t=0.0, **ev):

@@ -22,7 +22,7 @@ from collections import defaultdict
 
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
-from kbench_env.tasks.task import Task
+from kbench_env.tasks.task import Task, geomean
 
 
 def completion_text(completion) -> str:
@@ -59,7 +59,7 @@ def eval_metrics(results: list, prefix: str = "kbench/") -> dict[str, float]:
     m[f"{prefix}fast_1_rate"] = sum(s > 1.0 for s in speedups) / n
     if speedups:
         m[f"{prefix}speedup_mean"] = sum(speedups) / len(speedups)
-        m[f"{prefix}speedup_geomean"] = math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+        m[f"{prefix}speedup_geomean"] = geomean(speedups)
     return m
 
 

@@ -9,9 +9,10 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.evaluator import Evaluator, resolve_device
 from kbench_env.env.prompt import build_prompt
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.rules import check_rules
 from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
 from kbench_env.tasks.suite import load_suite, resolve_task
@@ -31,67 +32,151 @@ def sanitize(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     return out
 
 
+def check_shared_evaluator(evaluator: Evaluator, *, device: str | None = None, backend: str | None = None,
+                           reward: Any = None, rules: str | None = None, evaluator_kwargs: dict | None = None) -> None:
+    """Raise ValueError when an argument given beside a shared ``evaluator`` disagrees with it, or is an Evaluator
+    option that the shared evaluator already fixed: such an argument would otherwise be silently ignored."""
+    conflicts = []
+    if device is not None and resolve_device(device) != evaluator.device:
+        conflicts.append(f"device={device!r} (the evaluator runs on {evaluator.device!r})")
+    if backend is not None and backend != evaluator.backend_name:
+        conflicts.append(f"backend={backend!r} (the evaluator's backend is {evaluator.backend_name!r})")
+    if reward is not None and get_reward_fn(reward) is not evaluator.reward_fn:
+        paid = getattr(evaluator.reward_fn, "__name__", "its own reward")
+        conflicts.append(f"reward={reward!r} (the evaluator pays {paid})")
+    if rules is not None and check_rules(rules) != evaluator.rules:
+        conflicts.append(f"rules={rules!r} differs from the given evaluator's rules {evaluator.rules!r}")
+    if evaluator_kwargs:
+        conflicts.append(f"Evaluator options {', '.join(sorted(evaluator_kwargs))} (the evaluator is already made)")
+    if conflicts:
+        raise ValueError("arguments that the given evaluator would ignore: " + "; ".join(conflicts)
+                         + ". Make the Evaluator with these arguments, or leave them out when passing evaluator=")
+
+
 class KBenchEnv(gym.Env):
     """Write a kernel that computes what a PyTorch reference program computes, faster.
 
     ## Description
-    Each episode is one kernel task: a reference PyTorch program (KernelBench format) with several input
-    configurations, some shown in the prompt and some held out. The agent answers with source code defining
-    ``ModelNew``; the environment builds it in a sandboxed worker, checks it against the reference on fresh random
-    inputs for every configuration, times it against the reference, and pays for verified speed. An episode allows
-    up to ``max_turns`` attempts, each informed by the feedback on the previous one.
+    Each episode is one kernel task: a reference PyTorch program (a KernelBench file or a robust-kbench task
+    folder) with several input configurations, some shown in the prompt and some held out. The agent answers with
+    source code defining ``ModelNew``; the environment builds it in a sandboxed worker, checks it against the
+    reference on fresh random inputs for every configuration, times it against the reference, and pays for
+    verified speed. An episode allows up to ``max_turns`` attempts, each informed by the feedback on the previous
+    one. Every evaluation goes through one ``Evaluator`` (``kbench_env.pipeline.evaluator``).
 
     ## Action Space
     ``Text(max_length=200_000, min_length=0, charset=string.printable)``: Python source defining ``class
     ModelNew(nn.Module)`` with the same constructor and forward signature as the reference ``Model``, whose kernels
-    are written in the backend's language (C++ through ``load_inline`` for "cpu"). An LLM reply containing a fenced
-    code block is accepted: the block is extracted. Non-ASCII characters are accepted; any other value is answered
-    with an error observation and the "invalid" reward.
+    are written in the backend's language (C++ through ``load_inline`` for "cpu", CUDA C++ for "cuda", Triton for
+    "triton"). An LLM reply containing a fenced code block is accepted: the block is extracted. Non-ASCII
+    characters are accepted; any other value (a non-string, an oversized or unparsable source) is answered with an
+    error observation and the "invalid" reward, without building anything.
 
     ## Observation Space
-    ``Text(max_length=64_000, min_length=0, charset=string.printable)``. After ``reset``: the task prompt (reference
-    program, shown configurations, target hardware, backend rules, a one-shot example). After ``step``: the feedback
-    on the attempt: the stage reached, the compiler's or runtime's own error (trimmed), the first mismatching
-    configuration with its error figures, or the timing table and speedup. ``info["eval"]`` holds the full
-    EvalResult as a dict; ``info["task"]``, ``info["turn"]`` and ``info["best_speedup"]`` are always present.
+    ``Text(max_length=64_000, min_length=0, charset=string.printable)``; characters outside the charset are
+    replaced by ``?`` and an overlong text is truncated. After ``reset``: the task prompt (reference program, shown
+    configurations, target hardware, backend rules, a one-shot example). After ``step``: the feedback on the
+    attempt: the stage reached, the compiler's or runtime's own error (trimmed), the first mismatching
+    configuration with its error figures, or the timing table, speedup and kernel coverage.
+
+    ``info`` always holds ``task``, ``turn``, ``max_turns`` and ``best_speedup`` (the best verified speedup of the
+    episode, None until one); after ``step`` also ``eval``, the full ``EvalResult`` as a JSON-serialisable dict.
 
     ## Rewards
-    Per step, the reward of that attempt's EvalResult (``reward="tiered"`` by default, see ``kbench_env.pipeline.reward``):
-    exploit -1.0 < invalid -0.6 < does not build -0.4 < wrong or crashes -0.2 < correct but slower (0.05..1) <
-    faster (1..2, capped at 10x). ``reward=`` takes another preset name or a callable over the EvalResult.
+    Per step, the reward of that attempt's EvalResult. The default preset, "tiered"
+    (``kbench_env.pipeline.reward``), orders outcomes: exploit detected -1.0 < invalid -0.6 < does not build
+    -0.4 < wrong, crashes or times out -0.2 < correct but slower (0.05 .. 1) < faster (1 .. 2, 2 at 10x and
+    above). Other presets: "binary", "speedup", "kevin"; or any callable ``f(EvalResult) -> float``. A reward is
+    never paid for a speedup that an integrity check flagged.
 
     ## Starting State
-    ``reset(seed=..., options={"task": name})`` picks the named task, or the fixed ``task`` given to the
-    constructor, or a task from ``suite`` drawn with the env's random generator.
+    ``reset(seed=..., options={"task": name_or_Task})`` picks the named task, else the fixed ``task`` given to
+    the constructor, else a task of ``suite`` drawn with the env's random generator (``seed`` makes the draw and
+    the evaluation seeds of the episode reproducible; timings are not, hence ``nondeterministic=True``).
 
     ## Episode End
-    Terminated when an attempt is correct and at least ``target_speedup`` times faster (if set). Truncated after
-    ``max_turns`` attempts.
+    1. Termination: an attempt is correct, unflagged, and at least ``target_speedup`` times faster (only when
+       ``target_speedup`` is set).
+    2. Truncation: ``max_turns`` attempts were made.
 
     ## Arguments
-    ``gym.make("KBench-v0", task=None, suite="default", device="auto", backend=None, max_turns=4,
-    reward="tiered", target_speedup=None, evaluator=None, render_mode=None, rules="strict")``. ``evaluator`` shares
-    one Evaluator (and its build cache and reference timings) between environments. ``rules="kernelbench"`` allows
-    PyTorch operators in forward beside at least one kernel of the candidate's own that runs (``kbench_env.pipeline.rules``);
-    under either rules the feedback and ``info["eval"]["kernel_coverage"]`` tell the share of forward's time spent
-    in the candidate's own kernels.
+    ```python
+    >>> import gymnasium as gym, kbench_env
+    >>> env = gym.make("KBench-v0", task="level1/relu", device="cpu", max_turns=4)
+    >>> prompt, info = env.reset(seed=0)
+    ```
+
+    | Parameter          | Type            | Default     | Description                                                |
+    |--------------------|-----------------|-------------|------------------------------------------------------------|
+    | `task`             | str, Task, None | `None`      | A fixed task ("level1/relu" or a path); None: from `suite` |
+    | `suite`            | str             | `"default"` | Named suite, folder, task file, or a comma-separated list  |
+    | `max_turns`        | int             | `4`         | Attempts per episode (at least 1)                          |
+    | `target_speedup`   | float, None     | `None`      | Terminate on a correct attempt at least this much faster   |
+    | `render_mode`      | str, None       | `None`      | "ansi" or None (see Render Mode)                           |
+    | `evaluator`        | Evaluator, None | `None`      | Shared Evaluator (build cache, reference timings, device   |
+    |                    |                 |             | lock, spare worker); the env does not close it             |
+    | `device`           | str             | `"auto"`    | "auto" (cuda if available, else cpu), "cpu", "cuda", ...   |
+    | `backend`          | str, None       | `None`      | "cpu", "cuda", "triton"; None: "cpu" on CPU, "cuda" on GPU |
+    | `reward`           | str, callable   | `"tiered"`  | A preset of `reward.PRESETS`, or `f(EvalResult) -> float`  |
+    | `rules`            | str             | `"strict"`  | "strict": forward runs only own kernels; "kernelbench":    |
+    |                    |                 |             | PyTorch ops allowed beside one own kernel that runs        |
+    | `baseline`         | str             | `"eager"`   | Speedup measured against "eager" or "compile" reference    |
+    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.process`)     |
+    | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
+    |                    |                 |             | `~/.cache/kbench`                                          |
+    | `input_sets`       | int             | `3`         | Input sets the timed calls are perturbed copies of         |
+    | `noise`            | float           | `1e-2`      | Relative size of the per-call perturbation of timed inputs |
+    | `check_calls`      | int             | `4`         | Timed calls, drawn afterwards, whose outputs are checked   |
+    |                    |                 |             | (the first and last timed call always are)                 |
+    | `timing`           | dict, None      | `None`      | Keywords for `worker.timing.time_calls` (warmup, min_reps, |
+    |                    |                 |             | max_reps, min_seconds)                                     |
+    | `time_candidates`  | bool            | `True`      | False: correctness only, speedup stays None                |
+    | `compile_baseline` | bool, None      | `None`      | Also time the reference under torch.compile; None: on for  |
+    |                    |                 |             | GPUs, off on CPU, or `KBENCH_COMPILE_BASELINE=0/1`         |
+    | `reverify_above`   | float           | `10.0`      | Speedups above this are re-timed by an independent clock   |
+    | `roofline`         | bool            | `True`      | Flag times below the device's bandwidth / FLOP-rate floor  |
+    | `build_workers`    | int, None       | CPU cores   | Candidates in flight at once in `evaluate_many`            |
+    | `spare_worker`     | bool, None      | `None` (on) | Keep one confined idle worker ready; off with False or     |
+    |                    |                 |             | `KBENCH_SPARE_WORKER=0`                                    |
+
+    `device`, `backend`, `reward`, `rules` and the options from `baseline` down are the Evaluator's (they reach it
+    through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`, `backend`, `reward`
+    and `rules` may be repeated only with the values it has, and any other Evaluator option beside `evaluator=`
+    raises ValueError instead of being ignored.
+
+    ## Vector Environment
+    ``gym.make_vec("KBench-v0", num_envs=N, vectorization_mode="vector_entry_point")`` (``env.vector``): N episodes
+    sharing one Evaluator, each step's N actions evaluated together (``Evaluator.evaluate_many``, builds
+    overlapping, the device used by one candidate at a time), next-step autoreset. It takes the arguments above and
+    ``max_workers``. ``vectorization_mode="sync"`` or ``"async"`` also work, with one Evaluator per env unless
+    ``evaluator=`` is given.
+
+    ## Render Mode
+    ``render_mode="ansi"``: ``render()`` returns the last observation (the prompt or the feedback) as text. None:
+    ``render()`` returns None. There is no visual mode.
+
+    ## Version History
+    * v0: first version: text actions and observations, tiered reward, held-out configurations, integrity checks,
+      the "strict" and "kernelbench" rules, and arguments that conflict with a shared ``evaluator`` raising
+      ValueError.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(self, task: str | Task | None = None, suite: str = "default", device: str = "auto",
-                 backend: str | None = None, max_turns: int = 4, reward: Any = "tiered",
+    def __init__(self, task: str | Task | None = None, suite: str = "default", device: str | None = None,
+                 backend: str | None = None, max_turns: int = 4, reward: Any = None,
                  target_speedup: float | None = None, evaluator: Evaluator | None = None,
                  render_mode: str | None = None, rules: str | None = None, **evaluator_kwargs):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
-        if evaluator is not None and rules is not None and check_rules(rules) != evaluator.rules:
-            raise ValueError(f"rules={rules!r} differs from the given evaluator's rules {evaluator.rules!r}: make the "
-                             f"Evaluator with rules={rules!r}, or leave rules out")
+        if evaluator is not None:
+            check_shared_evaluator(evaluator, device=device, backend=backend, reward=reward, rules=rules,
+                                   evaluator_kwargs=evaluator_kwargs)
         self._owns_evaluator = evaluator is None  # closed with the env (its spare worker); a shared one is not
-        self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward,
+        self.evaluator = evaluator or Evaluator(device=device or "auto", backend=backend,
+                                                reward="tiered" if reward is None else reward,
                                                 rules=check_rules(rules or "strict"), **evaluator_kwargs)
         self.fixed_task = resolve_task(task) if isinstance(task, str) else task
         self.suite_spec = suite

@@ -15,15 +15,28 @@ from gymnasium.vector.utils import batch_space
 from kbench_env.env.env import KBenchEnv
 from kbench_env.pipeline.evaluator import Evaluator
 
+#: KBenchEnv's own arguments; every other keyword of ``make_vec`` is an Evaluator option.
+_ENV_ARGUMENTS = ("task", "suite", "max_turns", "target_speedup")
+
 
 class KBenchVectorEnv(VectorEnv):
     metadata = {"render_modes": ["ansi"], "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, num_envs: int = 1, evaluator: Evaluator | None = None, device: str = "auto",
-                 backend: str | None = None, reward="tiered", max_workers: int | None = None,
-                 render_mode: str | None = None, rules: str | None = None, **env_kwargs):
-        self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward, rules=rules or "strict")
-        self.envs = [KBenchEnv(evaluator=self.evaluator, render_mode=render_mode, rules=rules, **env_kwargs)
+    def __init__(self, num_envs: int = 1, evaluator: Evaluator | None = None, device: str | None = None,
+                 backend: str | None = None, reward=None, max_workers: int | None = None,
+                 render_mode: str | None = None, rules: str | None = None, **kwargs):
+        env_kwargs = {k: v for k, v in kwargs.items() if k in _ENV_ARGUMENTS}
+        evaluator_kwargs = {k: v for k, v in kwargs.items() if k not in _ENV_ARGUMENTS}
+        self._owns_evaluator = evaluator is None
+        if evaluator is None:
+            evaluator = Evaluator(device=device or "auto", backend=backend,
+                                  reward="tiered" if reward is None else reward, rules=rules or "strict",
+                                  **evaluator_kwargs)
+            evaluator_kwargs = {}
+        self.evaluator = evaluator
+        # Each env checks that these agree with the shared evaluator (a conflict is an error, never ignored).
+        self.envs = [KBenchEnv(evaluator=evaluator, device=device, backend=backend, reward=reward,
+                               render_mode=render_mode, rules=rules, **env_kwargs, **evaluator_kwargs)
                      for _ in range(num_envs)]
         self.num_envs = num_envs
         self.max_workers = max_workers
@@ -74,3 +87,5 @@ class KBenchVectorEnv(VectorEnv):
     def close_extras(self, **kwargs):
         for env in self.envs:
             env.close()
+        if self._owns_evaluator:
+            self.evaluator.close()

@@ -62,7 +62,7 @@ _warm = []
 
 def warm_up_records() -> None:
     """Open one record before the first profile of this process: the first ``record_function`` pays its lazy
-    set-up (70 us to 1.5 ms on the CPU, measured), which the profile would count as the first own call's time."""
+    set-up (up to milliseconds on the CPU), which the profile would count as the first own call's time."""
     if not _warm:
         with torch.profiler.record_function(EXT_RECORD_PREFIX + "warm-up"):
             _warm.append(True)

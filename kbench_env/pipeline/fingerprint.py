@@ -206,8 +206,8 @@ def fingerprint_values(pending: list) -> list:
 
 def fingerprint_table(pending: list) -> tuple[torch.Tensor, list]:
     """``pending`` results (per call, per leaf) as what the worker sends: one float64 tensor of leaf rows on the
-    CPU (one device-host copy; sent as raw bytes, where a JSON list of 6,400 calls' numbers took ~0.6 s to write and
-    read) and the number of leaves per call. ``Reported`` reads it back."""
+    CPU (one device-host copy; sent as raw bytes, as a JSON list of thousands of calls' numbers is slow to write
+    and read) and the number of leaves per call. ``Reported`` reads it back."""
     flat = [t for leaves in pending for t in leaves]
     rows = (torch.stack([t.to(flat[0].device) for t in flat]).cpu() if flat
             else torch.zeros(0, HEAD + SAMPLES, dtype=torch.float64))

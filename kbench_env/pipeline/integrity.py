@@ -95,7 +95,7 @@ class ForwardAudit:
         self._calls0 = self.extension_calls()
         # On a GPU, kineto with CUPTI also names the GPU kernels that ran (evidence of the candidate's own work
         # beside counted launches); mode "ops" (KBENCH_GPU_AUDIT=ops in the parent) audits PyTorch operators only,
-        # with the legacy profiler, which starts in milliseconds (kineto takes ~1.4 s on first use): an A/B knob.
+        # with the legacy profiler, which starts in milliseconds (kineto takes over a second on first use): an A/B knob.
         if self.device.startswith("cuda") and self.mode != "ops":
             from torch.profiler import ProfilerActivity, profile
 
@@ -240,10 +240,9 @@ _GENERATORS = threading.local()
 
 
 def _generator(device) -> torch.Generator:
-    """This thread's generator for ``device``, made once: a new CUDA generator per timed call cost more host time
-    than the call's kernel (H100, bench/results/device_logs/2026-11-24_2318_timing_cost_h100.txt: 0.64 ms per
-    call with inputs and fingerprint). One per thread, as the parent checks evaluations in several threads and
-    each seeds before it draws."""
+    """This thread's generator for ``device``, made once: a new CUDA generator per timed call costs more host time
+    than a small call's kernel. One per thread, as the parent checks evaluations in several threads and each seeds
+    before it draws."""
     cache = getattr(_GENERATORS, "by_device", None)
     if cache is None:
         cache = _GENERATORS.by_device = {}
@@ -309,8 +308,8 @@ class TimedInputs:
     def __init__(self, inputs: list, base_seed: int, sets: int, seed: int, scale: float = 1e-2):
         self._inputs, self.base_seed, self.sets, self.seed, self.scale = inputs, base_seed, max(1, sets), seed, scale
         # Every set and call is scaled by the configuration's own input stds, computed once: a set's stds differ
-        # from them by the 1% perturbation only, and computing them twice per set had the parent's timed-output
-        # checks of a cached CPU step at 40 ms, against 22 ms now (bench/results/throughput_cpu.md).
+        # from them by the 1% perturbation only, and recomputing them per set is a large share of the parent's
+        # timed-output checks on a cached CPU step.
         self._stds = input_stds(inputs)
         self._bases: dict = {}  # k -> input set k
 
