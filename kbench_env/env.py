@@ -69,8 +69,10 @@ class KBenchEnv(gym.Env):
 
     ## Arguments
     ``gym.make("KBench-v0", task=None, suite="default", device="auto", backend=None, max_turns=4,
-    reward="tiered", target_speedup=None, evaluator=None, render_mode=None)``. ``evaluator`` shares one
-    Evaluator (and its build cache and reference timings) between environments.
+    reward="tiered", target_speedup=None, evaluator=None, render_mode=None, dtype=None)``. ``evaluator`` shares one
+    Evaluator (and its build cache and reference timings) between environments. ``dtype`` (float32, float16,
+    bfloat16) sets the dtype of plain KernelBench files' configurations. A task with no configuration for the
+    device raises TaskError at ``reset``.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -78,14 +80,15 @@ class KBenchEnv(gym.Env):
     def __init__(self, task: str | Task | None = None, suite: str = "default", device: str = "auto",
                  backend: str | None = None, max_turns: int = 4, reward: Any = "tiered",
                  target_speedup: float | None = None, evaluator: Evaluator | None = None,
-                 render_mode: str | None = None, **evaluator_kwargs):
+                 render_mode: str | None = None, dtype: str | None = None, **evaluator_kwargs):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         self._owns_evaluator = evaluator is None  # closed with the env (its spare worker); a shared one is not
         self.evaluator = evaluator or Evaluator(device=device, backend=backend, reward=reward, **evaluator_kwargs)
-        self.fixed_task = resolve_task(task) if isinstance(task, str) else task
+        self.dtype = dtype
+        self.fixed_task = resolve_task(task, dtype) if isinstance(task, str) else task
         self.suite_spec = suite
         self._suite: list[Task] | None = None
         self.max_turns = max_turns
@@ -106,12 +109,13 @@ class KBenchEnv(gym.Env):
         options = options or {}
         if options.get("task"):
             t = options["task"]
-            self.task = resolve_task(t) if isinstance(t, str) else t
+            self.task = resolve_task(t, self.dtype) if isinstance(t, str) else t
         elif self.fixed_task is not None:
             self.task = self.fixed_task
         else:
             suite = self.suite_tasks()
             self.task = suite[int(self.np_random.integers(len(suite)))]
+        self.task.require_configs(self.evaluator.device)  # the task's error (TaskError), never a reward
         self.turn = 0
         self.best_speedup = None
         self.history = []
@@ -153,7 +157,7 @@ class KBenchEnv(gym.Env):
     # ------------------------------------------------------------------ helpers
     def suite_tasks(self) -> list[Task]:
         if self._suite is None:
-            self._suite = load_suite(self.suite_spec)
+            self._suite = load_suite(self.suite_spec, dtype=self.dtype)
             if not self._suite:
                 raise ValueError(f"suite {self.suite_spec!r} has no tasks")
         return self._suite

@@ -338,7 +338,8 @@ def derived_configs(source: str, filename: str, dtype: str = "float32", budget: 
         _write(path, entry)
     if "error" in entry:
         raise TaskError(str(entry["error"]).replace("{file}", filename))
-    return [Config.from_dict({**c, "dtype": dtype}) for c in entry["configs"]]
+    suffix = "" if dtype == "float32" else f"-{dtype}"  # the evaluator keys reference timings by name
+    return [Config.from_dict({**c, "name": c["name"] + suffix, "dtype": dtype}) for c in entry["configs"]]
 
 
 def _write(path: Path, entry: dict) -> None:

@@ -37,6 +37,7 @@ import contextlib
 import copy
 import functools
 import hashlib
+import json
 import math
 import threading
 import types
@@ -163,6 +164,18 @@ class Task:
         """The configurations that run on ``device`` ("cpu", "cuda", "cuda:1")."""
         return [c for c in self.configs if c.runs_on(device)]
 
+    def require_configs(self, device: str) -> list[Config]:
+        """``configs_for(device)``, or a TaskError saying the task has none there (the task's limit: no
+        candidate is evaluated, or charged, for it)."""
+        configs = self.configs_for(device)
+        if not configs:
+            kind = device.split(":")[0]
+            where = sorted({d for c in self.configs for d in c.devices})
+            raise TaskError(f"task {self.name} has no input configuration for {device} (its configurations are for "
+                            f"{', '.join(where) or 'no device'}): run it on {' or '.join(where) or 'another device'}, "
+                            f"or give {self.path or 'the task file'} a KBENCH block with configurations for {kind}")
+        return configs
+
     def shown_configs(self, device: str) -> list[Config]:
         return [c for c in self.configs_for(device) if not c.held_out]
 
@@ -179,7 +192,7 @@ class Task:
     # ------------------------------------------------------------------ instantiation
     def module(self, config: Config | None = None) -> types.ModuleType:
         """The task file executed with ``config``'s size overrides applied to its constants (cached per config)."""
-        key = (config.name, tuple(sorted(config.sizes.items()))) if config else None
+        key = (config.name, json.dumps(config.sizes, sort_keys=True, default=repr)) if config else None
         cache = self.__dict__.setdefault("_modules", {})
         if key not in cache:
             cache[key] = build_module(self.source, config.sizes if config else {}, self.path or f"<task {self.name}>")
