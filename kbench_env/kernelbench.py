@@ -31,14 +31,14 @@ from .task import DTYPES, Config, TaskError, build_module, seeded
 
 #: Inputs of a configuration derived for the CPU hold at most this many elements ...
 CPU_ELEMENT_BUDGET = 1 << 18
-#: ... its model at most this many parameters (a 32768-wide MLP scaled by its inputs alone stays 4 GB) ...
-CPU_PARAM_BUDGET = 1 << 22
-#: A model whose parameters do not shrink with the sizes (VGG's channel counts are written into the class) is taken
-#: for the CPU with up to this many.
-CPU_PARAM_CAP = 1 << 28
-#: ... and its output at most this many times ``CPU_ELEMENT_BUDGET`` elements (a convolution's output outgrows
-#: its input; a matmul with a short K dimension makes a square output of two thin inputs).
+#: ... its output at most this many times that (a convolution's output outgrows its input; a matmul with a short
+#: K dimension makes a square output of two thin inputs) ...
 CPU_OUTPUT_FACTOR = 4
+#: ... and its model at most this many parameters (a 32768-wide MLP scaled by its inputs alone stays 4 GB) ...
+CPU_PARAM_BUDGET = 1 << 22
+#: ... except a model whose parameters do not shrink with the sizes (VGG's channel counts are written into the
+#: class): it is taken for the CPU with up to this many.
+CPU_PARAM_CAP = 1 << 28
 #: Integer sizes at least this large are scaled (batch sizes, dimensions; not kernel sizes or strides) first.
 SCALE_MIN = 16
 #: Bump when the derivation changes: cached derivations of older versions are not used.

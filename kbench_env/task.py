@@ -26,8 +26,9 @@ does not have::
 A size override replaces the constant's assignment in the module before it runs, so constants derived from it
 follow. ``dtype`` casts the floating-point inputs and the model's parameters. ``devices`` lists the backends'
 device kinds the configuration is meant for (default: all); ``held_out`` configurations are never shown in the
-prompt but decide correctness. A file without ``KBENCH`` gets its own sizes (for the GPU, held out) plus derived
-smaller configurations for the CPU (see ``derive_configs``).
+prompt but decide correctness. A file without ``KBENCH`` (plain KernelBench) gets its own sizes (for the GPU, held
+out) plus configurations derived for the CPU, on first use (kernelbench.py); its size constants may be expressions
+(sizes.py).
 """
 
 from __future__ import annotations

@@ -267,3 +267,25 @@ def test_recurrent_stand_in_matches_the_real_layer(kind, batch_first, bidirectio
     assert flat(stand_in) == flat(real)
     with pytest.raises(RuntimeError):  # the layer's own checks: a wrong input size
         shapecheck._rnn_shapes(layer, torch.rand(3, 4, 6))
+
+
+# ---------------------------------------------------------------------- bench/compat.py
+
+
+def test_compat_reports_loads_held_out_configurations_and_skips(tmp_path):
+    levels = tmp_path / "KernelBench" / "KernelBench"
+    for level, names in (("level1", ["tiny_sizes", "size_expressions"]), ("level4", ["hub_model"])):
+        (levels / level).mkdir(parents=True)
+        for n in names:
+            shutil.copy(DATA / f"{n}.py", levels / level / f"{n}.py")
+    out = tmp_path / "compat"
+    p = subprocess.run([sys.executable, str(ROOT / "bench/compat.py"), "--kernelbench", str(tmp_path / "KernelBench"),
+                        "--no-eval", "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                       env=dict(os.environ, KBENCH_CACHE=str(tmp_path / "cache")))
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = {r["row"]: r for r in map(json.loads, out.with_suffix(".jsonl").read_text().splitlines())}
+    l1, l4 = rows["KernelBench/level1"], rows["KernelBench/level4"]
+    assert (l1["items"], l1["loaded"], l1["cpu_distinct"], l1["cuda_distinct"]) == (2, 2, 2, 2)
+    assert l1["kbench_tasks_rc"] == [0, 0]
+    assert l4["loaded"] == 0 and "needs the Hugging Face hub" in l4["skipped"][0]["why"]
+    assert "needs the Hugging Face hub" in out.with_suffix(".md").read_text()
