@@ -42,7 +42,7 @@ CPU_PARAM_CAP = 1 << 28
 #: Integer sizes at least this large are scaled (batch sizes, dimensions; not kernel sizes or strides) first.
 SCALE_MIN = 16
 #: Bump when the derivation changes: cached derivations of older versions are not used.
-DERIVE_VERSION = 3
+DERIVE_VERSION = 4
 
 _HUB_CALLS = ("from_pretrained", "hf_hub_download", "snapshot_download")
 
@@ -108,6 +108,12 @@ def _with(base: dict, changes: dict) -> dict:
     return out
 
 
+def _is_batch(entry) -> bool:
+    """A batch size (``batch_size``, ``batch``): the size a model's shapes rarely constrain, tried first (each
+    try that breaks a constraint costs a build and a run)."""
+    return "batch" in entry[0].lower()
+
+
 def _odd(v: int) -> int:
     """A nearby size that is odd and not a power of two: 4 -> 3, 16 -> 15, 2 -> 3, 15 -> 17."""
     if v % 2 == 0:
@@ -165,7 +171,7 @@ class _Deriver:
         return relaxed or self._greedy()
 
     def _greedy(self):
-        """Sizes halved one at a time, the largest first, while that shrinks what is over the CPU budgets and
+        """Sizes halved one at a time, the batch size first, then the largest, while that shrinks what is over the CPU budgets and
         the reference still runs (parameters up to ``CPU_PARAM_CAP``); None if that gets stuck."""
         entries = _entries(self.consts, 2)
         changes = {e: _get(self.consts, e) for e in entries}
@@ -181,7 +187,7 @@ class _Deriver:
                     return None
                 if not any(cost):
                     return sizes
-            for e in sorted(entries, key=lambda e: -changes[e]):
+            for e in sorted(entries, key=lambda e: (not _is_batch(e), -changes[e])):
                 if changes[e] < 2:
                     continue
                 trial = {**changes, e: changes[e] // 2}
@@ -220,7 +226,7 @@ class _Deriver:
         entries = entries or _entries(self.consts, 2)
         rest = [e for e in _entries(self.consts, 2) if e not in entries]
         cands = [{e: _odd(_get(full, e)) for e in entries}]
-        cands += [{e: _odd(_get(full, e))} for e in entries + rest]
+        cands += [{e: _odd(_get(full, e))} for e in sorted(entries + rest, key=lambda e: not _is_batch(e))]
         for num, den in ((3, 4), (3, 2), (2, 1)):
             cands.append({e: max(2, _get(full, e) * num // den) for e in entries})
         for part in (0, None):  # the input shapes, else the whole signature

@@ -34,22 +34,11 @@ class _NotASize(Exception):
 @dataclass(frozen=True)
 class SizeConstant:
     """A module-level constant: its value (an int, float, or a tuple/list of them) and whether it may be
-    overridden (``free``: its expression names no other constant; ``target``: a plain ``NAME = ...`` or one
-    name of ``A, B = (..., ...)``)."""
+    overridden (``free``: its expression names no other constant)."""
 
     name: str
     value: object
     free: bool
-
-    @property
-    def ints(self) -> list[int]:
-        """The integers this constant holds (itself, or its tuple/list items)."""
-        v = self.value
-        if _is_int(v):
-            return [v]
-        if isinstance(v, (tuple, list)):
-            return [x for x in v if _is_int(x)]
-        return []
 
 
 def _is_int(v) -> bool:
