@@ -199,7 +199,8 @@ def _markdown(run: dict, rows: list[dict]) -> str:
     skipped = [(r["row"], s) for r in rows if r["row"] != "eval" for s in r["skipped"]]
     if skipped:
         lines += ["", "## Skipped, with the reason kbench gives", ""]
-        lines += [f"- {row}: `{Path(s['item']).name}`: {s['why']}" for row, s in skipped]
+        lines += [f"- {row}: `{Path(s['item']).name}`: {s['why'].replace(s['item'] + ': ', '')}"
+                  for row, s in skipped]
     missing = [(r["row"], d, r[f"{d}_missing"]) for r in rows if r["row"] != "eval" for d in DEVICES
                if r.get(f"{d}_missing")]
     if missing:
