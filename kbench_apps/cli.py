@@ -30,9 +30,9 @@ def _add_rules(p) -> None:
 def cmd_tasks(args) -> int:
     from kbench_env.tasks.suite import load_suite
 
-    tasks = load_suite(args.suite)
+    tasks = load_suite(args.suite, dtype=args.dtype)
     if args.json:
-        print(json.dumps([t.to_dict(shapes=True) for t in tasks]))
+        print(json.dumps([_task_dict(t) for t in tasks]))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -41,20 +41,32 @@ def cmd_tasks(args) -> int:
     for col in ("task", "level", "pass", "configurations (* held out)", "dtypes"):
         table.add_column(col)
     for t in tasks:
-        cfgs = ", ".join(f"{c.name}{'*' if c.held_out else ''}[{'/'.join(c.devices)}]" for c in t.configs)
-        dtypes = ", ".join(sorted({c.dtype for c in t.configs}))
+        try:
+            cfgs = ", ".join(f"{c.name}{'*' if c.held_out else ''}[{'/'.join(c.devices)}]" for c in t.configs)
+            dtypes = ", ".join(sorted({c.dtype for c in t.configs}))
+        except ValueError as exc:  # a configuration derivation that failed: this task's row says why
+            cfgs, dtypes = f"error: {exc}", ""
         table.add_row(t.name, str(t.level), "backward" if t.backward else "forward", cfgs, dtypes)
     Console().print(table)
     return 0
+
+
+def _task_dict(task) -> dict:
+    try:
+        return task.to_dict(shapes=True)
+    except ValueError as exc:  # a configuration derivation that failed
+        return {"name": task.name, "level": task.level, "backward": task.backward, "path": task.path,
+                "configs": [], "error": str(exc)}
 
 
 def cmd_eval(args) -> int:
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.tasks.suite import resolve_task
 
-    task = resolve_task(args.task)
+    task = resolve_task(args.task, dtype=args.dtype)
     source = Path(args.solution).read_text(encoding="utf-8", errors="replace")
     ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules)
+    task.require_configs(ev.device)  # the task's error (exit 2), not the candidate's
     result = ev.evaluate(task, source, seed=args.seed)
     if args.json:
         print(result.to_json())
@@ -83,6 +95,11 @@ def cmd_doctor(args) -> int:
     return 0
 
 
+_DTYPE_ARG = {"default": None, "choices": ["float32", "float16", "bfloat16"],
+              "help": "dtype of plain KernelBench files' configurations (KernelBench's precision switch; default "
+                      "float32); files with a KBENCH block keep their own"}
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kbench", description="KBench-v0: kernels as actions, verified speedup as reward")
     sub = p.add_subparsers(dest="command", required=True)
@@ -90,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tasks", help="list the tasks of a suite")
     t.add_argument("--suite", default="all", help="suite name (all, default, level1..3, robust), folder or file")
     t.add_argument("--json", action="store_true", help="print a JSON list, one object per task")
+    t.add_argument("--dtype", **_DTYPE_ARG)
     t.set_defaults(fn=cmd_tasks)
 
     e = sub.add_parser("eval", help="evaluate one solution file on one task")
@@ -99,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--backend", default=None, help="cpu, cuda or triton (default from the device)")
     e.add_argument("--reward", default="tiered", help="reward preset")
     e.add_argument("--seed", type=int, default=None, help="fix the evaluation's random inputs (default: fresh)")
+    e.add_argument("--dtype", **_DTYPE_ARG)
     e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
     _add_rules(e)
     e.set_defaults(fn=cmd_eval)
@@ -116,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="runs/run.jsonl", help="results file (appended; a rerun resumes)")
     r.add_argument("--fresh", action="store_true", help="start the results file anew instead of resuming")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--dtype", **_DTYPE_ARG)
     r.add_argument("--timing", default="default", choices=["default", "quick"],
                    help="timing repetitions: the Evaluator's defaults, or few (smoke runs)")
     _add_rules(r)

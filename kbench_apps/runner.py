@@ -115,12 +115,22 @@ def run_suite(args) -> int:
     budget = _opt(args, "budget", 4)
     max_turns = _opt(args, "max_turns", None) or max(1, budget)
     timing = TIMING_PRESETS.get(_opt(args, "timing", "default"))
+    dtype = _opt(args, "dtype", None)
     env = KBenchEnv(suite=args.suite, device=args.device, backend=args.backend, max_turns=max_turns,
-                    reward=args.reward, rules=_opt(args, "rules", "strict"), **({"timing": timing} if timing else {}))
+                    reward=args.reward, rules=_opt(args, "rules", "strict"),
+                    dtype=dtype, **({"timing": timing} if timing else {}))
     backend = env.evaluator.backend_name
     agent = make_agent(args.agent, backend, args)
-    all_tasks = load_suite(args.suite)
-    tasks = [t for t in all_tasks if getattr(agent, "has_solution", lambda _t: True)(t)]
+    all_tasks = load_suite(args.suite, dtype=dtype)
+    runnable = []
+    for t in all_tasks:  # a task without configurations for this device is reported, not run
+        try:
+            t.require_configs(env.evaluator.device)
+        except ValueError as exc:
+            console.print(f"[yellow]skipped[/] {escape(str(exc))}")
+            continue
+        runnable.append(t)
+    tasks = [t for t in runnable if getattr(agent, "has_solution", lambda _t: True)(t)]
     log = RunLog(args.out, fresh=args.fresh)
     records = log.records()
     done = {(r["agent"], r["task"]): r for r in records if r.get("kind") == "task_done"}
@@ -129,7 +139,7 @@ def run_suite(args) -> int:
     for r in records:
         if r.get("kind") == "attempt" and r.get("agent") == agent.name and (agent.name, r["task"]) not in done:
             partial.setdefault(r["task"], []).append(r)
-    skipped = len(all_tasks) - len(tasks)
+    skipped = len(runnable) - len(tasks)
     console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {len(tasks)} tasks on {env.evaluator.device} "
                   f"({backend} backend, {env.evaluator.rules} rules), budget {budget} evaluations per task; "
                   f"{len(tasks) - len(todo)} already done"

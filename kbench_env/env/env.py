@@ -92,7 +92,8 @@ class KBenchEnv(gym.Env):
     ## Starting State
     ``reset(seed=..., options={"task": name_or_Task})`` picks the named task, else the fixed ``task`` given to
     the constructor, else a task of ``suite`` drawn with the env's random generator (``seed`` makes the draw and
-    the evaluation seeds of the episode reproducible; timings are not, hence ``nondeterministic=True``).
+    the evaluation seeds of the episode reproducible; timings are not, hence ``nondeterministic=True``). A task
+    with no configuration for the env's device is the task's error: ``reset`` raises ``TaskError``.
 
     ## Episode End
     1. Termination: an attempt is correct, unflagged, and at least ``target_speedup`` times faster (only when
@@ -113,6 +114,8 @@ class KBenchEnv(gym.Env):
     | `max_turns`        | int             | `4`         | Attempts per episode (at least 1)                          |
     | `target_speedup`   | float, None     | `None`      | Terminate on a correct attempt at least this much faster   |
     | `render_mode`      | str, None       | `None`      | "ansi" or None (see Render Mode)                           |
+    | `dtype`            | str, None       | `None`      | float32, float16 or bfloat16 for plain KernelBench files'  |
+    |                    |                 |             | configurations (files without a KBENCH block)              |
     | `evaluator`        | Evaluator, None | `None`      | Shared Evaluator (build cache, reference timings, device   |
     |                    |                 |             | lock, spare worker); the env does not close it             |
     | `device`           | str             | `"auto"`    | "auto" (cuda if available, else cpu), "cpu", "cuda", ...   |
@@ -166,7 +169,8 @@ class KBenchEnv(gym.Env):
     def __init__(self, task: str | Task | None = None, suite: str = "default", device: str | None = None,
                  backend: str | None = None, max_turns: int = 4, reward: Any = None,
                  target_speedup: float | None = None, evaluator: Evaluator | None = None,
-                 render_mode: str | None = None, rules: str | None = None, **evaluator_kwargs):
+                 render_mode: str | None = None, rules: str | None = None, dtype: str | None = None,
+                 **evaluator_kwargs):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_turns < 1:
@@ -178,7 +182,8 @@ class KBenchEnv(gym.Env):
         self.evaluator = evaluator or Evaluator(device=device or "auto", backend=backend,
                                                 reward="tiered" if reward is None else reward,
                                                 rules=check_rules(rules or "strict"), **evaluator_kwargs)
-        self.fixed_task = resolve_task(task) if isinstance(task, str) else task
+        self.dtype = dtype
+        self.fixed_task = resolve_task(task, dtype) if isinstance(task, str) else task
         self.suite_spec = suite
         self._suite: list[Task] | None = None
         self.max_turns = max_turns
@@ -199,12 +204,13 @@ class KBenchEnv(gym.Env):
         options = options or {}
         if options.get("task"):
             t = options["task"]
-            self.task = resolve_task(t) if isinstance(t, str) else t
+            self.task = resolve_task(t, self.dtype) if isinstance(t, str) else t
         elif self.fixed_task is not None:
             self.task = self.fixed_task
         else:
             suite = self.suite_tasks()
             self.task = suite[int(self.np_random.integers(len(suite)))]
+        self.task.require_configs(self.evaluator.device)  # the task's error (TaskError), never a reward
         self.turn = 0
         self.best_speedup = None
         self.history = []
@@ -247,7 +253,7 @@ class KBenchEnv(gym.Env):
     # ------------------------------------------------------------------ helpers
     def suite_tasks(self) -> list[Task]:
         if self._suite is None:
-            self._suite = load_suite(self.suite_spec)
+            self._suite = load_suite(self.suite_spec, dtype=self.dtype)
             if not self._suite:
                 raise ValueError(f"suite {self.suite_spec!r} has no tasks")
         return self._suite

@@ -181,7 +181,9 @@ class Evaluator:
 
     # ------------------------------------------------------------------ public API
     def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
-        """Evaluate one action (source text or an LLM reply with a code block) on ``task``."""
+        """Evaluate one action (source text or an LLM reply with a code block) on ``task``. A task without a
+        configuration for this device raises TaskError: the task's error, not a result charged to the action."""
+        task.require_configs(self.device)
         t0 = time.perf_counter()
         result = EvalResult(task=task.name, backend=self.backend_name, device=self.device, baseline=self.baseline,
                             rules=self.rules)
@@ -247,9 +249,6 @@ class Evaluator:
             return
         result.stage = "screened"
         configs = task.configs_for(self.device)
-        if not configs:
-            result.error, result.error_stage = f"task {task.name} has no configuration for {self.device}", "screen"
-            return
         seed = secrets.randbits(62) if seed is None else seed
         try:
             worker = (self._spares.take(source) if self._spares is not None else

@@ -8,8 +8,9 @@ Owns the layout of ``tasks/``::
 
 A suite is named ("default", "all", "level1", a name from suites.json), a folder, a single task file, or a
 comma-separated list of any of these. ``KBENCH_TASKS`` points at another tasks folder. A folder may hold
-robust-kbench task folders at any depth (see robust_kbench.py); one that cannot load is skipped with a
-:class:`SkippedTaskWarning` saying which and why.
+robust-kbench task folders at any depth (see robust_kbench.py). In a folder, a file or task folder that cannot
+load (a KernelBench level-4 file needs the Hugging Face hub) is skipped with a :class:`SkippedTaskWarning` saying
+which and why; the rest load. ``dtype`` applies to plain KernelBench files (see ``task.load_task``).
 """
 
 from __future__ import annotations
@@ -57,50 +58,51 @@ def named_suites() -> dict:
 
 
 @lru_cache(maxsize=512)
-def _load_cached(path: str, mtime: float) -> Task:
-    return load_task(path)
+def _load_cached(path: str, mtime: float, dtype: str | None) -> Task:
+    return load_task(path, dtype=dtype)
 
 
-def task_from_path(path: Path) -> Task:
+def task_from_path(path: Path, dtype: str | None = None) -> Task:
     if path.is_dir() and (path / "func_forward.py").is_file():
         from kbench_env.tasks.formats.robust_kbench import load_robust_task  # robust-kbench's folder format
 
         return load_robust_task(path)
-    return _load_cached(str(path.resolve()), path.stat().st_mtime)
+    return _load_cached(str(path.resolve()), path.stat().st_mtime, dtype)
 
 
-def resolve_task(name: str) -> Task:
+def resolve_task(name: str, dtype: str | None = None) -> Task:
     """A task by suite name ("level1/relu") or by path to a file."""
     p = Path(name)
     if p.exists():
-        return task_from_path(p)
+        return task_from_path(p, dtype)
     root = tasks_root()
     cand = root / (name if name.endswith(".py") else name + ".py")
     if cand.is_file():
-        return task_from_path(cand)
+        return task_from_path(cand, dtype)
     matches = [f for d in SUITE_FOLDERS for f in _task_files(root / d) if f.stem == name]
     if len(matches) == 1:
-        return task_from_path(matches[0])
+        return task_from_path(matches[0], dtype)
     raise TaskError(f"no task named {name!r} (try `kbench tasks`); tasks live under {root}")
 
 
-def load_suite(spec: str = "default") -> list[Task]:
-    """The tasks of a suite spec (see module docstring), in a stable order, without duplicates."""
+def load_suite(spec: str = "default", dtype: str | None = None) -> list[Task]:
+    """The tasks of a suite spec (see module docstring), in a stable order, without duplicates; ``dtype``: the
+    dtype of plain KernelBench files' derived configurations (default float32)."""
     root = tasks_root()
     tasks: list[Task] = []
     for part in [s.strip() for s in spec.split(",") if s.strip()]:
         suites = named_suites()
         if part == "all":
             for d in SUITE_FOLDERS:
-                tasks.extend(task_from_path(f) for f in _task_files(root / d))
+                tasks.extend(task_from_path(f, dtype) for f in _task_files(root / d))
         elif part in suites:
-            tasks.extend(resolve_task(n) for n in suites[part])
+            tasks.extend(resolve_task(n, dtype) for n in suites[part])
         elif (root / part).is_dir():
-            tasks.extend(_folder(root / part))
+            tasks.extend(_folder(root / part, dtype))
         elif Path(part).is_dir():
-            tasks.extend(_folder(Path(part)))
+            tasks.extend(_folder(Path(part), dtype))
         else:
-            tasks.append(resolve_task(part))
+            tasks.append(resolve_task(part, dtype))
     seen, out = set(), []
     for t in tasks:
         if t.name not in seen:
@@ -113,7 +115,7 @@ class SkippedTaskWarning(UserWarning):
     """A task folder of a suite could not be loaded; the message says which and why, and the rest loaded."""
 
 
-def _folder(folder: Path) -> list[Task]:
+def _folder(folder: Path, dtype: str | None = None) -> list[Task]:
     from kbench_env.tasks.formats.robust_kbench import load_robust_tasks, load_robust_tree  # robust-kbench's folders: forward and backward
 
     if (folder / "func_forward.py").is_file():
@@ -122,7 +124,13 @@ def _folder(folder: Path) -> list[Task]:
     for path, why in skipped:
         warnings.warn(f"robust-kbench task folder {path} skipped (the rest of the suite loads): {why}",
                       SkippedTaskWarning, stacklevel=3)
-    return [task_from_path(f) for f in _task_files(folder)] + robust
+    files = []
+    for f in _task_files(folder):
+        try:
+            files.append(task_from_path(f, dtype))
+        except TaskError as exc:  # e.g. a KernelBench level-4 file: needs the Hugging Face hub
+            warnings.warn(f"{exc} (skipped; the rest of the suite loads)", SkippedTaskWarning, stacklevel=3)
+    return files + robust
 
 
 def solution_path(task: Task, backend: str = "cpu") -> Path | None:

@@ -26,8 +26,9 @@ does not have::
 A size override replaces the constant's assignment in the module before it runs, so constants derived from it
 follow. ``dtype`` casts the floating-point inputs and the model's parameters. ``devices`` lists the backends'
 device kinds the configuration is meant for (default: all); ``held_out`` configurations are never shown in the
-prompt but decide correctness. A file without ``KBENCH`` gets its own sizes (for the GPU, held out) plus derived
-smaller configurations for the CPU (see ``derive_configs``).
+prompt but decide correctness. A file without ``KBENCH`` (plain KernelBench) gets its own sizes (for the GPU, held
+out) plus configurations derived for the CPU, on first use (kernelbench.py); its size constants may be expressions
+(sizes.py).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from __future__ import annotations
 import ast
 import contextlib
 import copy
+import functools
 import hashlib
+import json
 import math
 import threading
 import types
@@ -45,16 +48,14 @@ from typing import Any
 
 import torch
 
+from kbench_env.tasks.sizes import apply_overrides, size_constants  # noqa: F401 - size_constants: part of this module's API
+
 DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-
-#: Reference inputs of a CPU configuration derived from a plain KernelBench file hold at most this many elements.
-CPU_ELEMENT_BUDGET = 1 << 18
-
 
 _RNG_LOCK = threading.RLock()
 
@@ -116,9 +117,33 @@ class Config:
         )
 
 
+_DERIVE_LOCK = threading.Lock()
+
+
+class _LazyConfigs:
+    """``Task.configs``: the list given, or, when none was given (None), the task's ``derive()`` on first read
+    (a plain KernelBench file's configurations cost reference runs: loading a folder must not pay them)."""
+
+    def __get__(self, task, owner=None):
+        if task is None:
+            return None  # the dataclass field's default: derive when read
+        configs = task.__dict__.get("_configs")
+        if configs is None:
+            with _DERIVE_LOCK:
+                configs = task.__dict__.get("_configs")
+                if configs is None:
+                    configs = list(task.derive()) if task.derive is not None else []
+                    task.__dict__["_configs"] = configs
+        return configs
+
+    def __set__(self, task, configs):
+        task.__dict__["_configs"] = None if configs is None else list(configs)
+
+
 @dataclass
 class Task:
-    """A reference program and its configurations. Instances are cheap; nothing is executed until asked."""
+    """A reference program and its configurations. Instances are cheap; nothing is executed until asked:
+    ``configs`` may be left to ``derive`` (a function returning them), called on first use."""
 
     name: str
     source: str
@@ -127,14 +152,30 @@ class Task:
     tags: list = field(default_factory=list)
     backward: bool = False
     description: str = ""
-    configs: list = field(default_factory=list)
+    configs: list = _LazyConfigs()
     tolerance: dict = field(default_factory=dict)
     tolerance_reason: str = ""
+    derive: Any = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self):  # built modules stay behind (a task travels to other processes without them)
+        return {k: v for k, v in self.__dict__.items() if k != "_modules"}
 
     # ------------------------------------------------------------------ configurations
     def configs_for(self, device: str) -> list[Config]:
         """The configurations that run on ``device`` ("cpu", "cuda", "cuda:1")."""
         return [c for c in self.configs if c.runs_on(device)]
+
+    def require_configs(self, device: str) -> list[Config]:
+        """``configs_for(device)``, or a TaskError saying the task has none there (the task's limit: no
+        candidate is evaluated, or charged, for it)."""
+        configs = self.configs_for(device)
+        if not configs:
+            kind = device.split(":")[0]
+            where = sorted({d for c in self.configs for d in c.devices})
+            raise TaskError(f"task {self.name} has no input configuration for {device} (its configurations are for "
+                            f"{', '.join(where) or 'no device'}): run it on {' or '.join(where) or 'another device'}, "
+                            f"or give {self.path or 'the task file'} a KBENCH block with configurations for {kind}")
+        return configs
 
     def shown_configs(self, device: str) -> list[Config]:
         return [c for c in self.configs_for(device) if not c.held_out]
@@ -152,7 +193,7 @@ class Task:
     # ------------------------------------------------------------------ instantiation
     def module(self, config: Config | None = None) -> types.ModuleType:
         """The task file executed with ``config``'s size overrides applied to its constants (cached per config)."""
-        key = (config.name, tuple(sorted(config.sizes.items()))) if config else None
+        key = (config.name, json.dumps(config.sizes, sort_keys=True, default=repr)) if config else None
         cache = self.__dict__.setdefault("_modules", {})
         if key not in cache:
             cache[key] = build_module(self.source, config.sizes if config else {}, self.path or f"<task {self.name}>")
@@ -273,34 +314,11 @@ def describe_value(x) -> str:
     return repr(x)
 
 
-class _SizeOverride(ast.NodeTransformer):
-    """Replace the right-hand side of top-level ``NAME = ...`` assignments named in ``sizes``."""
-
-    def __init__(self, sizes: dict):
-        self.sizes = sizes
-        self.seen: set = set()
-
-    def visit_Module(self, node):
-        for stmt in node.body:
-            targets = []
-            if isinstance(stmt, ast.Assign):
-                targets = [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-                targets = [stmt.target.id]
-            hit = [t for t in targets if t in self.sizes]
-            if hit:
-                value = self.sizes[hit[0]]
-                stmt.value = ast.parse(repr(value), mode="eval").body
-                self.seen.update(hit)
-        return node
-
-
 def build_module(source: str, sizes: dict, filename: str) -> types.ModuleType:
     tree = ast.parse(source, filename=filename)
     if sizes:
-        tr = _SizeOverride(sizes)
-        tree = ast.fix_missing_locations(tr.visit(tree))
-        missing = set(sizes) - tr.seen
+        missing = set(sizes) - apply_overrides(tree, sizes)
+        tree = ast.fix_missing_locations(tree)
         if missing:
             raise TaskError(f"{filename}: size override(s) {sorted(missing)} name no module-level constant")
     mod = types.ModuleType("kbench_task")
@@ -322,17 +340,6 @@ def _literal_kbench(tree: ast.Module, filename: str) -> dict:
     return {}
 
 
-def size_constants(source: str) -> dict:
-    """Module-level ``NAME = <int>`` constants of a task file (the sizes a configuration may override)."""
-    out = {}
-    for stmt in ast.parse(source).body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            v = stmt.value
-            if isinstance(v, ast.Constant) and type(v.value) is int:
-                out[stmt.targets[0].id] = v.value
-    return out
-
-
 def meta_inputs(mod) -> list:
     """``get_inputs()`` with tensors created on the meta device (shapes only), or on the CPU if that fails."""
     with seeded(0):
@@ -341,69 +348,6 @@ def meta_inputs(mod) -> list:
                 return list(mod.get_inputs())
         except Exception:  # noqa: BLE001 - data-dependent input code: fall back to real tensors
             return list(mod.get_inputs())
-
-
-def _numel(inputs) -> int:
-    return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
-
-
-def derive_configs(source: str, filename: str) -> list[Config]:
-    """Configurations for a plain KernelBench file: its own sizes, plus smaller ones for the CPU.
-
-    The file's sizes become ``original`` (for the GPU, held out). Integer constants of 16 or more (batch sizes,
-    dimensions; not kernel sizes or strides) are scaled down by a common factor until the inputs fit in
-    ``CPU_ELEMENT_BUDGET`` elements (``small``, shown), and again with odd, non-power-of-two sizes (``small-odd``,
-    held out) so that a kernel specialised to the shown shapes fails. A derived configuration whose reference
-    does not run (a size constraint the scaling broke) is dropped.
-    """
-    consts = size_constants(source)
-    original = Config(name="original", held_out=True, devices=("cuda",))
-    try:
-        n0 = _numel(meta_inputs(build_module(source, {}, filename)))
-    except Exception as exc:
-        raise TaskError(f"{filename}: get_inputs() fails at the file's own sizes: {exc}") from exc
-    if n0 <= CPU_ELEMENT_BUDGET:
-        original = Config(name="original", held_out=False)
-    configs = [original]
-    big = {k: v for k, v in consts.items() if v >= 16}
-    if not big or n0 <= CPU_ELEMENT_BUDGET:
-        return configs
-
-    def attempt(name: str, sizes: dict, held_out: bool) -> Config | None:
-        cfg = Config(name=name, sizes=sizes, held_out=held_out, devices=("cpu", "cuda"))
-        try:
-            m = build_module(source, sizes, filename)
-            with seeded(0):
-                inputs = m.get_inputs()
-                model = m.Model(*m.get_init_inputs())
-                with torch.no_grad():
-                    model(*inputs)
-            return cfg
-        except Exception:
-            return None
-
-    # Scale the large constants by a common factor f (each at least 4) until the inputs fit the budget.
-    f = 1.0
-    sizes: dict = {}
-    for _ in range(40):
-        f /= 2
-        sizes = {k: max(4, int(v * f)) for k, v in big.items()}
-        try:
-            if _numel(meta_inputs(build_module(source, sizes, filename))) <= CPU_ELEMENT_BUDGET:
-                break
-        except Exception:
-            continue
-    small = attempt("small", sizes, held_out=False)
-    if small:
-        configs.append(small)
-        odd = {k: (v - 1 if v % 2 == 0 else v + 2) if v > 8 else v for k, v in sizes.items()}
-        odd_cfg = attempt("small-odd", odd, held_out=True)
-        if odd_cfg is None:  # an odd size broke a constraint: try a different even scaling instead
-            alt = {k: max(4, int(v * 3 // 4)) for k, v in sizes.items()}
-            odd_cfg = attempt("small-alt", alt, held_out=True)
-        if odd_cfg:
-            configs.append(odd_cfg)
-    return configs
 
 
 def _default_level(path: Path | None):
@@ -415,8 +359,17 @@ def _default_level(path: Path | None):
     return parent or None
 
 
-def load_task(path_or_source: str | Path, name: str | None = None) -> Task:
-    """Load a task from a KernelBench-format file (or its source text)."""
+def load_task(path_or_source: str | Path, name: str | None = None, dtype: str | None = None) -> Task:
+    """Load a task from a KernelBench-format file (or its source text).
+
+    A file with a ``KBENCH`` block gets the configurations it declares. A plain KernelBench file is run once (its
+    imports and definitions, no forward pass), refused if it needs the Hugging Face hub, and gets configurations
+    derived on first use (kernelbench.py), in ``dtype`` (default float32: KernelBench's fp32/fp16/bf16 switch;
+    the comparison's tolerances follow the dtype, compare.DEFAULT_TOLERANCES). ``dtype`` is for plain files
+    only: a ``KBENCH`` block declares its own dtypes per configuration.
+    """
+    if dtype is not None and dtype not in DTYPES:
+        raise TaskError(f"dtype {dtype!r} is not one of {sorted(DTYPES)}")
     path = None
     if isinstance(path_or_source, Path) or (isinstance(path_or_source, str) and "\n" not in path_or_source):
         path = Path(path_or_source)
@@ -437,13 +390,18 @@ def load_task(path_or_source: str | Path, name: str | None = None) -> Task:
     if name is None:
         name = f"{path.parent.name}/{path.stem}" if path else "task"
     doc = ast.get_docstring(tree) or ""
+    derive = None
     if meta.get("configs"):
         configs = [Config.from_dict(c) for c in meta["configs"]]
         names = [c.name for c in configs]
         if len(set(names)) != len(names):
             raise TaskError(f"{filename}: configuration names repeat: {names}")
     else:
-        configs = derive_configs(source, filename)
+        from kbench_env.tasks.formats import kernelbench  # noqa: PLC0415 - it imports this module
+
+        kernelbench.check_runs(tree, source, filename)
+        configs = None
+        derive = functools.partial(kernelbench.derived_configs, source, filename, dtype or "float32")
     return Task(
         name=name,
         source=source,
@@ -455,6 +413,7 @@ def load_task(path_or_source: str | Path, name: str | None = None) -> Task:
         configs=configs,
         tolerance=dict(meta.get("tolerance", {})),
         tolerance_reason=meta.get("tolerance_reason", ""),
+        derive=derive,
     )
 
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
-from kbench_env.tasks.task import CPU_ELEMENT_BUDGET, TaskError
+from kbench_env.tasks.formats.kernelbench import CPU_ELEMENT_BUDGET
+from kbench_env.tasks.task import TaskError
 
 #: Integer settings at least this large are sizes to scale; smaller ones (kernel sizes, strides, dims) stay.
 SCALE_FROM = 16
