@@ -12,7 +12,7 @@ import torch
 
 from kbench_env.tasks.formats import robust_kbench as rk
 from kbench_env.tasks.formats.robust_kbench_cpu import derive_cpu_settings
-from kbench_env.tasks.task import CPU_ELEMENT_BUDGET
+from kbench_env.tasks.formats.kernelbench import CPU_ELEMENT_BUDGET
 
 from bench.compat_robust import build_references, honest_candidate
 
