@@ -3,7 +3,7 @@ configuration, and evaluates an honest candidate through the real Evaluator.
 
     python bench/compat_robust.py --robust-kbench /path/to/robust-kbench            # every task
     python bench/compat_robust.py --robust-kbench ... --only layernorm,level_2/task_3 --limit 5
-    python bench/compat_robust.py --robust-kbench ... --rules kernelbench           # where the Evaluator has rules=
+    python bench/compat_robust.py --robust-kbench ... --rules kernelbench
 
 The honest candidate is made for each task from the task itself (robust-kbench's own solutions are CUDA):
 robust-kbench's ``forward_fn`` computes the result, and the candidate's own C++ kernel (a copy, built with the fast
@@ -13,7 +13,7 @@ form differentiates ``forward_fn`` with autograd and passes each gradient throug
 construction, so a task whose candidate is not correct is a harness failure (inputs, references, backward
 handling, dtypes, comparison, tolerances, timing). Under the strict rules it is flagged for PyTorch compute in
 forward, as it should be; ``--rules kernelbench`` (PyTorch operators beside an own kernel that runs) passes
-through to ``Evaluator(rules=...)`` where that option exists.
+through to ``Evaluator(rules=...)``.
 
 Per task this records whether the reference was built on every CPU configuration (and why not), whether the
 candidate was correct, its integrity flags and its error text, appended to a JSONL file as each task finishes; a
@@ -28,7 +28,6 @@ import argparse
 import collections
 import datetime
 import hashlib
-import inspect
 import json
 import os
 import platform
@@ -125,30 +124,8 @@ def key(rec: dict) -> tuple:
 
 
 def evaluator_rules(rules: str) -> tuple[dict, str]:
-    """(keyword arguments for Evaluator, the rules the run uses): ``rules`` where the Evaluator has that option.
-
-    Where it has none, ``kernelbench`` is emulated here, for this sweep only: the ``pytorch_compute_in_forward``
-    flag is dropped from the forward audit's flags (``no_kernel_launched`` and every other check stay), so that the
-    candidates, being otherwise correct, go on to be timed and the timing stages are exercised too."""
-    from kbench_env.pipeline.evaluator import Evaluator
-
-    if "rules" in inspect.signature(Evaluator.__init__).parameters:
-        return {"rules": rules}, rules
-    if rules == "strict":
-        return {}, "strict"
-    from kbench_env.pipeline import integrity
-
-    audit_flags = integrity.audit_flags
-    if not getattr(audit_flags, "kbench_emulated", False):
-        def emulated(report, config, torch_kernel_prefixes=()):
-            return [f for f in audit_flags(report, config, torch_kernel_prefixes)
-                    if not f.startswith("pytorch_compute_in_forward")]
-
-        emulated.kbench_emulated = True
-        integrity.audit_flags = emulated
-    print("this Evaluator has no rules option: kernelbench rules emulated in the sweep (the PyTorch-operator flag "
-          "is dropped; every other check stays)", flush=True)
-    return {}, "kernelbench (emulated by the sweep: the Evaluator has no rules option)"
+    """(keyword arguments for Evaluator, the rules the run uses)."""
+    return {"rules": rules}, rules
 
 
 def record_of(task, refs: list, r, cand_sha: str, harness: str, rules: str, seed: int) -> dict:
@@ -402,7 +379,7 @@ def main(argv=None) -> int:
     p.add_argument("--robust-kbench", default=DEFAULT_CHECKOUT,
                    help="a robust-kbench checkout or its tasks folder (default $ROBUST_KBENCH)")
     p.add_argument("--rules", choices=("strict", "kernelbench"), default="strict",
-                   help="Evaluator rules, where the Evaluator has the option")
+                   help="Evaluator rules (default strict)")
     p.add_argument("--only", default=None, help="comma-separated substrings of task names")
     p.add_argument("--limit", type=int, default=None, help="at most this many tasks (after --only)")
     p.add_argument("--seed", type=int, default=1)
