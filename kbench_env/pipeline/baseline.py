@@ -8,6 +8,7 @@ import threading
 
 from kbench_env.pipeline.seeds import base_seed, fingerprint_seed
 from kbench_env.pipeline.timing import wallclock
+from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.process import Limits, Worker
 from kbench_env.tasks.task import Config, Task
 
@@ -68,7 +69,7 @@ class Baselines:
                 cal = GPU_CALIBRATIONS.get(key)
                 if cal is None:
                     dtypes = sorted({c.dtype for c in configs})
-                    w.send({"type": "calibrate", "dtypes": dtypes})
+                    w.send({"type": msg.CALIBRATE, "dtypes": dtypes})
                     cal = expect(w.recv(self.limits.time_timeout, "device calibration"), task)
                     if self.device.startswith("cuda"):
                         GPU_CALIBRATIONS[key] = cal
@@ -83,10 +84,10 @@ class Baselines:
             if compiled and not self.compile_baseline:
                 continue
             name = f"{cfg.name}#{label}"
-            w.send({"type": "run", "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": compiled,
+            w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": compiled,
                     "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
             expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
-            w.send({"type": "time", "config": name, "backward": task.backward, "params": self.timing,
+            w.send({"type": msg.TIME, "config": name, "backward": task.backward, "params": self.timing,
                     "seed": fingerprint_seed(seed, i), "noise": self.noise,
                     "base_seed": base_seed(seed, i), "sets": self.input_sets})
             h = expect(w.recv(self.limits.time_timeout, f"reference timing ({label})"), task)
@@ -104,7 +105,7 @@ class Baselines:
         mod, init_inputs, init_seed, inputs = prepared[cfg.name]
         with self.worker(task) as w:
             expect(w.recv(self.limits.build_timeout, "reference load"), task)
-            w.send({"type": "run", "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
+            w.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
                     "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
             expect(w.recv(self.limits.run_timeout, "reference run"), task)
             wall = wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
@@ -117,7 +118,7 @@ class Baselines:
         floors made from the old calibration are dropped."""
         with self.worker(task) as w:
             expect(w.recv(self.limits.build_timeout, "reference load"), task)
-            w.send({"type": "calibrate", "dtypes": sorted({c.dtype for c in configs})})
+            w.send({"type": msg.CALIBRATE, "dtypes": sorted({c.dtype for c in configs})})
             fresh = expect(w.recv(self.limits.time_timeout, "device calibration"), task)
         with self.cal_lock:
             cal = dict(self.calibration)
@@ -131,9 +132,9 @@ class Baselines:
             self.floors.clear()
 
 
-def expect(msg, task: Task) -> dict:
+def expect(reply, task: Task) -> dict:
     """The header of a reference worker's reply; an error reply raises (the reference must not fail)."""
-    header, _ = msg
-    if header["type"] == "error":
+    header, _ = reply
+    if header["type"] == msg.ERROR:
         raise RuntimeError(f"the reference of {task.name} failed ({header['stage']}): {header['message']}")
     return header

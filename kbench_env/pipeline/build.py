@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from kbench_env.pipeline.reports import note_reports
 from kbench_env.pipeline.result import EvalResult, add_phase, trim_log
+from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.process import Worker
 
 
@@ -19,7 +20,7 @@ def start_worker(ev, source: str) -> Worker:
 def build(worker: Worker, result: EvalResult, timeout: float) -> None:
     """Wait for the worker's build-and-load reply and record it in ``result`` (``result.compiled`` on success)."""
     header, _ = worker.recv(timeout, "build and load")
-    if header["type"] == "error":
+    if header["type"] == msg.ERROR:
         result.error, result.error_stage = header["message"], header["stage"]
         result.log_tail = trim_log(worker.log_tail())
         return

@@ -12,6 +12,7 @@ from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
 from kbench_env.pipeline.seeds import stream_seeds
+from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.process import Worker, WorkerError
 from kbench_env.tasks.task import DTYPES, Config, Task, describe_value
 
@@ -71,7 +72,7 @@ def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: Eva
     cfg, cr = run
     result.configs.append(cr)
     _, init_inputs, init_seed, inputs = prepared[cfg.name]
-    worker.send({"type": "run", "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
+    worker.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
                  "backward": task.backward, "tolerance": task.tolerance},
                 {"init_inputs": init_inputs, "inputs": inputs})
 
@@ -82,7 +83,7 @@ def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict
     cfg, cr = run
     header, payload = reply
     note_reports(result, header, cfg.name)
-    if header["type"] == "error":
+    if header["type"] == msg.ERROR:
         cr.correct, cr.error = False, header["message"]
         verdict["all_ok"] = False
         if result.error is None:

@@ -11,6 +11,7 @@ from kbench_env.pipeline import integrity
 from kbench_env.pipeline import timed_checks
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import EvalResult, config_label, phase
+from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.process import Worker, WorkerError
 from kbench_env.tasks.task import Config, Task, geomean
 
@@ -31,13 +32,13 @@ def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: 
         checks = timed.get(cfg.name) or timed_checks.for_config(task, cfg, i, seed, prepared, ev.device,
                                                                 ev.input_sets, ev.noise)
         made = checks.timed_inputs
-        worker.send({"type": "time", "config": cfg.name, "backward": task.backward, "params": ev.timing,
+        worker.send({"type": msg.TIME, "config": cfg.name, "backward": task.backward, "params": ev.timing,
                      "seed": made.seed, "noise": ev.noise, "base_seed": made.base_seed, "sets": ev.input_sets,
                      "fingerprint_seed": checks.fingerprint.seed})
         header, payload = worker.recv(ev.limits.time_timeout, f"timing of configuration {cfg.name!r}")
         if note_reports(result, header, cfg.name):
             return
-        if header["type"] == "error":
+        if header["type"] == msg.ERROR:
             result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {header['message']}"
             result.error_stage = "timing"
             result.correct = False
@@ -73,12 +74,12 @@ def _summarise(result: EvalResult) -> None:
 def wallclock(worker: Worker, config: str, inputs: list, seed: int, noise: float, timeout: float,
               calls: int = 20) -> float:
     """Per-call time measured by this process's clock around ``calls`` back-to-back calls in the worker."""
-    worker.send({"type": "wallclock", "config": config, "calls": calls, "seed": seed, "noise": noise},
+    worker.send({"type": msg.WALLCLOCK, "config": config, "calls": calls, "seed": seed, "noise": noise},
                 {"inputs": inputs})
     header, _ = worker.recv(timeout, "re-timing (inputs)")
-    if header["type"] == "error":
+    if header["type"] == msg.ERROR:
         raise WorkerError(f"re-timing failed: {header['message']}")
     t0 = time.perf_counter()
-    worker.send({"type": "go"})
+    worker.send({"type": msg.GO})
     header, _ = worker.recv(timeout, "re-timing")
     return (time.perf_counter() - t0) * 1e3 / calls
