@@ -17,8 +17,11 @@ import torch
 
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline.compare import compare_outputs, error_figures
-from kbench_env.pipeline.evaluator import _PARENT_THREADS, Evaluator, _label, _seeds, _TimedChecks
-from kbench_env.pipeline.result import ConfigResult
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.result import ConfigResult, config_label
+from kbench_env.pipeline.seeds import stream_seeds
+from kbench_env.pipeline.threads import PARENT_THREADS
+from kbench_env.pipeline.timed_checks import TimedChecks
 from kbench_env.tasks.suite import resolve_task, solution_path
 from kbench_env.tasks.task import DTYPES, describe_value, load_task
 
@@ -134,10 +137,10 @@ def test_timed_call_noise_is_drawn_per_element():
 
 def test_parent_threads_lowered_and_restored():
     before = torch.get_num_threads()
-    with _PARENT_THREADS.lowered(1):
+    with PARENT_THREADS.lowered(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
-    with _PARENT_THREADS.lowered(before + 8):  # never raised
+    with PARENT_THREADS.lowered(before + 8):  # never raised
         assert torch.get_num_threads() == before
     assert torch.get_num_threads() == before
 
@@ -148,7 +151,7 @@ def test_parent_threads_overlapping_holders_leave_the_count():
     seen = {}
 
     def first():
-        with _PARENT_THREADS.lowered(1):
+        with PARENT_THREADS.lowered(1):
             seen["first"] = torch.get_num_threads()
             first_in.set()
             second_in.wait(10)
@@ -156,7 +159,7 @@ def test_parent_threads_overlapping_holders_leave_the_count():
 
     def second():
         first_in.wait(10)
-        with _PARENT_THREADS.lowered(1):
+        with PARENT_THREADS.lowered(1):
             seen["second"] = torch.get_num_threads()
             second_in.set()
             first_out.wait(10)  # the first holder leaves while this one holds
@@ -194,7 +197,7 @@ _WRONG_ON = "        y = x.clamp(min=0)\n        if x.shape[0] in {rows}:\n     
 def _expected_message(task, cfg_index: int, seed: int, rows: tuple) -> str:
     """The message the sequential check gave: the first failing configuration's comparison, made here."""
     cfg = task.configs_for("cpu")[cfg_index]
-    in_seed, init_seed = _seeds(seed, cfg_index)
+    in_seed, init_seed = stream_seeds(seed, cfg_index)
     mod, init_inputs, inputs = task.instantiate(cfg, in_seed, "cpu")
     ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, "cpu")
     out = inputs[0].clamp(min=0)
@@ -202,7 +205,7 @@ def _expected_message(task, cfg_index: int, seed: int, rows: tuple) -> str:
         out[0, 0] += 1.0
     mismatch, _ = compare_outputs(out, ref, DTYPES[cfg.dtype], task.tolerance)
     cr = ConfigResult(name=cfg.name, held_out=cfg.held_out, dtype=cfg.dtype, inputs=[describe_value(inputs[0])])
-    return f"configuration {_label(cfg, cr)}: {mismatch.message}"
+    return f"configuration {config_label(cfg, cr)}: {mismatch.message}"
 
 
 @pytest.mark.parametrize("rows", [(7,), (7, 2), (2,)])
@@ -253,7 +256,7 @@ def _timed_checks(n: int):
     ref = task.reference_runner(mod, init_inputs, cfg, 8, "cpu", upcast=False)
     theirs = make().materialise()
     fps = [integrity.Fingerprint(11).of(ref(theirs(j))) for j in range(n)]  # what an honest worker reports
-    return _TimedChecks(task, cfg, (mod, init_inputs, 8, inputs), "cpu", make(), integrity.Fingerprint(11)), fps
+    return TimedChecks(task, cfg, (mod, init_inputs, 8, inputs), "cpu", make(), integrity.Fingerprint(11)), fps
 
 
 def _off_by_one_percent(fingerprint: list) -> list:
@@ -308,7 +311,7 @@ def test_timed_checks_confirm_an_exact_running_max_with_a_large_mean():
     fps = [integrity.Fingerprint(11).of(torch.cummax(theirs(j)[0], dim=1).values) for j in range(8)]
 
     def checks():
-        return _TimedChecks(task, cfg, (mod, init_inputs, 8, inputs), "cpu", make(), integrity.Fingerprint(11))
+        return TimedChecks(task, cfg, (mod, init_inputs, 8, inputs), "cpu", make(), integrity.Fingerprint(11))
 
     for rng_seed in range(3):
         assert checks().first_wrong(fps, random.Random(rng_seed), 4) is None

@@ -1,13 +1,15 @@
 """EvalResult: the plain, JSON-serialisable record of one evaluation, and its feedback text.
 
-Field names are stable: agents, logs and reports depend on them. This module only holds and renders data;
-it computes nothing about candidates.
+Field names are stable: agents, logs and reports depend on them. This module only holds and renders data
+(and times the evaluation's phases into it); it computes nothing about candidates.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import time
 from dataclasses import asdict, dataclass, field
 
 #: Stages in order; ``EvalResult.stage`` is the last one passed ("none": rejected by the screen).
@@ -148,3 +150,30 @@ def _clean(o):
     if isinstance(o, float) and not math.isfinite(o):
         return "inf" if o > 0 else ("-inf" if o < 0 else "nan")
     return o
+
+
+@contextlib.contextmanager
+def phase(result: EvalResult, name: str):
+    """Add the wall time of the block to ``result.phase_seconds[name]``."""
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        add_phase(result, name, time.perf_counter() - t0)
+
+
+def add_phase(result: EvalResult, name: str, seconds: float) -> None:
+    result.phase_seconds[name] = round(result.phase_seconds.get(name, 0.0) + seconds, 4)
+
+
+def config_label(cfg, cr: ConfigResult) -> str:
+    """How messages name a configuration (a tasks.Config): its name, held out or not, and its inputs."""
+    return f"{cfg.name!r}" + (" (held out)" if cfg.held_out else "") + f" with inputs {', '.join(cr.inputs)}"
+
+
+def trim_log(text: str, max_lines: int = 30) -> str | None:
+    """The last lines of a worker's log, for ``EvalResult.log_tail``."""
+    if not text:
+        return None
+    lines = text.strip().splitlines()
+    return "\n".join(lines[-max_lines:])

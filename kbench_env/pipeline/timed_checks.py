@@ -1,6 +1,6 @@
 """The trusted side's check of a configuration's timed calls: which calls are checked, the reference outputs for
 their inputs (derived here, never received from the worker) and the verdict on the worker's fingerprints. What the
-fingerprints catch, and at what rates, is ``fingerprint``'s docstring; ``evaluator`` decides when this runs."""
+fingerprints catch, and at what rates, is ``fingerprint``'s docstring; ``check`` and ``timing`` decide when this runs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import random
 
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline.compare import tolerance_for
+from kbench_env.pipeline.seeds import base_seed, fingerprint_seed, timed_seed
 from kbench_env.tasks.task import DTYPES, Config, Task
 
 
@@ -19,7 +20,7 @@ class TimedChecks:
 
     ``prepare`` does what needs no reply, the input sets, the reference model and the first call's reference
     fingerprint: on the CPU, while the worker runs the configuration's untimed correctness run
-    (``Evaluator._check``); otherwise ``first_wrong`` does it."""
+    (``check.check``); otherwise ``first_wrong`` does it."""
 
     def __init__(self, task: Task, cfg: Config, prepared: tuple, device: str, timed_inputs: integrity.TimedInputs,
                  fingerprint: integrity.Fingerprint):
@@ -52,3 +53,11 @@ class TimedChecks:
             if self.why is not None:
                 return j
         return None
+
+
+def for_config(task: Task, cfg: Config, i: int, seed: int, prepared: dict, device: str, input_sets: int,
+               noise: float) -> TimedChecks:
+    """The checks of configuration ``i``'s timed outputs, with the seeds its timing request carries."""
+    inputs = integrity.TimedInputs(prepared[cfg.name][3], base_seed(seed, i), input_sets, timed_seed(seed, i), noise)
+    fingerprint = integrity.Fingerprint(fingerprint_seed(seed, i))
+    return TimedChecks(task, cfg, prepared[cfg.name], device, inputs, fingerprint)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 from kbench_env.sandbox import buildcache
 from kbench_env.sandbox import confine
-from kbench_env.protocol import wire
+from kbench_env.protocol import messages, wire
 from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
 from kbench_env.worker import loop as worker_mod
 
@@ -334,7 +334,7 @@ class Worker:
         if self.proc.exitcode is not None:
             raise WorkerError("the spare worker has exited", self.log_tail())
         self._claim_build(source, self.build_root)
-        self.send({"type": "source", "source": source, "build_dir": self.build_dir})
+        self.send({"type": messages.SOURCE, "source": source, "build_dir": self.build_dir})
 
     def _start(self, source, backend, device, build_root, scratch_root, audit) -> None:
         self.scratch = os.path.realpath(tempfile.mkdtemp(prefix="kbench-worker-",

@@ -30,6 +30,7 @@ from kbench_env.worker import timing
 from kbench_env.backends import get_backend
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.task import DTYPES
+from kbench_env.protocol import messages as msg
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
 
 CANDIDATE_FILE = "candidate.py"
@@ -62,8 +63,8 @@ def format_exception(exc: BaseException, build_root: str = "") -> str:
         lines.append("Traceback (candidate code):")
         for f in frames[-4:]:
             lines.append(f"  line {f.lineno}, in {f.name}: {(f.line or '').strip()}")
-    msg = f"{type(exc).__name__}: {exc}"
-    lines.append(trim_compiler_output(msg, build_root))
+    text = f"{type(exc).__name__}: {exc}"
+    lines.append(trim_compiler_output(text, build_root))
     return "\n".join(lines)
 
 
@@ -148,15 +149,13 @@ def _device_inputs(xs, device):
 
 def _warm_up(device: str, job: dict) -> tuple[float, float]:
     """Start CUDA, and the profiler the forward audit uses, before the candidate loads: trusted one-off work that
-    otherwise lands in the candidate's turn on the device, and done here overlaps other candidates' turns. On an
-    H100 (2026-11-23, bench/results/throughput_h100.md): without it, 1.4-3.8 s of a cached evaluation's 3-6 s check
-    phase went to the audit's first profile; with it, the check phase took 1.4-1.8 s and the warm-up 6.5-6.8 s.
-    KBENCH_WORKER_WARMUP=0 in the parent turns it off (an A/B knob). Returns the seconds it took, and of them
-    CUDA's start (context and a first kernel). On every device, the message framing's first use (a tensor
-    payload through ``pack`` and ``unpack``: torch.save's and torch.load's set-up, ~2 ms on the CPU) is done here
-    too, so a spare worker's first configuration does not pay it."""
+    otherwise lands in the candidate's turn on the device (the audit's first profile costs seconds on a GPU), and
+    done here overlaps other candidates' turns (bench/results/throughput_h100.md). KBENCH_WORKER_WARMUP=0 in the
+    parent turns it off. Returns the seconds it took, and of them CUDA's start (context and a first kernel). On
+    every device, the message framing's first use (a tensor payload through ``pack`` and ``unpack``: torch.save's
+    and torch.load's set-up) is done here too, so a spare worker's first configuration does not pay it."""
     t0 = time.perf_counter()
-    unpack(pack({"type": "warm-up"}, {"x": [torch.zeros(2)]}))
+    unpack(pack({"type": msg.WARM_UP}, {"x": [torch.zeros(2)]}))
     if not device.startswith("cuda"):
         return time.perf_counter() - t0, 0.0
     t_cuda = time.perf_counter()
@@ -174,26 +173,150 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
     return time.perf_counter() - t0, cuda_start
 
 
-def main(conn, job: dict) -> None:
-    """Entry point of the worker process (see sandbox.Worker). Requests: run, time, wallclock, calibrate."""
+
+class _Session:
+    """What the request handlers share once the candidate is loaded: its module, the models and the inputs per
+    configuration."""
+
+    def __init__(self, conn, job: dict, backend, mod: types.ModuleType, own_namespaces: set):
+        self.conn, self.job, self.backend, self.mod = conn, job, backend, mod
+        self.device = job["device"]
+        self.own_namespaces = own_namespaces
+        self.models: dict = {}
+        self.originals: dict = {}  # config -> the inputs as received (timing input sets are derived from them)
+        # config -> the inputs forward was given in its correctness runs, alive until that configuration is timed,
+        # so the timing's buffers never take their addresses (a cache keyed on pointers would find hits;
+        # cuda.time_calls)
+        self.handed: dict = {}
+
+
+def _run(s: _Session, header: dict, payload, grad, send) -> None:
+    """RUN: make the configuration's model, run forward once audited and once more, reply OUTPUT."""
+    cfg, device, backend = header["config"], s.device, s.backend
+    dtype = DTYPES[header["dtype"]]
+    torch.manual_seed(header["init_seed"])
+    model = s.mod.ModelNew(*payload["init_inputs"])
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device=device, dtype=dtype).eval()
+    if header.get("compile"):  # the torch.compile baseline (reference workers only)
+        model = torch.compile(model)
+    s.models[cfg] = model
+    s.originals[cfg] = _device_inputs(payload["inputs"], device)
+    inputs = _clone(s.originals[cfg])
+    again = _clone(s.originals[cfg])
+    s.handed[cfg] = (inputs, again)
+    flags_before = integrity.precision_flags()
+    backend.poison(device)
+    with grad:
+        audit = integrity.ForwardAudit(s.own_namespaces, backend.extension_calls, device,
+                                       enabled=s.job.get("audit", True), mode=s.job.get("audit_mode", "kernels"))
+        with audit:
+            out = model(*inputs)
+            backend.sync()
+        lazy = _subclass_outputs(out)  # before anything reads the output
+        full = header.get("reply", "full") == "full"  # the reference's workers send no output
+        out_cpu = _to_cpu(out) if full else None  # what forward returned, before anything else runs
+        backend.poison(device)
+        out2 = model(*again)
+        backend.sync()
+        lazy |= _subclass_outputs(out2)
+    # The second run and the inputs are compared here rather than sent back (each GPU-sized tensor sent is a
+    # device-host copy and a serialisation through the pipe): a candidate that could subvert this could equally
+    # have sent doctored copies, so nothing is lost; the output itself is compared on the trusted side.
+    again_mismatch = None
+    if full:  # (the reference's workers skip the checks: their answer is the reference)
+        again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
+    del out, out2
+    reply = {"out": out_cpu} if full else None
+    send({"type": msg.OUTPUT, "config": cfg, "audit": audit.report(),
+          "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags()),
+          "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
+          "inputs_modified": full and not _same(inputs, s.originals[cfg]),
+          "lazy_output": sorted(lazy)}, reply)
+
+
+def _time(s: _Session, header: dict, payload, grad, send) -> None:
+    """TIME: the configuration's timed calls on its input sets, their outputs fingerprinted; reply TIMING."""
+    model = s.models[header["config"]]
+    make_inputs = integrity.TimedInputs(s.originals.pop(header["config"]), header["base_seed"],
+                                        header["sets"], header["seed"], header["noise"]).materialise()
+    fps: list = []
+    lazy = set()
+    fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))  # (reference timings: unchecked)
+
+    def on_block(j0, outs, static):
+        for o in outs:
+            lazy.update(_subclass_outputs(o))
+        fps.extend(fingerprint.pending_block(outs, static=static and not lazy))
+
+    with grad:
+        t = s.backend.time_calls(model, make_inputs, on_block=on_block, **header.get("params", {}))
+    s.handed.pop(header["config"], None)
+    rows, counts = integrity.fingerprint_table(fps)
+    send({"type": msg.TIMING, "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
+          "fingerprint_counts": counts, "lazy_output": sorted(lazy)}, {"fingerprints": rows})
+
+
+def _wallclock(s: _Session, header: dict, payload, grad, send) -> None:
+    """WALLCLOCK: make the inputs, reply READY, wait for GO (the trusted side's clock), run, reply DONE."""
+    model = s.models[header["config"]]
+    sets = [integrity.perturb(_device_inputs(payload["inputs"], s.device), header["seed"] + j, header["noise"])
+            for j in range(header["calls"])]
+    s.backend.sync()
+    send({"type": msg.READY})
+    unpack(s.conn.recv_bytes())  # GO: the parent starts its clock now
+    with grad:
+        for inputs in sets:
+            model(*inputs)
+    s.backend.sync()
+    send({"type": msg.DONE})
+
+
+def _calibrate(s: _Session, header: dict, payload, grad, send) -> None:
+    """CALIBRATE: measure the device's capacity; reply CALIBRATION."""
+    send({"type": msg.CALIBRATION, **s.backend.calibrate(s.device, header.get("dtypes", ["float32"]))})
+
+
+#: The requests a loaded worker serves, by kind.
+HANDLERS = {msg.RUN: _run, msg.TIME: _time, msg.WALLCLOCK: _wallclock, msg.CALIBRATE: _calibrate}
+#: The ERROR stage of a request that failed (any other: "timing").
+_ERROR_STAGE = {msg.RUN: "run", msg.CALIBRATE: "calibrate"}
+
+
+def _set_up(conn, job: dict) -> None:
+    """Confine the process and pin what candidate code must find as it is."""
     _confine(job, conn)
     # torch.compile (the reference's baseline) writes its caches under TMPDIR: keep them in the scratch directory.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(job["scratch"], "inductor"))
     tempfile.tempdir = None  # re-read TMPDIR, which the confinement pointed at the scratch directory
     integrity.pin_precision_flags()
+
+
+def _await_source(conn, job: dict) -> str | None:
+    """A spare's candidate (sandbox.SpareWorkers): the SOURCE request, or None when it leaves idle."""
+    if not conn.poll(job.get("spare_idle_s", 60.0)):
+        return None
+    header, _ = unpack(conn.recv_bytes())
+    if header.get("type") != msg.SOURCE:
+        return None
+    job["build_dir"] = header["build_dir"]
+    return header["source"]
+
+
+def main(conn, job: dict) -> None:
+    """Entry point of the worker process (see sandbox.Worker): set up, build and load the candidate, then serve
+    requests (HANDLERS) until the parent closes the connection."""
+    _set_up(conn, job)
     backend = get_backend(job["backend"])
     device = job["device"]
     send = lambda header, payload=None: conn.send_bytes(pack(header, payload))  # noqa: E731
-    send({"type": "hello", "pid": os.getpid()})
+    send({"type": msg.HELLO, "pid": os.getpid()})
     warmup_seconds, cuda_start_seconds = _warm_up(device, job) if job.get("warmup", True) else (0.0, 0.0)
     source = job["source"]
-    if source is None:  # a spare (sandbox.SpareWorkers): wait for a candidate, or leave
-        if not conn.poll(job.get("spare_idle_s", 60.0)):
+    if source is None:  # a spare: wait for a candidate, or leave
+        source = _await_source(conn, job)
+        if source is None:
             return
-        header, _ = unpack(conn.recv_bytes())
-        if header.get("type") != "source":
-            return
-        source, job["build_dir"] = header["source"], header["build_dir"]
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
     # what the worker times and checks with, before any candidate code runs (integrity.HarnessGuard)
     guard = integrity.HarnessGuard(extra=[(sys.modules[__name__], "compare_outputs"), (type(backend), "time_calls"),
@@ -207,107 +330,33 @@ def main(conn, job: dict) -> None:
         mod = _load_candidate(source)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a message
         stage = "build" if backend.last_build_failed() else "load"
-        send({"type": "error", "stage": stage, "message": format_exception(exc, job["build_dir"])})
+        send({"type": msg.ERROR, "stage": stage, "message": format_exception(exc, job["build_dir"])})
         return
     own_namespaces = _op_namespaces() - namespaces_before
-    send({"type": "loaded", "build_seconds": time.perf_counter() - t0, "cached": backend.build_was_cached(),
+    send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": backend.build_was_cached(),
           "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds,
           "harness_patched": guard.changed()})
-    models: dict = {}
-    originals: dict = {}  # config -> the inputs as received (timing input sets are derived from them)
-    # config -> the inputs forward was given in its correctness runs, alive until that configuration is timed, so
-    # the timing's buffers never take their addresses (a cache keyed on pointers would find hits; cuda.time_calls)
-    handed: dict = {}
+    _serve(_Session(conn, job, backend, mod, own_namespaces), guard)
+
+
+def _serve(s: _Session, guard) -> None:
+    """Answer requests one by one; every failure is an ERROR reply, and the candidate's exit ends the worker."""
     while True:
-        header, payload = unpack(conn.recv_bytes())
+        header, payload = unpack(s.conn.recv_bytes())
         kind = header["type"]
         grad = torch.enable_grad() if header.get("backward") else torch.no_grad()
         busy0 = time.perf_counter()
-        send = lambda h, p=None, _t=busy0: conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t,  # noqa: E731
-                                                                 "harness_patched": guard.changed()}, p))
+        send = lambda h, p=None, _t=busy0: s.conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t,  # noqa: E731
+                                                                   "harness_patched": guard.changed()}, p))
         try:
-            if kind == "run":
-                cfg = header["config"]
-                dtype = DTYPES[header["dtype"]]
-                torch.manual_seed(header["init_seed"])
-                model = mod.ModelNew(*payload["init_inputs"])
-                if isinstance(model, torch.nn.Module):
-                    model = model.to(device=device, dtype=dtype).eval()
-                if header.get("compile"):  # the torch.compile baseline (reference workers only)
-                    model = torch.compile(model)
-                models[cfg] = model
-                originals[cfg] = _device_inputs(payload["inputs"], device)
-                inputs = _clone(originals[cfg])
-                again = _clone(originals[cfg])
-                handed[cfg] = (inputs, again)
-                flags_before = integrity.precision_flags()
-                backend.poison(device)
-                with grad:
-                    audit = integrity.ForwardAudit(own_namespaces, backend.extension_calls, device,
-                                                   enabled=job.get("audit", True),
-                                                   mode=job.get("audit_mode", "kernels"))
-                    with audit:
-                        out = model(*inputs)
-                        backend.sync()
-                    lazy = _subclass_outputs(out)  # before anything reads the output
-                    full = header.get("reply", "full") == "full"  # the reference's workers send no output
-                    out_cpu = _to_cpu(out) if full else None  # what forward returned, before anything else runs
-                    backend.poison(device)
-                    out2 = model(*again)
-                    backend.sync()
-                    lazy |= _subclass_outputs(out2)
-                # The second run and the inputs are compared here rather than sent back (each GPU-sized tensor sent
-                # is a device-host copy and a serialisation through the pipe): a candidate that could subvert this
-                # could equally have sent doctored copies, so nothing is lost; the output itself is compared on the
-                # trusted side.
-                again_mismatch = None
-                if full:  # (the reference's workers skip the checks: their answer is the reference)
-                    again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
-                del out, out2
-                reply = {"out": out_cpu} if full else None
-                send({"type": "output", "config": cfg, "audit": audit.report(),
-                      "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags()),
-                      "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
-                      "inputs_modified": full and not _same(inputs, originals[cfg]),
-                      "lazy_output": sorted(lazy)}, reply)
-            elif kind == "time":
-                model = models[header["config"]]
-                make_inputs = integrity.TimedInputs(originals.pop(header["config"]), header["base_seed"],
-                                                    header["sets"], header["seed"], header["noise"]).materialise()
-                fps: list = []
-                lazy = set()
-                fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))  # (reference timings: unchecked)
-
-                def on_block(j0, outs, static):
-                    for o in outs:
-                        lazy.update(_subclass_outputs(o))
-                    fps.extend(fingerprint.pending_block(outs, static=static and not lazy))
-
-                with grad:
-                    t = backend.time_calls(model, make_inputs, on_block=on_block, **header.get("params", {}))
-                handed.pop(header["config"], None)
-                rows, counts = integrity.fingerprint_table(fps)
-                send({"type": "timing", "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
-                      "fingerprint_counts": counts, "lazy_output": sorted(lazy)}, {"fingerprints": rows})
-            elif kind == "wallclock":
-                model = models[header["config"]]
-                sets = [integrity.perturb(_device_inputs(payload["inputs"], device), header["seed"] + j, header["noise"])
-                        for j in range(header["calls"])]
-                backend.sync()
-                send({"type": "ready"})
-                unpack(conn.recv_bytes())  # "go": the parent starts its clock now
-                with grad:
-                    for inputs in sets:
-                        model(*inputs)
-                backend.sync()
-                send({"type": "done"})
-            elif kind == "calibrate":
-                send({"type": "calibration", **backend.calibrate(device, header.get("dtypes", ["float32"]))})
+            handler = HANDLERS.get(kind)
+            if handler is None:
+                send({"type": msg.ERROR, "stage": "protocol", "message": f"unknown request {kind!r}"})
             else:
-                send({"type": "error", "stage": "protocol", "message": f"unknown request {kind!r}"})
+                handler(s, header, payload, grad, send)
         except BaseException as exc:  # noqa: BLE001
             traceback.clear_frames(exc.__traceback__)  # free what the failing frames hold (a memory bomb's hoard)
-            send({"type": "error", "stage": {"run": "run", "calibrate": "calibrate"}.get(kind, "timing"),
-                  "config": header.get("config"), "message": format_exception(exc, job["build_dir"])})
+            send({"type": msg.ERROR, "stage": _ERROR_STAGE.get(kind, "timing"),
+                  "config": header.get("config"), "message": format_exception(exc, s.job["build_dir"])})
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 return

@@ -1,0 +1,140 @@
+"""The reference side: the reference program timed (eager, and under torch.compile when asked) in a worker of its
+own under the candidate's conditions, its wall-clock re-timing, and the device's measured capacity (bandwidth,
+FLOP rates, CUDA graph-node gap) that plausibility's floors use; all cached per evaluator."""
+
+from __future__ import annotations
+
+import threading
+
+from kbench_env.pipeline.seeds import base_seed, fingerprint_seed
+from kbench_env.pipeline.timing import wallclock
+from kbench_env.protocol import messages as msg
+from kbench_env.sandbox.process import Limits, Worker
+from kbench_env.tasks.task import Config, Task
+
+#: A GPU's measured capacity (bandwidth, FLOP rates, graph-node gap), kept for this process's later evaluators of
+#: the same device and backend: measuring it takes seconds on a GPU, and a GPU's capacity, unlike a loaded CPU's,
+#: does not change with what else the machine is doing.
+GPU_CALIBRATIONS: dict = {}
+
+
+class Baselines:
+    """One evaluator's reference timings (per task source and configuration), the device calibration and the
+    roofline floors made from it (``floors``, plausibility's cache). ``timing`` is the evaluator's timing
+    parameters, which the calibration completes with the CUDA graph-node gap."""
+
+    def __init__(self, device: str, backend_name: str, build_root: str, limits: Limits, timing: dict,
+                 compile_baseline: bool, noise: float, input_sets: int):
+        self.device, self.backend_name, self.build_root, self.limits = device, backend_name, build_root, limits
+        self.timing, self.compile_baseline, self.noise, self.input_sets = timing, compile_baseline, noise, input_sets
+        self.times_by_key: dict = {}
+        self.floors: dict = {}
+        self.calibration: dict | None = None
+        self._lock = threading.Lock()  # guards _task_locks; one lock per task keeps each reference timed once
+        self._task_locks: dict = {}
+        self.cal_lock = threading.Lock()
+
+    def key(self, task: Task, cfg: Config) -> tuple:
+        return (task.name, task.source_hash, cfg.name, self.device, self.backend_name)
+
+    def worker(self, task: Task) -> Worker:
+        """A worker running the reference as the candidate (no audit: the reference may use anything)."""
+        return Worker(task.source + "\n\nModelNew = Model\n", self.backend_name, self.device, self.build_root,
+                      self.limits, audit=False)
+
+    def times(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
+        """Time the reference (eager, and compiled if asked) in a worker of its own, under the candidate's
+        conditions; cached per configuration. Also measures the device's roofline once."""
+        with self._lock:
+            lock = self._task_locks.setdefault((task.name, task.source_hash), threading.Lock())
+        with lock:
+            return self._times_locked(task, configs, prepared, seed)
+
+    def _times_locked(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
+        todo = [c for c in configs if self.key(task, c) not in self.times_by_key]
+        if todo or self.calibration is None:
+            with self.worker(task) as w:
+                expect(w.recv(self.limits.build_timeout, "reference load"), task)
+                self._calibrate_once(w, task, configs)
+                for cfg in todo:
+                    i = configs.index(cfg)
+                    self.times_by_key[self.key(task, cfg)] = self._time_reference(w, task, cfg, prepared, seed, i)
+        return {c.name: self.times_by_key[self.key(task, c)] for c in configs}
+
+    def _calibrate_once(self, w: Worker, task: Task, configs: list[Config]) -> None:
+        """Measure the device in reference worker ``w``, once per evaluator, whichever task comes first."""
+        with self.cal_lock:
+            if self.calibration is None:
+                key = (self.device, self.backend_name)
+                cal = GPU_CALIBRATIONS.get(key)
+                if cal is None:
+                    dtypes = sorted({c.dtype for c in configs})
+                    w.send({"type": msg.CALIBRATE, "dtypes": dtypes})
+                    cal = expect(w.recv(self.limits.time_timeout, "device calibration"), task)
+                    if self.device.startswith("cuda"):
+                        GPU_CALIBRATIONS[key] = cal
+                if cal.get("graph_gap_ms"):  # CUDA: correct graph timings for the node gap
+                    self.timing.setdefault("gap_ms", cal["graph_gap_ms"])
+                self.calibration = cal
+
+    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, seed: int, i: int) -> dict:
+        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        out = {}
+        for label, compiled in (("eager", False), ("compile", True)):
+            if compiled and not self.compile_baseline:
+                continue
+            name = f"{cfg.name}#{label}"
+            w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": compiled,
+                    "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
+            expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
+            w.send({"type": msg.TIME, "config": name, "backward": task.backward, "params": self.timing,
+                    "seed": fingerprint_seed(seed, i), "noise": self.noise,
+                    "base_seed": base_seed(seed, i), "sets": self.input_sets})
+            h = expect(w.recv(self.limits.time_timeout, f"reference timing ({label})"), task)
+            if compiled:
+                out["compile_ms"] = h["median_ms"]
+            else:
+                out.update(median_ms=h["median_ms"], iqr_ms=h["iqr_ms"])
+        return out
+
+    def wallclock(self, task: Task, cfg: Config, prepared: dict, seed: int) -> float:
+        """The reference's per-call wall-clock time on configuration ``cfg`` (timing.wallclock), cached."""
+        cached = self.times_by_key[self.key(task, cfg)].get("wall_ms")
+        if cached is not None:
+            return cached
+        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        with self.worker(task) as w:
+            expect(w.recv(self.limits.build_timeout, "reference load"), task)
+            w.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
+                    "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
+            expect(w.recv(self.limits.run_timeout, "reference run"), task)
+            wall = wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
+        self.times_by_key[self.key(task, cfg)]["wall_ms"] = wall
+        return wall
+
+    def recalibrate(self, task: Task, configs: list[Config]) -> None:
+        """Measure the device again (in a reference worker) and keep, per figure, the best rate measured so far:
+        load can only make a measured rate lower than the device's, so the highest is the closest to it. The
+        floors made from the old calibration are dropped."""
+        with self.worker(task) as w:
+            expect(w.recv(self.limits.build_timeout, "reference load"), task)
+            w.send({"type": msg.CALIBRATE, "dtypes": sorted({c.dtype for c in configs})})
+            fresh = expect(w.recv(self.limits.time_timeout, "device calibration"), task)
+        with self.cal_lock:
+            cal = dict(self.calibration)
+            cal["bandwidth"] = max(cal["bandwidth"], fresh["bandwidth"])
+            cal["flops"] = {k: max(v, fresh["flops"].get(k, 0.0)) for k, v in cal["flops"].items()}
+            cal["flops"].update({k: v for k, v in fresh["flops"].items() if k not in cal["flops"]})
+            self.calibration = cal
+            key = (self.device, self.backend_name)
+            if key in GPU_CALIBRATIONS:
+                GPU_CALIBRATIONS[key] = cal
+            self.floors.clear()
+
+
+def expect(reply, task: Task) -> dict:
+    """The header of a reference worker's reply; an error reply raises (the reference must not fail)."""
+    header, _ = reply
+    if header["type"] == msg.ERROR:
+        raise RuntimeError(f"the reference of {task.name} failed ({header['stage']}): {header['message']}")
+    return header

@@ -1,0 +1,34 @@
+"""The build stage: a sandboxed worker for the candidate (a spare one when kept), which builds the candidate's
+kernels and loads its module; this side reads the outcome (compiled or the compiler's error, build time, cache
+hit, the worker's warm-up phases). Builds run concurrently with other candidates' builds and runs."""
+
+from __future__ import annotations
+
+from kbench_env.pipeline.reports import note_reports
+from kbench_env.pipeline.result import EvalResult, add_phase, trim_log
+from kbench_env.protocol import messages as msg
+from kbench_env.sandbox.process import Worker
+
+
+def start_worker(ev, source: str) -> Worker:
+    """The worker that builds, runs and times ``source`` for evaluator ``ev``."""
+    if ev._spares is not None:
+        return ev._spares.take(source)
+    return Worker(source, ev.backend_name, ev.device, ev.build_root, ev.limits)
+
+
+def build(worker: Worker, result: EvalResult, timeout: float) -> None:
+    """Wait for the worker's build-and-load reply and record it in ``result`` (``result.compiled`` on success)."""
+    header, _ = worker.recv(timeout, "build and load")
+    if header["type"] == msg.ERROR:
+        result.error, result.error_stage = header["message"], header["stage"]
+        result.log_tail = trim_log(worker.log_tail())
+        return
+    result.compiled = True
+    result.stage = "built"
+    note_reports(result, header)
+    result.build_seconds = round(header["build_seconds"], 3)
+    result.cached_build = header.get("cached")
+    for key, phase in (("warmup_seconds", "worker_warmup"), ("cuda_start_seconds", "worker_cuda_start")):
+        if header.get(key):
+            add_phase(result, phase, float(header[key]))

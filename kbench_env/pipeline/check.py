@@ -1,0 +1,120 @@
+"""The correctness stage: run every configuration in the worker on fresh random inputs and compare its output
+with the reference's on this side; the worker's runtime audit of what forward executed (rules.judge_audit), its
+reports of modified inputs, nondeterminism and changed precision flags become integrity flags."""
+
+from __future__ import annotations
+
+from kbench_env.pipeline import integrity
+from kbench_env.pipeline import rules as rules_mod
+from kbench_env.pipeline import timed_checks
+from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
+from kbench_env.pipeline.reports import flag, note_reports
+from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
+from kbench_env.pipeline.seeds import stream_seeds
+from kbench_env.protocol import messages as msg
+from kbench_env.sandbox.process import Worker, WorkerError
+from kbench_env.tasks.task import DTYPES, Config, Task, describe_value
+
+
+def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult,
+          timed: dict) -> dict:
+    """Run every configuration in the worker and compare on this side. Returns per-config prepared data.
+
+    Pipelined: configuration k+1's run goes to the worker as soon as configuration k's output is back, and k's
+    output is judged while the worker runs k+1; the reference output of k and the inputs of k+1 are made while
+    the worker runs k. Judgements, and so the first failing configuration's message, follow the configurations'
+    order, as when each waited for the one before. On the CPU, while all is correct so far, the checks of
+    configuration k's timed outputs are prepared into ``timed`` while the worker runs k too (untimed: work beside
+    a timed run would disturb its timing)."""
+    prepared: dict = {}
+    verdict = {"all_ok": True, "ran_any": False}
+    nxt = instantiate(task, configs[0], seed, 0, prepared, ev.device)
+    send_run(task, nxt, prepared, worker, result)
+    for i in range(len(configs)):
+        cur, nxt = nxt, None
+        cfg = cur[0]
+        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        with phase(result, "reference_outputs"):  # while the worker runs the candidate (nothing is timed)
+            ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, ev.device)
+        if i + 1 < len(configs):
+            nxt = instantiate(task, configs[i + 1], seed, i + 1, prepared, ev.device)
+        if ev.device.startswith("cpu") and verdict["all_ok"] and ev.time_candidates:
+            with phase(result, "timed_output_prep"):  # ahead of the verdict: dropped if it fails
+                timed[cfg.name] = timed_checks.for_config(task, cfg, i, seed, prepared, ev.device, ev.input_sets,
+                                                          ev.noise)
+                timed[cfg.name].prepare()
+        reply = worker.recv(ev.limits.run_timeout, f"forward on configuration {cfg.name!r}",
+                            expect_bytes=integrity.output_bytes(ref))
+        try:
+            if nxt is not None:
+                send_run(task, nxt, prepared, worker, result)
+        finally:  # judged even when the worker is gone, as before the pipelining
+            judge(task, cur, reply, ref, result, verdict, ev.rules)
+    result.stage = "ran" if verdict["ran_any"] else "built"
+    if verdict["all_ok"] and not result.integrity_flags:
+        result.correct, result.stage = True, "correct"
+    return prepared
+
+
+def instantiate(task: Task, cfg: Config, seed: int, i: int, prepared: dict, device: str) -> tuple:
+    """Configuration ``i``'s reference module, init inputs and inputs (into ``prepared``); returns
+    ``(cfg, ConfigResult)``."""
+    in_seed, init_seed = stream_seeds(seed, i)
+    mod, init_inputs, inputs = task.instantiate(cfg, in_seed, device)
+    prepared[cfg.name] = (mod, init_inputs, init_seed, inputs)
+    return cfg, ConfigResult(name=cfg.name, held_out=cfg.held_out, dtype=cfg.dtype,
+                             inputs=[describe_value(x) for x in inputs])
+
+
+def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: EvalResult) -> None:
+    """Send a configuration's correctness run to the worker; its ConfigResult joins ``result``."""
+    cfg, cr = run
+    result.configs.append(cr)
+    _, init_inputs, init_seed, inputs = prepared[cfg.name]
+    worker.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
+                 "backward": task.backward, "tolerance": task.tolerance},
+                {"init_inputs": init_inputs, "inputs": inputs})
+
+
+def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict: dict, rules: str) -> None:
+    """Judge one configuration's correctness run: the worker's reply against the reference output ``ref``.
+    Updates ``verdict`` (all_ok, ran_any), the configuration's ConfigResult and ``result``."""
+    cfg, cr = run
+    header, payload = reply
+    note_reports(result, header, cfg.name)
+    if header["type"] == msg.ERROR:
+        cr.correct, cr.error = False, header["message"]
+        verdict["all_ok"] = False
+        if result.error is None:
+            result.error = f"configuration {config_label(cfg, cr)}: {header['message']}"
+            result.error_stage = "run"
+        return
+    if not (isinstance(payload, dict) and "out" in payload):
+        raise WorkerError(f"the worker's reply on configuration {cfg.name!r} carried no output")
+    verdict["ran_any"] = True
+    mismatch, figures = compare_outputs(payload["out"], ref, DTYPES[cfg.dtype], task.tolerance)
+    cr.norm_err, cr.max_err = figures["norm_err"], figures["max_err"]
+    cr.correct = mismatch is None
+    if mismatch is not None:
+        cr.error = mismatch.message
+        verdict["all_ok"] = False
+        if result.error is None:
+            result.error = f"configuration {config_label(cfg, cr)}: {mismatch.message}"
+            result.error_stage = "correctness"
+    elif header.get("nondeterministic"):
+        flag(result, f"nondeterministic: a second run on the same inputs of configuration "
+                     f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
+    _audit_flags(header, cr, result, rules)
+
+
+def _audit_flags(header: dict, cr: ConfigResult, result: EvalResult, rules: str) -> None:
+    """The flags of a correct-or-not run's audit: inputs written, what forward executed, precision settings."""
+    if header.get("inputs_modified"):
+        flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cr.name!r}")
+    add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
+    for f in rules_mod.judge_audit(rules, header["audit"], cr, result, TORCH_KERNEL_PREFIXES):
+        flag(result, f)
+    if header.get("flags_changed"):
+        flag(result, "precision_flags_changed: the candidate changed pinned precision settings ("
+                     + "; ".join(header["flags_changed"]) + ")")

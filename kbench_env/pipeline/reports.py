@@ -1,0 +1,47 @@
+"""Integrity flags from what the worker and the sandbox report of a candidate: harness functions it replaced,
+lazy (tensor-subclass) outputs, what the sandbox refused it; and the rule that a result carries at most one flag
+of each kind."""
+
+from __future__ import annotations
+
+from kbench_env.pipeline.result import EvalResult
+from kbench_env.sandbox.process import Worker
+
+
+def flag(result: EvalResult, text: str) -> None:
+    """Add integrity flag ``text`` ("kind: why") unless ``result`` already has one of its kind."""
+    kind = text.split(":", 1)[0]
+    if not any(f.split(":", 1)[0] == kind for f in result.integrity_flags):
+        result.integrity_flags.append(text)
+
+
+def note_reports(result: EvalResult, header, config: str | None = None) -> bool:
+    """What the worker reported of the candidate with a reply: harness functions it replaced
+    (integrity.HarnessGuard) and tensor subclasses forward returned (their values may be computed when read,
+    after the timed region). Each is an integrity flag; True if there was any."""
+    if not isinstance(header, dict):
+        return False
+    where = f" on configuration {config!r}" if config else ""
+    found = False
+    if header.get("harness_patched"):
+        found = True
+        flag(result, "harness_patched: the candidate replaced functions the worker times or checks with ("
+                     + ", ".join(map(str, header["harness_patched"][:8])) + f"){where}; timing and checks "
+                     "are not to be touched")
+    if header.get("lazy_output"):
+        found = True
+        flag(result, f"lazy_output: forward returned tensor subclasses "
+                     f"({', '.join(map(str, header['lazy_output'][:4]))}){where}; return plain torch.Tensor "
+                     f"outputs, computed by the time forward returns")
+    if found:
+        result.correct = False
+    return found
+
+
+def flag_sandbox_violations(worker: Worker, result: EvalResult) -> None:
+    """What the sandbox refused the candidate (the worker's reports, see sandbox.Worker.violations) becomes one
+    ``sandbox_violation`` integrity flag, so the attempt is paid as an exploit whatever else the candidate did."""
+    seen = worker.violations()
+    if seen and not any(f.startswith("sandbox_violation") for f in result.integrity_flags):
+        more = f" (and {len(seen) - 3} more)" if len(seen) > 3 else ""
+        result.integrity_flags.append("sandbox_violation: the candidate tried to " + "; ".join(seen[:3]) + more)

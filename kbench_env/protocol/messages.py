@@ -1,0 +1,42 @@
+"""Every kind of message the trusted side and the candidate's worker exchange: the ``"type"`` of a message header
+(framing is wire.py). One exchange after another, each request answered by one reply (ERROR answers any of them):
+
+    worker start      worker sends HELLO
+    SOURCE            a spare worker's candidate (no reply: the worker builds and loads it)
+    build and load    worker sends LOADED (build seconds, cache hit, warm-up) or ERROR (stage build or load)
+    RUN               one configuration's run        -> OUTPUT (the candidate's output, audit, reports)
+    TIME              timed calls of a configuration -> TIMING (median, spread, fingerprints of the outputs)
+    WALLCLOCK         inputs for a re-timing         -> READY; then GO (the trusted side's clock starts) -> DONE
+    CALIBRATE         the device's capacity          -> CALIBRATION (bandwidth, FLOP rates, graph-node gap)
+
+ERROR carries ``stage`` (one of ERROR_STAGES) and ``message``.
+"""
+
+from __future__ import annotations
+
+# requests: trusted side -> worker
+SOURCE = "source"
+RUN = "run"
+TIME = "time"
+WALLCLOCK = "wallclock"
+GO = "go"
+CALIBRATE = "calibrate"
+
+# replies: worker -> trusted side
+HELLO = "hello"
+LOADED = "loaded"
+OUTPUT = "output"
+TIMING = "timing"
+READY = "ready"
+DONE = "done"
+CALIBRATION = "calibration"
+ERROR = "error"
+
+#: The worker's first use of the framing on itself, never sent (worker.loop's warm-up).
+WARM_UP = "warm-up"
+
+REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE})
+REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, ERROR})
+
+#: Where an ERROR reply says the failure happened.
+ERROR_STAGES = ("build", "load", "run", "timing", "calibrate", "protocol")
