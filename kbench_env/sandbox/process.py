@@ -42,7 +42,9 @@ import time
 from dataclasses import dataclass, field
 
 from kbench_env.sandbox import buildcache
-from kbench_env.sandbox import confine
+from kbench_env.sandbox.confine.confinement import LIMITATIONS
+from kbench_env.sandbox.confine.environment import scrubbed_environment
+from kbench_env.sandbox.confine.landlock import landlock_abi
 from kbench_env.protocol import wire
 from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
 from kbench_env.worker import loop as worker_mod
@@ -59,7 +61,7 @@ def _context():
             # every C++/CUDA worker needs it, so it is imported once in the fork server rather than in each worker.
             # Not cpp_extension itself: with a CUDA build of torch (2.11, H100, 2026-11-23) importing it leaves the
             # process multi-threaded and every forked child fails "Cannot re-initialize CUDA in forked subprocess".
-            _CTX.set_forkserver_preload(["torch", "setuptools", "kbench_env.worker.loop", "kbench_env.sandbox.confine"])
+            _CTX.set_forkserver_preload(["torch", "setuptools", "kbench_env.worker.loop", "kbench_env.sandbox.confine.confinement"])
             _start_forkserver_without_main()
         else:  # pragma: no cover - non-Linux
             _CTX = mp.get_context("spawn")
@@ -102,7 +104,7 @@ def _spawn_scrubbed(path, args, passfds):
     keep = {0, 1, 2, *map(int, passfds)}
     actions = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd not in keep]
     actions += [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in sorted(map(int, passfds))]
-    return os.posix_spawn(path, list(args), confine.scrubbed_environment(), file_actions=actions)
+    return os.posix_spawn(path, list(args), scrubbed_environment(), file_actions=actions)
 
 
 def _open_fds() -> list:
@@ -357,7 +359,7 @@ class Worker:
         hide = [d for d in (_forkserver_dir(),) if d]
         job = {
             "source": source, "backend": backend, "device": device, "scratch": self.scratch,
-            "build_root": build_root, "build_dir": self.build_dir, "env": confine.scrubbed_environment(worker=True),
+            "build_root": build_root, "build_dir": self.build_dir, "env": scrubbed_environment(worker=True),
             "threads": self.limits.threads, "audit": audit, "spare_idle_s": SPARE_IDLE_S,
             # A/B knobs for a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
             "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
@@ -768,7 +770,7 @@ class SpareWorkers:
 
 def doctor(device: str = "cpu") -> dict:
     """Start one sandboxed worker and report which protections are active on this machine (and which not, why)."""
-    out: dict = {"machine": {"uid": os.geteuid(), "kernel": os.uname().release, "landlock_abi": confine.landlock_abi(),
+    out: dict = {"machine": {"uid": os.geteuid(), "kernel": os.uname().release, "landlock_abi": landlock_abi(),
                              "pids_cgroup": (PidsCgroup.base() or (None, None))[0]}}
     tools = {}
     for tool in ("bwrap", "nsjail"):
@@ -786,7 +788,7 @@ def doctor(device: str = "cpu") -> dict:
             times.append((time.perf_counter() - t0) * 1e3)
         out.update(status or {"active": {}, "missing": {"sandbox": "the worker sent no status"}})
         out["worker_start_ms"] = round(sorted(times[1:])[1], 1)
-    out["limitations"] = list(confine.LIMITATIONS)
+    out["limitations"] = list(LIMITATIONS)
     return out
 
 

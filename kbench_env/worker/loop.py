@@ -30,6 +30,7 @@ from kbench_env.worker import timing
 from kbench_env.backends import get_backend
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.task import DTYPES
+from kbench_env.sandbox.confine import confinement
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
 
 CANDIDATE_FILE = "candidate.py"
@@ -40,11 +41,9 @@ _COMMAND = re.compile(r"\S*(?:c\+\+|g\+\+|gcc|clang\+\+|nvcc|ld)\s+-.*")
 
 
 def _confine(job: dict, conn) -> None:
-    """Confine this process before any candidate code runs (confine.py: inherited descriptors, namespaces,
+    """Confine this process before any candidate code runs (sandbox/confine/: inherited descriptors, namespaces,
     Landlock, capabilities, seccomp, limits, scrubbed environment, audit hook); ``conn`` is its protocol channel."""
-    from kbench_env.sandbox import confine
-
-    confine.apply(job, keep_fds=[conn.fileno()])
+    confinement.apply(job, keep_fds=[conn.fileno()])
     torch.set_num_threads(job["threads"])
 
 
