@@ -14,7 +14,7 @@ import torch
 
 from conftest import ROOT, read
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.process import Limits
+from kbench_env.sandbox.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 pytestmark = pytest.mark.gpu

@@ -25,147 +25,31 @@ turns that into an EvalResult. ``doctor()`` says which protections are active on
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import json
-import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
 import re
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 
-from kbench_env.sandbox import buildcache
-from kbench_env.sandbox.confine.confinement import LIMITATIONS
-from kbench_env.sandbox.confine.environment import scrubbed_environment
-from kbench_env.sandbox.confine.landlock import landlock_abi
 from kbench_env.protocol import wire
+from kbench_env.sandbox import buildcache, policy
 from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
+from kbench_env.sandbox.confine.confinement import LIMITATIONS
+from kbench_env.sandbox.confine.landlock import landlock_abi
+from kbench_env.sandbox.forkserver import context, spawning
+from kbench_env.sandbox.job import worker_job
+from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.reaper import REAPER
 from kbench_env.worker import loop as worker_mod
-
-_CTX = None
-
-
-def _context():
-    global _CTX
-    if _CTX is None:
-        if "forkserver" in mp.get_all_start_methods():
-            _CTX = mp.get_context("forkserver")
-            # setuptools is most of torch.utils.cpp_extension's import (~95 modules, ~110 ms on the CPU machine):
-            # every C++/CUDA worker needs it, so it is imported once in the fork server rather than in each worker.
-            # Not cpp_extension itself: with a CUDA build of torch (2.11, H100, 2026-11-23) importing it leaves the
-            # process multi-threaded and every forked child fails "Cannot re-initialize CUDA in forked subprocess".
-            _CTX.set_forkserver_preload(["torch", "setuptools", "kbench_env.worker.loop", "kbench_env.sandbox.confine.confinement"])
-            _start_forkserver_without_main()
-        else:  # pragma: no cover - non-Linux
-            _CTX = mp.get_context("spawn")
-    return _CTX
-
-
-_MAIN_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _spawning():
-    """While a fork server or worker starts: the user's ``__main__`` file hidden from multiprocessing, and a fork
-    server (or resource tracker) that multiprocessing starts, or restarts after it died, spawned by
-    ``_spawn_scrubbed``.
-
-    Otherwise multiprocessing re-imports the main script in the fork server and in every worker, which re-runs an
-    unguarded script (no ``if __name__ == "__main__"``), and a restarted fork server would have this process's
-    whole environment. Workers need nothing from either.
-    """
-    import multiprocessing.util as util
-
-    with _MAIN_LOCK:
-        main = sys.modules.get("__main__")
-        saved = main.__dict__.pop("__file__", None) if main is not None else None
-        original, util.spawnv_passfds = util.spawnv_passfds, _spawn_scrubbed
-        try:
-            yield
-        finally:
-            util.spawnv_passfds = original
-            if saved is not None:
-                main.__file__ = saved
-
-
-def _spawn_scrubbed(path, args, passfds):
-    """multiprocessing.util.spawnv_passfds for the fork server (and the resource tracker it starts), hence for every
-    worker: started with the allowed environment only (the variables named in confine.py, none holding a
-    credential: /proc/<pid>/environ of a worker shows what the fork server started with, whatever the worker later
-    removes), and holding only the descriptors it is passed and stdio (posix_spawn keeps every descriptor that is
-    not close-on-exec: a parent's inherited pipes reached every worker)."""
-    keep = {0, 1, 2, *map(int, passfds)}
-    actions = [(os.POSIX_SPAWN_CLOSE, fd) for fd in _open_fds() if fd not in keep]
-    actions += [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in sorted(map(int, passfds))]
-    return os.posix_spawn(path, list(args), scrubbed_environment(), file_actions=actions)
-
-
-def _open_fds() -> list:
-    for where in ("/proc/self/fd", "/dev/fd"):
-        with contextlib.suppress(OSError):
-            return [int(n) for n in os.listdir(where) if n.isdigit()]
-    return list(range(3, 256))
-
-
-def _start_forkserver_without_main() -> None:
-    import multiprocessing.forkserver as fs
-
-    with _spawning():
-        fs.ensure_running()
-
-
-def _forkserver_dir() -> str | None:
-    import multiprocessing.forkserver as fs
-
-    address = getattr(fs._forkserver, "_forkserver_address", None)
-    return os.path.dirname(address) if isinstance(address, str) and address.startswith("/") else None
-
 
 _INFLIGHT_LOCK = threading.Lock()
 _INFLIGHT: dict = {}  # build key -> Event set once the worker building that source has published it
-
-#: Layers of the sandbox that ``Limits.isolation_off`` may name.
-LAYERS = ("namespaces", "overlay", "landlock", "seccomp", "cgroup", "audit")  # audit: the hook reports only
-
-
-@dataclass
-class Limits:
-    """Resource limits of one candidate worker (wall-clock timeouts per stage, in seconds)."""
-
-    build_timeout: float = 300.0
-    run_timeout: float = 60.0
-    time_timeout: float = 120.0
-    memory_bytes: int = 8 << 30  # address space on top of what the worker holds at start
-    file_bytes: int = 1 << 30  # largest file (the log included)
-    open_files: int = 1024
-    # Threads for candidate and reference alike. Half the cores: OpenMP barriers stall for a whole scheduler
-    # slice (~8 ms measured here) when the threads outnumber the idle cores, which wrecks CPU timings.
-    threads: int = field(default_factory=lambda: int(os.environ.get("KBENCH_THREADS", 0)) or max(1, (os.cpu_count() or 2) // 2))
-    # CPU time of the worker process, all its threads together (each compiler gets its own): a backstop behind the
-    # wall-clock timeouts. Processes and threads of a worker: the pids cgroup as root, RLIMIT_NPROC otherwise
-    # (torch.compile's workers in a reference worker need many threads on a big machine).
-    cpu_seconds: float = field(default_factory=lambda: 1800.0 * max(1, (os.cpu_count() or 2) // 2))
-    processes: int = field(default_factory=lambda: max(512, 16 * (os.cpu_count() or 1)))
-    disk_bytes: int = 4 << 30  # scratch directory, new builds included (watched every half second)
-    build_bytes: int = buildcache.BUILD_BYTES  # what one worker may publish into the shared build cache
-    cache_bytes: int = field(default_factory=buildcache.cache_bytes_default)  # the shared cache's bound (LRU)
-    isolation: bool = True  # False: rlimits, session and environment only (debugging; never for untrusted code)
-    isolation_off: tuple = ()  # layers to leave off, from LAYERS
-    extra_read_paths: tuple = ()  # more paths the worker may read (e.g. a toolkit outside /usr)
-    scratch_root: str | None = None  # where scratch directories are made (default: the system's temporary dir)
-    # CUDA workers get a network namespace and seccomp allowing AF_UNIX, but no mount namespace and no Landlock
-    # (CUDA fails to start under those on an H100: bench/results/gpu_runs.md); True asks for the full sandbox.
-    gpu_isolation: bool = False
-    netns_only: bool = False  # the namespaces layer makes a network namespace only (no mount namespace)
-    unix_sockets: bool = False  # seccomp lets socket() make AF_UNIX sockets (every other family stays refused)
-
 
 def _rss_bytes(pid) -> int:
     try:
@@ -206,73 +90,6 @@ class WorkerError(RuntimeError):
     def __init__(self, message: str, log_tail: str = ""):
         super().__init__(message)
         self.log_tail = log_tail
-
-
-class _Reaper:
-    """Removes scratch directories in the background: right after a worker with namespaces exits, removing the
-    overlay's work directory waits ~10-20 ms for the kernel to retire the worker's mounts (latency, not CPU)."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._pending: list = []
-        self._wake = threading.Condition(self._lock)
-        self._thread = None
-
-    def submit(self, path) -> None:
-        """A directory to remove, or a clean-up function to run, in the background, in order."""
-        with self._lock:
-            self._pending.append(path)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="kbench-reaper", daemon=True)
-                self._thread.start()
-            self._wake.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while not self._pending:
-                    if not self._wake.wait(timeout=30):
-                        self._thread = None
-                        return
-                item = self._pending[0]
-            if callable(item):  # a closed worker's wait for its processes, then its release (Worker.close)
-                try:
-                    item()
-                except Exception:  # noqa: BLE001 - one worker's clean-up must not stop the others'
-                    pass
-            else:
-                _rmtree(item)
-            with self._lock:
-                self._pending.pop(0)
-                self._wake.notify_all()
-
-    def flush(self, timeout: float = 30.0) -> bool:
-        """Wait until every submitted directory is gone (True) or the timeout passes (False)."""
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            while self._pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._wake.wait(timeout=left)
-        return True
-
-
-_REAPER = _Reaper()
-flush_cleanups = _REAPER.flush
-atexit.register(_REAPER.flush, 10.0)
-
-
-def _rmtree(path: str) -> None:
-    def fix(func, p, exc):  # overlay work directories are created without permissions
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-            func(p)
-
-    shutil.rmtree(path, onerror=fix)
-    if os.path.exists(path):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------- the worker
@@ -341,43 +158,21 @@ class Worker:
     def _start(self, source, backend, device, build_root, scratch_root, audit) -> None:
         self.scratch = os.path.realpath(tempfile.mkdtemp(prefix="kbench-worker-",
                                                          dir=scratch_root or self.limits.scratch_root))
-        off = set(self.limits.isolation_off)
-        if self.limits.isolation and "cgroup" not in off and self.limits.processes:
+        if self.limits.isolation and "cgroup" not in self.limits.isolation_off and self.limits.processes:
             with contextlib.suppress(OSError):
                 self._cgroup = PidsCgroup(self.limits.processes)
-        ctx = _context()
+        ctx = context()
         self.conn, child = ctx.Pipe(duplex=True)
         self._reports, report_w = ctx.Pipe(duplex=False)
         # Everything from the worker is read through these, never waiting past a deadline nor reading more than the
         # caller expects (wire.FrameReader); requests go out through wire.send_frame, bounded in time as well.
         self._reader = wire.FrameReader(self.conn.fileno(), wire.HEADROOM)
         self._report_reader = wire.FrameReader(self._reports.fileno(), _MAX_REPORT_BYTES)
-        overlay = None
-        if self.limits.isolation and not off & {"namespaces", "overlay"}:
-            overlay = {"upper": os.path.join(self.scratch, ".kbench", "upper"),
-                       "work": os.path.join(self.scratch, ".kbench", "work")}
-        hide = [d for d in (_forkserver_dir(),) if d]
-        job = {
-            "source": source, "backend": backend, "device": device, "scratch": self.scratch,
-            "build_root": build_root, "build_dir": self.build_dir, "env": scrubbed_environment(worker=True),
-            "threads": self.limits.threads, "audit": audit, "spare_idle_s": SPARE_IDLE_S,
-            # A/B knobs for a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
-            "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
-            "warmup": os.environ.get("KBENCH_WORKER_WARMUP", "1") != "0",
-            "limits": {"memory_bytes": self.limits.memory_bytes, "file_bytes": self.limits.file_bytes,
-                       "open_files": self.limits.open_files, "cpu_seconds": self.limits.cpu_seconds,
-                       "processes": self.limits.processes},
-            "sandbox": {"isolate": self.limits.isolation, "off": sorted(off), "report": report_w,
-                        "cgroup": self._cgroup.path if self._cgroup else None, "overlay": overlay, "hide": hide,
-                        "extra_read": list(self.limits.extra_read_paths),
-                        # what an unprivileged parent gets: a user namespace (KBENCH_SANDBOX_USERNS=1 tries it as root)
-                        "userns": os.environ.get("KBENCH_SANDBOX_USERNS") == "1",
-                        "gpu_isolation": self.limits.gpu_isolation, "netns_only": self.limits.netns_only,
-                        "unix_sockets": self.limits.unix_sockets},
-        }
+        job = worker_job(self.limits, source, backend, device, self.scratch, build_root, self.build_dir, audit,
+                         report_w, self._cgroup.path if self._cgroup else None)
         proc = ctx.Process(target=worker_mod.main, args=(child, job), daemon=True)
         try:
-            with _spawning():
+            with spawning():
                 proc.start()
         finally:
             child.close()
@@ -613,7 +408,7 @@ class Worker:
             self._cgroup.signal_all()
         self.conn.close()
         if self._device.startswith("cpu"):
-            _REAPER.submit(self._reap)
+            REAPER.submit(self._reap)
         else:
             self._reap()
 
@@ -673,9 +468,9 @@ class Worker:
             self._claim = None
         if self.published or self._built:  # the cache grew: back under its bound, in the background
             root, bound = self.build_root, self.limits.cache_bytes
-            _REAPER.submit(lambda: buildcache.enforce_bound(root, bound))
+            REAPER.submit(lambda: buildcache.enforce_bound(root, bound))
         if self.scratch is not None:
-            _REAPER.submit(self.scratch)
+            REAPER.submit(self.scratch)
 
     def __enter__(self):
         return self
@@ -685,10 +480,6 @@ class Worker:
 
 
 # ---------------------------------------------------------------------- spare workers
-
-#: How long a spare worker waits for a candidate before it exits (it holds a process, and on a GPU a CUDA context).
-SPARE_IDLE_S = 60.0
-
 
 class SpareWorkers:
     """One started, confined, idle worker kept ready for the next candidate, so that a step does not wait for a
@@ -716,7 +507,7 @@ class SpareWorkers:
         """A worker for ``source``: the spare if one is ready and alive, else a newly started one."""
         with self._lock:
             spare, self._spare = self._spare, None
-        if spare is not None and time.monotonic() - spare._t_created > SPARE_IDLE_S - 5:
+        if spare is not None and time.monotonic() - spare._t_created > policy.SPARE_IDLE_S - 5:
             spare.close()  # about to leave by itself: it might go between being given the source and loading it
             spare = None
         worker = None
