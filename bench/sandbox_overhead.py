@@ -38,7 +38,7 @@ def main(argv=None) -> int:
 
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.sandbox.policy import Limits
-    from kbench_env.sandbox.process import Worker
+    from kbench_env.sandbox.worker_process import Worker
     from kbench_env.tasks.suite import resolve_task
 
     modes = {"sandbox (all layers)": Limits(), "isolation off": Limits(isolation=False)}

@@ -310,9 +310,9 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
 
 
 def _protections() -> dict:
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.doctor import doctor
 
-    rep = sandbox.doctor()
+    rep = doctor()
     return {"active": sorted(rep.get("active", {})), "missing": rep.get("missing", {}),
             "worker_start_ms": rep.get("worker_start_ms"), "confine_ms": rep.get("confine_ms")}
 

@@ -20,7 +20,7 @@ import pytest
 from candidates import _forward
 from conftest import ROOT
 from kbench_env.sandbox import buildcache
-from kbench_env.sandbox import process as sandbox
+from kbench_env.sandbox.worker_process import Worker
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.reaper import flush_cleanups
@@ -114,7 +114,7 @@ def test_no_worker_holds_the_resource_trackers_or_the_fork_servers_pipe(device):
 
     root = os.path.join(str(ROOT), ".kbench-cache", "builds", device)
     os.makedirs(root, exist_ok=True)
-    with sandbox.Worker("class ModelNew:\n    pass\n", device, device, root) as w:
+    with Worker("class ModelNew:\n    pass\n", device, device, root) as w:
         w.recv(120, "load")
         held = set()
         for n in os.listdir(f"/proc/{w.proc.pid}/fd"):
@@ -135,7 +135,8 @@ def test_the_resource_tracker_cannot_be_reached():
         out = _script(f"""
         import json, os, sys, tempfile
         from candidates import _forward
-        from kbench_env.sandbox import process as sandbox
+        from kbench_env.sandbox.diagnosis import WorkerError
+        from kbench_env.sandbox.worker_process import Worker
         from kbench_env.sandbox.reaper import flush_cleanups
         code = _forward("        return x", at_import='''
         import stat, fcntl
@@ -149,10 +150,10 @@ def test_the_resource_tracker_cannot_be_reached():
                 pass
         raise RuntimeError("WROTE%s" % wrote)
         ''')
-        with tempfile.TemporaryDirectory() as root, sandbox.Worker(code, "cpu", "cpu", root) as w:
+        with tempfile.TemporaryDirectory() as root, Worker(code, "cpu", "cpu", root) as w:
             try:
                 message = w.recv(60, "load")[0].get("message")
-            except sandbox.WorkerError as exc:  # (the fork server's liveness pipe is among those written to)
+            except WorkerError as exc:  # (the fork server's liveness pipe is among those written to)
                 message = str(exc)
         flush_cleanups()
         print(json.dumps({{"message": message}}))
@@ -178,7 +179,7 @@ def test_no_secret_in_any_environment_a_worker_can_read():
     import multiprocessing.forkserver as fs
     import multiprocessing.resource_tracker as rt
     from candidates import _forward
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.worker_process import Worker
     from kbench_env.sandbox.reaper import flush_cleanups
     code = _forward("        return x", at_import='''
     leaks = [p for p in ("/proc/self/environ",) if b"{secret}" in open(p, "rb").read()]
@@ -188,7 +189,7 @@ def test_no_secret_in_any_environment_a_worker_can_read():
     messages = []
     with tempfile.TemporaryDirectory() as root:
         for _ in range(2):
-            with sandbox.Worker(code, "cpu", "cpu", root) as w:
+            with Worker(code, "cpu", "cpu", root) as w:
                 messages.append(w.recv(60, "load")[0]["message"])
             # the fork server is running now: a secret set from here on, and a changed build variable
             os.environ["KBENCH_LLM_API_BASE"] = "https://bot:{secret}-late@llm.example/v1"

@@ -12,7 +12,7 @@ import candidates as C
 from kbench_env.sandbox import policy
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.sandbox.policy import Limits
-from kbench_env.sandbox.process import SpareWorkers
+from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.suite import resolve_task, solution_path
 
 LIMITS = Limits(build_timeout=600, run_timeout=30, time_timeout=60)

@@ -32,7 +32,9 @@ from kbench_env.devicelock import DeviceLock, gpu_lock_path
 from kbench_env.pipeline.result import ConfigResult, EvalResult
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.sandbox.policy import Limits
-from kbench_env.sandbox.process import SpareWorkers, Worker, WorkerError
+from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.sandbox.spares import SpareWorkers
+from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task, describe_value, geomean
 from kbench_env.pipeline.timed_checks import TimedChecks as _TimedChecks
 

@@ -3,8 +3,8 @@
 Layout: ``<root>/<sha256 of a candidate's whole source>/<build>``. A worker builds and loads under its own source's
 directory only (``Claim``; the backends' own names, ``<name>-<hash>`` for cpp_extension and ``fast/`` for the fast
 path, live inside it). On the CPU the worker sees the cache through an overlay whose writes stay in its scratch
-directory (confine.py), and ``publish`` copies into the shared cache only what the worker left under its own
-source's directory. So a build published by candidate X is only ever loaded by a candidate with X's exact source,
+directory (confine/namespaces.py), and ``publish`` copies into the shared cache only what the worker left under its
+own source's directory. So a build published by candidate X is only ever loaded by a candidate with X's exact source,
 whose behaviour X's source already determines: no candidate can plant an artifact that another source will load,
 whatever name it gives it. A repeated identical source is a cache hit; two sources that differ anywhere (a comment
 in the Python part included) never share a build.
