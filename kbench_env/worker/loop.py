@@ -1,7 +1,7 @@
 """The candidate's worker process: loads untrusted candidate code, runs it on inputs it is sent, times it.
 
-Runs in its own process (started by sandbox.py), in its own session and scratch directory, with resource limits
-and a scrubbed environment. It never receives the reference's output: it sends the candidate's outputs back and
+Runs in its own process (started by sandbox/worker_process.py), in its own session and scratch directory, with
+resource limits and a scrubbed environment. It never receives the reference's output: it sends the candidate's outputs back and
 the trusted parent compares them. Everything it sends is JSON plus raw tensor bytes (wire.pack), or tensors
 serialised with ``torch.save`` that the parent reads with ``weights_only=True``, so a hostile candidate cannot make
 the parent unpickle objects; the parent bounds what it reads (wire.py).
