@@ -224,9 +224,9 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
     import gymnasium as gym
 
     import kbench_env  # noqa: F401  (registers KBench-v0)
-    from kbench_env.sandbox import process as sandbox
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.process import Limits
+    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.reaper import flush_cleanups
 
     work = tempfile.mkdtemp(prefix="kbench-soak-")
     secret = os.path.join(work, "secret.txt")
@@ -249,7 +249,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
 
     # Warm up (fork server, reference timing, the good candidate's build), then take the baselines.
     env.step(pool["good"][0][1])
-    sandbox.flush_cleanups()
+    flush_cleanups()
     base = {"descendants": len(descendants()), "orphans": len(processes_under(scratch_root)), "rss_mb": _rss_mb(),
             "scratch_dirs": len(_scratch_dirs(scratch_root)), "cache_bytes": _du(ev.build_root),
             "disk_free": shutil.disk_usage(tempfile.gettempdir()).free}
@@ -291,7 +291,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
                           flush=True)
     elapsed = time.time() - t_start
     ev.close()  # its spare worker: kept on purpose between steps, and what close() must clean up like the rest
-    sandbox.flush_cleanups()
+    flush_cleanups()
     time.sleep(1.0)  # killed processes are reaped by init shortly after
     end = {"descendants": len(descendants()), "orphans": len(processes_under(scratch_root)), "rss_mb": _rss_mb(),
            "scratch_dirs": len(_scratch_dirs(scratch_root)), "cache_bytes": _du(ev.build_root),
@@ -310,9 +310,9 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
 
 
 def _protections() -> dict:
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.doctor import doctor
 
-    rep = sandbox.doctor()
+    rep = doctor()
     return {"active": sorted(rep.get("active", {})), "missing": rep.get("missing", {}),
             "worker_start_ms": rep.get("worker_start_ms"), "confine_ms": rep.get("confine_ms")}
 

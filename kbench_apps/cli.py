@@ -88,7 +88,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    from kbench_env.sandbox.process import doctor, format_doctor
+    from kbench_env.sandbox.doctor import doctor, format_doctor
 
     report = doctor()
     print(json.dumps(report, indent=2) if args.json else format_doctor(report))

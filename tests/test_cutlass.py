@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT
-from kbench_env.sandbox import confine
+from kbench_env.sandbox.confine import environment, paths
 from kbench_env.backends import cutlass
 from kbench_env.backends.cuda import CudaBackend
 
@@ -76,8 +76,8 @@ def test_missing_cutlass_header_says_what_to_set(fake_cutlass, monkeypatch):
 def test_worker_keeps_the_variables_and_may_read_the_checkout(fake_cutlass, monkeypatch, tmp_path):
     _clear(monkeypatch)
     monkeypatch.setenv("KBENCH_CUTLASS", str(fake_cutlass))
-    assert confine.scrubbed_environment(worker=True)["KBENCH_CUTLASS"] == str(fake_cutlass)
-    reads, _ = confine._allowed_paths(str(tmp_path / "s"), str(tmp_path / "b"), "cuda")
+    assert environment.scrubbed_environment(worker=True)["KBENCH_CUTLASS"] == str(fake_cutlass)
+    reads, _ = paths.allowed_paths(str(tmp_path / "s"), str(tmp_path / "b"), "cuda")
     assert os.path.realpath(fake_cutlass) in reads
 
 

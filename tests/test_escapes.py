@@ -20,9 +20,10 @@ import pytest
 from candidates import _forward
 from conftest import ROOT
 from kbench_env.sandbox import buildcache
-from kbench_env.sandbox import process as sandbox
+from kbench_env.sandbox.worker_process import Worker
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.process import Limits
+from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.reaper import flush_cleanups
 from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
@@ -113,7 +114,7 @@ def test_no_worker_holds_the_resource_trackers_or_the_fork_servers_pipe(device):
 
     root = os.path.join(str(ROOT), ".kbench-cache", "builds", device)
     os.makedirs(root, exist_ok=True)
-    with sandbox.Worker("class ModelNew:\n    pass\n", device, device, root) as w:
+    with Worker("class ModelNew:\n    pass\n", device, device, root) as w:
         w.recv(120, "load")
         held = set()
         for n in os.listdir(f"/proc/{w.proc.pid}/fd"):
@@ -134,7 +135,9 @@ def test_the_resource_tracker_cannot_be_reached():
         out = _script(f"""
         import json, os, sys, tempfile
         from candidates import _forward
-        from kbench_env.sandbox import process as sandbox
+        from kbench_env.sandbox.diagnosis import WorkerError
+        from kbench_env.sandbox.worker_process import Worker
+        from kbench_env.sandbox.reaper import flush_cleanups
         code = _forward("        return x", at_import='''
         import stat, fcntl
         wrote = []
@@ -147,12 +150,12 @@ def test_the_resource_tracker_cannot_be_reached():
                 pass
         raise RuntimeError("WROTE%s" % wrote)
         ''')
-        with tempfile.TemporaryDirectory() as root, sandbox.Worker(code, "cpu", "cpu", root) as w:
+        with tempfile.TemporaryDirectory() as root, Worker(code, "cpu", "cpu", root) as w:
             try:
                 message = w.recv(60, "load")[0].get("message")
-            except sandbox.WorkerError as exc:  # (the fork server's liveness pipe is among those written to)
+            except WorkerError as exc:  # (the fork server's liveness pipe is among those written to)
                 message = str(exc)
-        sandbox.flush_cleanups()
+        flush_cleanups()
         print(json.dumps({{"message": message}}))
         """)
         assert os.path.exists(path), "the resource tracker deleted a file a candidate registered: " + out["message"]
@@ -176,7 +179,8 @@ def test_no_secret_in_any_environment_a_worker_can_read():
     import multiprocessing.forkserver as fs
     import multiprocessing.resource_tracker as rt
     from candidates import _forward
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.worker_process import Worker
+    from kbench_env.sandbox.reaper import flush_cleanups
     code = _forward("        return x", at_import='''
     leaks = [p for p in ("/proc/self/environ",) if b"{secret}" in open(p, "rb").read()]
     leaks += [k for k, v in os.environ.items() if "{secret}" in v]
@@ -185,7 +189,7 @@ def test_no_secret_in_any_environment_a_worker_can_read():
     messages = []
     with tempfile.TemporaryDirectory() as root:
         for _ in range(2):
-            with sandbox.Worker(code, "cpu", "cpu", root) as w:
+            with Worker(code, "cpu", "cpu", root) as w:
                 messages.append(w.recv(60, "load")[0]["message"])
             # the fork server is running now: a secret set from here on, and a changed build variable
             os.environ["KBENCH_LLM_API_BASE"] = "https://bot:{secret}-late@llm.example/v1"
@@ -197,7 +201,7 @@ def test_no_secret_in_any_environment_a_worker_can_read():
                     pass
     servers = [open(f"/proc/{{pid}}/environ", "rb").read() for pid in (fs._forkserver._forkserver_pid,
                                                                       rt._resource_tracker._pid)]
-    sandbox.flush_cleanups()
+    flush_cleanups()
     print(json.dumps({{"messages": messages, "servers": [b"{secret}" in s for s in servers]}}))
     """, env={"KBENCH_LLM_BASE_URL": f"https://user:{secret}@llm.example/v1", "OPENAI_API_KEY": secret,
               "HF_TOKEN": secret, "KBENCH_LIGHT_HEADERS": "1"})
@@ -306,7 +310,7 @@ def test_ballast_over_the_build_quota_is_not_published(ev):
     assert plant(where + "/fast/{tag}.so", size={size})
     """))
     assert r.error is None or "AssertionError" not in r.error, r.feedback()
-    sandbox.flush_cleanups()
+    flush_cleanups()
     planted = _named(ev.build_root, tag)
     for p in sorted(planted, key=len, reverse=True):  # (so that a failure here leaves no ballast behind)
         if os.path.isdir(p):
@@ -347,7 +351,7 @@ def test_the_cache_is_kept_within_its_bound(tmp_path, monkeypatch):
     for src in sources:
         r = ev.evaluate(RELU, src)
         assert r.correct, r.feedback()
-        sandbox.flush_cleanups()  # eviction runs in the background
+        flush_cleanups()  # eviction runs in the background
         assert buildcache.disk_usage(ev.build_root)[0] <= 2.5 * pad
     kept = [s for s in sources if os.path.isdir(os.path.join(ev.build_root, buildcache.source_key(s), "fast"))]
     assert kept and kept[-1] == sources[-1] and sources[0] not in kept, [sources.index(s) for s in kept]

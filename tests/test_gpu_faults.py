@@ -14,7 +14,7 @@ import torch
 
 from conftest import ROOT, read
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.process import Limits
+from kbench_env.sandbox.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 pytestmark = pytest.mark.gpu
@@ -84,10 +84,10 @@ def _then_ok(ev):
 
 
 def test_sandboxed_worker_reaches_the_gpu(gpu_ev):
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.doctor import doctor, format_doctor
 
-    report = sandbox.doctor(device="cuda")
-    print(sandbox.format_doctor(report))
+    report = doctor(device="cuda")
+    print(format_doctor(report))
     _then_ok(gpu_ev)
 
 
@@ -127,9 +127,9 @@ def test_gpu_worker_has_no_network(gpu_ev):
     """The GPU default (network namespace, seccomp allowing only AF_UNIX sockets, the audit hook enforcing):
     native AF_INET and AF_INET6 sockets are refused, a Python-level connection is refused and flagged, and the
     network namespace is reported active."""
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.worker_process import Worker
 
-    with sandbox.Worker("class ModelNew:\n    pass\n", "cuda", "cuda", gpu_ev.build_root, gpu_ev.limits) as w:
+    with Worker("class ModelNew:\n    pass\n", "cuda", "cuda", gpu_ev.build_root, gpu_ev.limits) as w:
         w.recv(60, "load")
         w._drain_reports()  # noqa: SLF001 - the confinement's status report
         active = w.protections.get("active", {})
@@ -149,11 +149,11 @@ def test_full_sandbox_on_the_gpu(evaluator):
     """The full sandbox (mount namespace and Landlock too) for CUDA workers (Limits.gpu_isolation). On failure the message carries the worker's own log (the traceback behind an exit status)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.worker_process import Worker
 
     ev = Evaluator(device="cuda", backend="cuda", cache_dir=evaluator.cache_dir, timing=TIMING,
                    limits=Limits(build_timeout=600, run_timeout=60, time_timeout=60, gpu_isolation=True))
-    with sandbox.Worker("class ModelNew:\n    pass\n", "cuda", "cuda", ev.build_root, ev.limits) as w:
+    with Worker("class ModelNew:\n    pass\n", "cuda", "cuda", ev.build_root, ev.limits) as w:
         w.recv(60, "load")
         w._drain_reports()
         protections = w.protections

@@ -16,7 +16,7 @@ from candidates import _forward
 from conftest import ROOT
 from kbench_env.sandbox import buildcache
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.process import Limits
+from kbench_env.sandbox.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 # Set before any fork server starts (collection time): it must never reach a worker.
@@ -203,7 +203,7 @@ def test_signalling_the_parent_is_refused(ev):
 
 def test_escapes_through_namespaces_and_mounts_fail():
     """Native code gets no privilege back: unshare, mount, setuid, ptrace and a capability raise all fail."""
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.worker_process import Worker
 
     code = _at_import("""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -226,16 +226,16 @@ def test_escapes_through_namespaces_and_mounts_fail():
     """)
     root = os.path.join(str(ROOT), ".kbench-cache", "builds", "cpu")
     os.makedirs(root, exist_ok=True)
-    with sandbox.Worker(code, "cpu", "cpu", root) as w:
+    with Worker(code, "cpu", "cpu", root) as w:
         header, _ = w.recv(60, "load")
     assert header["type"] == "error" and "contained" in header["message"], header
 
 
 def test_protections_are_reported():
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.doctor import doctor, format_doctor
 
-    report = sandbox.doctor()
-    text = sandbox.format_doctor(report)
+    report = doctor()
+    text = format_doctor(report)
     assert "session" in report["active"] and "environment" in report["active"]
     assert "active:" in text and "not active:" in text
     if os.geteuid() == 0 and os.path.exists("/proc/self/ns/net"):
@@ -330,7 +330,7 @@ def test_network_namespace_only_with_unix_sockets_still_blocks_the_network():
     """The confinement GPU workers can get (a network namespace without the mount namespace, seccomp allowing
     AF_UNIX sockets for the driver): native AF_UNIX sockets work, native AF_INET and AF_INET6 sockets are
     refused, and the protections report says so."""
-    from kbench_env.sandbox import process as sandbox
+    from kbench_env.sandbox.worker_process import Worker
 
     code = _at_import("""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -345,7 +345,7 @@ def test_network_namespace_only_with_unix_sockets_still_blocks_the_network():
     root = os.path.join(str(ROOT), ".kbench-cache", "builds", "cpu")
     os.makedirs(root, exist_ok=True)
     limits = Limits(netns_only=True, unix_sockets=True, isolation_off=("landlock",))
-    with sandbox.Worker(code, "cpu", "cpu", root, limits) as w:
+    with Worker(code, "cpu", "cpu", root, limits) as w:
         header, _ = w.recv(60, "load")
         w._drain_reports()  # noqa: SLF001 - the confinement's status report
         prot = w.protections

@@ -9,9 +9,10 @@ import signal
 import time
 
 import candidates as C
-from kbench_env.sandbox import process as sandbox
+from kbench_env.sandbox import policy
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.process import Limits, SpareWorkers
+from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.suite import resolve_task, solution_path
 
 LIMITS = Limits(build_timeout=600, run_timeout=30, time_timeout=60)
@@ -63,7 +64,7 @@ def test_a_spare_that_died_is_replaced_not_blamed():
 
 
 def test_an_idle_spare_leaves_by_itself(monkeypatch, tmp_path):
-    monkeypatch.setattr(sandbox, "SPARE_IDLE_S", 0.5)
+    monkeypatch.setattr(policy, "SPARE_IDLE_S", 0.5)
     (tmp_path / "builds").mkdir()
     pool = SpareWorkers("cpu", "cpu", str(tmp_path / "builds"), LIMITS)
     try:

@@ -360,7 +360,8 @@ def test_worker_warm_up_on_the_cpu():
 
 
 def test_spare_is_assigned_before_its_replacement_starts():
-    from kbench_env.sandbox.process import Limits, SpareWorkers
+    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.spares import SpareWorkers
 
     order = []
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 
-from kbench_env.sandbox.confine import CUTLASS_VARS as ENV_VARS
+from kbench_env.sandbox.confine.paths import CUTLASS_VARS as ENV_VARS
 
 #: g++/nvcc's words for an include that was not found, naming a CUTLASS (or CuTe) header.
 MISSING_CUTLASS = re.compile(r"(?:cutlass|cute)/[\w./-]+\s*:\s*No such file or directory|"

@@ -124,7 +124,7 @@ class KBenchEnv(gym.Env):
     | `rules`            | str             | `"strict"`  | "strict": forward runs only own kernels; "kernelbench":    |
     |                    |                 |             | PyTorch ops allowed beside one own kernel that runs        |
     | `baseline`         | str             | `"eager"`   | Speedup measured against "eager" or "compile" reference    |
-    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.process`)     |
+    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.policy`)      |
     | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
     |                    |                 |             | `~/.cache/kbench`                                          |
     | `input_sets`       | int             | `3`         | Input sets the timed calls are perturbed copies of         |

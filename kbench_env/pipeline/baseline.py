@@ -9,7 +9,8 @@ import threading
 from kbench_env.pipeline.seeds import base_seed, fingerprint_seed
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.process import Limits, Worker
+from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import Config, Task
 
 #: A GPU's measured capacity (bandwidth, FLOP rates, graph-node gap), kept for this process's later evaluators of

@@ -7,7 +7,7 @@ from __future__ import annotations
 from kbench_env.pipeline.reports import note_reports
 from kbench_env.pipeline.result import EvalResult, add_phase, trim_log
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.process import Worker
+from kbench_env.sandbox.worker_process import Worker
 
 
 def start_worker(ev, source: str) -> Worker:

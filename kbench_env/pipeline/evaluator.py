@@ -38,7 +38,9 @@ from kbench_env.pipeline.result import EvalResult, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.threads import trusted_threads
 from kbench_env.pipeline.timing import time_stage
-from kbench_env.sandbox.process import Limits, SpareWorkers, WorkerError
+from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.task import Config, Task
 
 

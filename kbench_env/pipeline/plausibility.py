@@ -10,7 +10,7 @@ from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.timing import wallclock
-from kbench_env.sandbox.process import Worker
+from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task
 
 #: Outputs smaller than this never get a bandwidth floor (they can live in cache).

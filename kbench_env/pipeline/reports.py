@@ -5,7 +5,7 @@ of each kind."""
 from __future__ import annotations
 
 from kbench_env.pipeline.result import EvalResult
-from kbench_env.sandbox.process import Worker
+from kbench_env.sandbox.worker_process import Worker
 
 
 def flag(result: EvalResult, text: str) -> None:

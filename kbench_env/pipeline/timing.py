@@ -12,7 +12,8 @@ from kbench_env.pipeline import timed_checks
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import EvalResult, config_label, phase
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.process import Worker, WorkerError
+from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import Config, Task, geomean
 
 

@@ -3,8 +3,8 @@
 Layout: ``<root>/<sha256 of a candidate's whole source>/<build>``. A worker builds and loads under its own source's
 directory only (``Claim``; the backends' own names, ``<name>-<hash>`` for cpp_extension and ``fast/`` for the fast
 path, live inside it). On the CPU the worker sees the cache through an overlay whose writes stay in its scratch
-directory (confine.py), and ``publish`` copies into the shared cache only what the worker left under its own
-source's directory. So a build published by candidate X is only ever loaded by a candidate with X's exact source,
+directory (confine/namespaces.py), and ``publish`` copies into the shared cache only what the worker left under its
+own source's directory. So a build published by candidate X is only ever loaded by a candidate with X's exact source,
 whose behaviour X's source already determines: no candidate can plant an artifact that another source will load,
 whatever name it gives it. A repeated identical source is a cache hit; two sources that differ anywhere (a comment
 in the Python part included) never share a build.
@@ -273,14 +273,17 @@ def disk_usage(path: str, limit_files: int = 100_000) -> tuple[int, int]:
     return total, files
 
 
-def _remove(path: str) -> None:
-    def fix(func, p, exc):  # a worker may have left directories without permissions
+def remove_tree(path: str) -> None:
+    """Remove a directory tree, what a worker left without permissions (overlay work directories) included."""
+    def fix(func, p, exc):
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(p), 0o700)
             os.chmod(p, 0o700)
             func(p)
 
     shutil.rmtree(path, onerror=fix)
+    if os.path.exists(path):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def enforce_bound(root: str, max_bytes: int) -> list:
@@ -306,7 +309,7 @@ def enforce_bound(root: str, max_bytes: int) -> list:
                 continue
             if e.name.startswith(".evict-") or (e.name.startswith((".publish-", ".old-"))
                                                  and now - st.st_mtime > _STALE_S):
-                _remove(e.path)  # left by a process that died evicting or publishing
+                remove_tree(e.path)  # left by a process that died evicting or publishing
                 continue
             size = st.st_blocks * 512 + (disk_usage(e.path)[0] if stat.S_ISDIR(st.st_mode) else 0)
             total += size
@@ -343,5 +346,5 @@ def _evict(root: str, name: str) -> bool:
         return False
     finally:
         os.close(fd)
-    _remove(gone)
+    remove_tree(gone)
     return True

@@ -1,6 +1,6 @@
 """Process bookkeeping of a worker: a pids cgroup per worker where kbench runs as root (a process limit that
 holds for uid 0, and a complete list of what to kill), and the kill of a whole session where no cgroup is at hand.
-The sandbox (sandbox.py) decides when; this module only knows how."""
+The worker (worker_process.py) decides when; this module only knows how."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The candidate's worker process: loads untrusted candidate code, runs it on inputs it is sent, times it.
 
-Runs in its own process (started by sandbox.py), in its own session and scratch directory, with resource limits
-and a scrubbed environment. It never receives the reference's output: it sends the candidate's outputs back and
+Runs in its own process (started by sandbox/worker_process.py), in its own session and scratch directory, with
+resource limits and a scrubbed environment. It never receives the reference's output: it sends the candidate's outputs back and
 the trusted parent compares them. Everything it sends is JSON plus raw tensor bytes (wire.pack), or tensors
 serialised with ``torch.save`` that the parent reads with ``weights_only=True``, so a hostile candidate cannot make
 the parent unpickle objects; the parent bounds what it reads (wire.py).
@@ -31,6 +31,7 @@ from kbench_env.backends import get_backend
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.task import DTYPES
 from kbench_env.protocol import messages as msg
+from kbench_env.sandbox.confine import confinement
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
 
 CANDIDATE_FILE = "candidate.py"
@@ -41,11 +42,9 @@ _COMMAND = re.compile(r"\S*(?:c\+\+|g\+\+|gcc|clang\+\+|nvcc|ld)\s+-.*")
 
 
 def _confine(job: dict, conn) -> None:
-    """Confine this process before any candidate code runs (confine.py: inherited descriptors, namespaces,
+    """Confine this process before any candidate code runs (sandbox/confine/: inherited descriptors, namespaces,
     Landlock, capabilities, seccomp, limits, scrubbed environment, audit hook); ``conn`` is its protocol channel."""
-    from kbench_env.sandbox import confine
-
-    confine.apply(job, keep_fds=[conn.fileno()])
+    confinement.apply(job, keep_fds=[conn.fileno()])
     torch.set_num_threads(job["threads"])
 
 

@@ -1,0 +1,50 @@
+"""What a worker may read and run: the system, Python, CUDA and kbench directories (Landlock's rules, and what the
+mount namespace keeps visible when it hides a directory)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+# kbench_env/ itself (this file is kbench_env/sandbox/confine/paths.py): its modules run in the worker
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf", "passwd", "group",
+        "hosts", "host.conf", "gai.conf", "alternatives", "os-release", "debian_version", "lsb-release", "mime.types",
+        "gcc", "locale.alias", "environment")
+
+
+#: Where a CUTLASS checkout for builds is named (backends/cutlass.py): the worker may read it.
+CUTLASS_VARS = ("KBENCH_CUTLASS", "CUTLASS_PATH")
+
+
+def python_roots() -> list:
+    """The interpreter's prefixes, its site-packages directories and kbench_env's own directory."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    for p in sys.path:
+        if p and ("site-packages" in p or "dist-packages" in p) and os.path.isdir(p):
+            roots.add(p)
+    roots.add(_PACKAGE_ROOT)
+    return sorted({os.path.realpath(r) for r in roots} | roots)
+
+
+def allowed_paths(scratch: str, build_root: str, device: str, extra=()) -> tuple[list, list]:
+    """(directories and files the worker may read, directories it may run programs from)."""
+    system = ["/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", "/sbin"]
+    cuda = [os.environ.get(k) for k in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda", "/opt/cuda", "/opt/rocm"]
+    # Toolchains outside the system tree (e.g. /opt/gcc on GPU images): the directories on PATH, and where the
+    # compilers a build runs really live, stay executable.
+    tools = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    for exe in (os.environ.get("CXX"), os.environ.get("CC"), "c++", "g++", "gcc", "cc", "nvcc", "ninja"):
+        found = exe and shutil.which(exe)
+        if found:
+            tools += [os.path.dirname(found), os.path.dirname(os.path.dirname(os.path.realpath(found)))]
+    execs = system + python_roots() + [c for c in cuda if c] + tools
+    cutlass = [os.path.expanduser(os.environ.get(k, "").strip()) for k in CUTLASS_VARS if os.environ.get(k, "").strip()]
+    reads = execs + ["/proc", "/sys", "/dev"] + [f"/etc/{e}" for e in _ETC] + list(extra) + cutlass
+    if device.startswith("cuda"):
+        reads += ["/etc/nvidia", "/var/lib/nvidia"]
+    reads = [os.path.realpath(p) for p in reads if p and os.path.exists(p)]
+    return sorted(set(reads) | {scratch, build_root}), sorted({os.path.realpath(p) for p in execs if os.path.exists(p)})

@@ -1,0 +1,366 @@
+"""The sandboxed worker process, seen from the trusted side: start, talk with timeouts, watch, kill, clean up.
+
+Owns the process boundary. A worker is a fresh process per evaluation, forked from the fork server
+(forkserver.py), and nothing a candidate does to its process outlives its evaluation. The worker confines itself
+before the candidate loads (confine/: descriptors, namespaces, Landlock, capabilities, seccomp, limits, an audit
+hook); this side
+
+- hands the worker its policy (policy.Limits) and scratch directory (job.py),
+- puts the worker in a pids cgroup of its own where the machine allows (root, cgroup.py): a process limit that also
+  holds for uid 0, and a complete kill list (children that left the process group included),
+- keeps a report channel separate from the protocol (reports.py): the worker's confinement status, then every
+  attempt the audit hook refused (``violations()``; the evaluator turns them into a ``sandbox_violation`` flag),
+- reads and writes the worker's connection with deadlines, and refuses what it sends beyond what is expected
+  (wire.py): half a message, a worker that stops reading, or a reply that would swell this process end that worker,
+- watches resident memory (GPU workers) and the scratch directory's size on disk,
+- kills the process group and the cgroup on a timeout or at the end, publishes the builds the worker made in its
+  private overlay of the build cache under its own source's directory (worker_build.py, buildcache.py: new ones
+  only, within a quota; the cache kept within its bound), removes the scratch (reaper.py, in the background).
+
+A dead or hung worker becomes a ``WorkerError`` (diagnosis.py) with its exit signal and the tail of its own output;
+the caller turns that into an EvalResult.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import multiprocessing.connection as mpc
+import os
+import signal
+import tempfile
+import time
+
+from kbench_env.protocol import messages, wire
+from kbench_env.sandbox import buildcache
+from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
+from kbench_env.sandbox.diagnosis import WorkerError, exit_description, partial_note, rss_bytes
+from kbench_env.sandbox.forkserver import context, spawning
+from kbench_env.sandbox.job import worker_job
+from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.reaper import REAPER
+from kbench_env.sandbox.reports import ReportChannel
+from kbench_env.sandbox.worker_build import WorkerBuild
+from kbench_env.worker import loop as worker_mod
+
+
+class Worker:
+    """One sandboxed candidate process. Use as a context manager; ``close()`` always reaps it."""
+
+    def __init__(self, source: str | None, backend: str, device: str, build_root: str, limits: Limits | None = None,
+                 scratch_root: str | None = None, audit: bool = True):
+        """``source=None`` starts a spare: confined (and on a GPU, with CUDA started) but waiting for its candidate,
+        which ``assign`` hands it (SpareWorkers keeps one ready)."""
+        self.limits = limits or Limits()
+        self._device = device
+        self._build = WorkerBuild(backend, device, build_root, self.limits)
+        if source is not None:
+            self._build.claim(source)
+        self.busy_seconds = 0.0  # time the worker reported spending on requests (build excluded)
+        # With $KBENCH_TRACE set, per message: what, seconds to pack and send or to wait for the reply, bytes, the
+        # worker's busy seconds; written there as a JSON line when the worker closes (where an evaluation's time
+        # goes). None otherwise: nothing is recorded.
+        self.trace: list | None = [] if os.environ.get("KBENCH_TRACE") else None
+        self._t_created = time.monotonic()
+        self.build_root = build_root
+        self._closed = False
+        self._next_disk_check = 0.0
+        self._cgroup = self._report = self.proc = self.scratch = None
+        try:
+            self._start(source, backend, device, build_root, scratch_root, audit)
+        except BaseException:
+            if self.proc is None or self.proc.pid is None:
+                self._release()  # nothing was started: give back the cgroup, the scratch and waiting workers
+            raise
+
+    @property
+    def build_dir(self) -> str | None:
+        """The source's own directory of the build cache (None until the worker has a source)."""
+        return self._build.path
+
+    @property
+    def published(self) -> list:
+        """The builds this worker published into the shared cache."""
+        return self._build.published
+
+    @property
+    def protections(self) -> dict:
+        """The worker's confinement status (confinement.apply), once it has reported ({} before)."""
+        return self._report.protections if self._report is not None else {}
+
+    def assign(self, source: str) -> None:
+        """Give a spare (started with ``source=None``) its candidate; it then builds and loads it as a worker
+        started with the source does. Raises WorkerError if the spare is gone (it leaves after
+        ``policy.SPARE_IDLE_S``)."""
+        if self._build.key is not None or self._closed:
+            raise ValueError("assign() is for an unused spare worker")
+        if self.proc.exitcode is not None:
+            raise WorkerError("the spare worker has exited", self.log_tail())
+        self._build.claim(source)
+        self.send({"type": messages.SOURCE, "source": source, "build_dir": self.build_dir})
+
+    def _start(self, source, backend, device, build_root, scratch_root, audit) -> None:
+        self.scratch = os.path.realpath(tempfile.mkdtemp(prefix="kbench-worker-",
+                                                         dir=scratch_root or self.limits.scratch_root))
+        if self.limits.isolation and "cgroup" not in self.limits.isolation_off and self.limits.processes:
+            with contextlib.suppress(OSError):
+                self._cgroup = PidsCgroup(self.limits.processes)
+        ctx = context()
+        self.conn, child = ctx.Pipe(duplex=True)
+        reports, report_w = ctx.Pipe(duplex=False)
+        self._report = ReportChannel(reports)
+        # Everything from the worker is read through these, never waiting past a deadline nor reading more than the
+        # caller expects (wire.FrameReader); requests go out through wire.send_frame, bounded in time as well.
+        self._reader = wire.FrameReader(self.conn.fileno(), wire.HEADROOM)
+        job = worker_job(self.limits, source, backend, device, self.scratch, build_root, self.build_dir, audit,
+                         report_w, self._cgroup.path if self._cgroup else None)
+        proc = ctx.Process(target=worker_mod.main, args=(child, job), daemon=True)
+        try:
+            with spawning():
+                proc.start()
+        finally:
+            child.close()
+            report_w.close()
+        self.proc = proc
+        if self._cgroup is not None:
+            try:
+                self._cgroup.add(self.proc.pid)
+            except OSError:  # the worker reports the cgroup missing
+                pass
+        try:
+            self.recv(timeout=60.0, what="worker start")
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------------ messaging
+    def send(self, header: dict, payload=None, timeout: float | None = None) -> None:
+        """Send a request; the worker must take it within ``timeout`` seconds (default: the run timeout)."""
+        timeout = self.limits.run_timeout if timeout is None else timeout
+        try:
+            t0 = time.monotonic()
+            data = wire.pack(header, payload)
+            wire.send_frame(self.conn.fileno(), data, t0 + timeout)
+            if self.trace is not None:
+                self.trace.append({"send": header.get("type"), "config": header.get("config"), "bytes": len(data),
+                                   "s": round(time.monotonic() - t0, 4)})
+        except TimeoutError as exc:
+            self.kill()
+            raise WorkerError(f"timed out after {timeout:.0f} s sending the worker its {header.get('type')!r} request: "
+                              f"{exc} (the worker was killed)", self.log_tail()) from None
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            raise WorkerError(self._death("while sending it work"), self.log_tail()) from None
+
+    def recv(self, timeout: float, what: str, expect_bytes: int | None = None):
+        """The worker's next message (header, payload), within ``timeout`` seconds. A reply that should carry
+        outputs says how many bytes they are (``expect_bytes``): a longer message is refused unread
+        (wire.reply_limit); any other may be headers only (wire.HEADROOM)."""
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        limit = wire.HEADROOM if expect_bytes is None else wire.reply_limit(expect_bytes)
+        if self.limits.memory_bytes:  # nor more than the worker may hold (the memory watchdog's bound)
+            limit = min(limit, self.limits.memory_bytes + (2 << 30))
+        self._reader.limit = limit
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                partial = self._reader.pending()
+                self.kill()
+                raise WorkerError(f"timed out after {timeout:.0f} s during {what} (the worker was killed)"
+                                  + (partial_note(*partial) if partial else ""), self.log_tail())
+            reports = self._report.conn  # (draining it may close it and set the connection to None)
+            waitables = [self.conn, self.proc.sentinel] + ([reports] if reports is not None else [])
+            ready = mpc.wait(waitables, timeout=min(left, 0.5))
+            if reports is not None and reports in ready:
+                self._drain_reports()
+                ready = [r for r in ready if r is not reports]
+                if not ready:
+                    continue
+            if not ready:
+                self._check_memory()
+                self._check_disk()
+                continue
+            if self.conn in ready:
+                try:
+                    data = self._reader.read(min(deadline, time.monotonic() + 0.5))
+                except wire.FrameError as exc:
+                    self.kill()
+                    raise WorkerError(f"the worker's message during {what} was refused unread: {exc} (the worker was "
+                                      "killed)", self.log_tail()) from None
+                except (EOFError, OSError):
+                    raise WorkerError(self._death(f"during {what}"), self.log_tail()) from None
+                if data is None:  # a message still arriving
+                    self._check_memory()
+                    self._check_disk()
+                    continue
+                try:
+                    header, payload = wire.unpack(data, max_tensor_bytes=len(data))
+                    if not (isinstance(header, dict) and isinstance(header.get("type"), str)):
+                        raise ValueError("its header is not a JSON object with a type")
+                    self.busy_seconds += float(header.get("busy_s") or 0.0)
+                    if self.trace is not None:
+                        self.trace.append({"recv": what, "bytes": len(data), "s": round(time.monotonic() - t0, 4),
+                                           "busy_s": round(float(header.get("busy_s") or 0.0), 4)})
+                    if not self._build.done and header.get("type") in (messages.LOADED, messages.ERROR):
+                        self._build.built = header.get("cached") is False
+                        self._build_over()  # the build result: publish it now, for workers waiting on it
+                    return header, payload
+                except Exception as exc:  # a malformed message is the candidate's doing
+                    self.kill()
+                    raise WorkerError(f"the worker sent an unreadable message during {what}: {exc}", self.log_tail()) from None
+            elif ready:
+                raise WorkerError(self._death(f"during {what}"), self.log_tail())
+
+    # ------------------------------------------------------------------ reports
+    def _drain_reports(self) -> None:
+        """Read what the worker's confinement reported: its status (first, written before any candidate code ran),
+        then the attempts its audit hook refused."""
+        if self._report is not None:
+            self._report.drain(self._running)
+
+    def _running(self) -> bool:
+        """Whether the worker still runs (given a moment to exit), unless it is being closed."""
+        if self.proc.exitcode is None and not self._closed:
+            self.proc.join(timeout=0.2)
+            return self.proc.exitcode is None
+        return False
+
+    def violations(self) -> list[str]:
+        """What the candidate tried that the sandbox refused (empty when nothing)."""
+        self._drain_reports()
+        return self._report.violations() if self._report is not None else []
+
+    # ------------------------------------------------------------------ watchdogs
+    def _check_memory(self) -> None:
+        """Resident-memory watchdog (the GPU path, where an address-space limit cannot be used)."""
+        rss = rss_bytes(self.proc.pid)
+        if rss > self.limits.memory_bytes + (2 << 30):
+            self.kill()
+            raise WorkerError(f"the worker used {rss / 2**30:.1f} GiB of memory, over its limit of "
+                              f"{self.limits.memory_bytes / 2**30:.1f} GiB (killed)", self.log_tail())
+
+    def _check_disk(self) -> None:
+        """Scratch-size watchdog: the file-size limit bounds one file, this bounds them all (every 0.5 s)."""
+        if not self.limits.disk_bytes or time.monotonic() < self._next_disk_check:
+            return
+        used, files = buildcache.disk_usage(self.scratch)
+        self._next_disk_check = time.monotonic() + 0.5
+        if used > self.limits.disk_bytes or files >= 100_000:
+            self.kill()
+            raise WorkerError(f"the worker wrote {used / 2**30:.2f} GiB in {files} files to its scratch directory, "
+                              f"over its limit of {self.limits.disk_bytes / 2**30:.2f} GiB (killed)", self.log_tail())
+
+    def _death(self, when: str) -> str:
+        self.proc.join(timeout=2)
+        code = self.proc.exitcode
+        if code is None:
+            self.kill()
+            return f"the worker stopped answering {when}"
+        return exit_description(code, when, self.log_tail)
+
+    def log_tail(self, max_chars: int = 3000) -> str:
+        path = os.path.join(self.scratch, "worker.log")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - max_chars))
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        if self.build_dir:
+            text = text.replace(self.build_dir, "<build>")
+        return text.replace(self.build_root, "<build>").replace(self.scratch, "<scratch>")
+
+    # ------------------------------------------------------------------ life cycle
+    def kill(self) -> None:
+        pid = self.proc.pid
+        if pid is not None and self.proc.exitcode is None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+        elif pid is not None:
+            kill_session(pid)
+        self.proc.join(timeout=5)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        # No graceful exit: the worker holds nothing to save (its reports are in the channel, its builds published
+        # once loaded), and waiting for its interpreter to shut down would be much of a cached CPU step.
+        self._drain_reports()
+        self._closed = True
+        self._write_trace()
+        # The process group may hold children the candidate started: kill it either way, now. On the CPU, waiting
+        # for the processes to be gone, the cgroup's removal and the release (the cgroup's polling) happen in the
+        # background; reaper.flush_cleanups() waits for them. A GPU worker is waited for here: the next candidate
+        # must not start while a dying process still holds GPU memory.
+        pid = self.proc.pid
+        if pid is not None:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(pid, signal.SIGKILL)
+        if self._cgroup is not None:
+            self._cgroup.signal_all()
+        self.conn.close()
+        if self._device.startswith("cpu"):
+            REAPER.submit(self._reap)
+        else:
+            self._reap()
+
+    def _reap(self) -> None:
+        self.kill()
+        self._release()
+
+    def _write_trace(self) -> None:
+        path = os.environ.get("KBENCH_TRACE")
+        if not path or self.trace is None:
+            return
+        try:
+            with open(path, "a") as f:
+                f.write(json.dumps({"worker": self.proc.pid, "lived_s": round(time.monotonic() - self._t_created, 3),
+                                    "messages": self.trace}) + "\n")
+        except OSError:
+            pass
+
+    def _build_over(self) -> None:
+        """The build finished (or never will): publish it and let waiting workers of the same source go on."""
+        if self._build.done:
+            return
+        self._build.done = True
+        try:
+            self._drain_reports()
+            self._build.publish(self.scratch, self.protections)
+        finally:
+            self._build.let_waiters_go()
+
+    def _release(self) -> None:
+        """After the last process of the worker is gone: publish its new builds, let its source's directory of the
+        cache go (and keep the cache within its bound), drop its cgroup and scratch."""
+        if self._cgroup is not None:
+            self._cgroup.kill_all()
+            self._cgroup.remove()
+            self._cgroup = None
+        if self._report is not None:
+            self._report.close()
+        if self._build.done:  # builds made after loading (a fast-path kernel compiled in forward)
+            self._build.publish(self.scratch, self.protections)
+        self._build_over()
+        if self._build.release():  # the cache grew: back under its bound, in the background
+            root, bound = self.build_root, self.limits.cache_bytes
+            REAPER.submit(lambda: buildcache.enforce_bound(root, bound))
+        if self.scratch is not None:
+            REAPER.submit(self.scratch)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
