@@ -6,21 +6,17 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
 
 - every timed call gets fresh inputs (written into static buffers outside the timed region);
 - a block of B calls is captured once as a CUDA graph and replayed between a pair of events, so the time is the
-  device time of the kernels, not launch overhead (one launch per event pair reads a 4 us kernel as 17 us on an
-  H100); B is about 2 ms of device work, up to 256 calls (``_block_size``), so a block's fixed cost is spread
-  thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not in the graph, so its outputs come out wrong
-  and the per-call output check fails;
+  device time of the kernels, not launch overhead (one launch per event pair reads a few-microsecond kernel as
+  several times its time); B is about 2 ms of device work, up to 256 calls (``_block_size``), so a block's fixed
+  cost is spread thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not
+  in the graph, so its outputs come out wrong and the per-call output check fails;
 - L2 is flushed before each replay;
 - the idle time between the graph's nodes, which no profiler counts as the kernel's, is subtracted per call: the
   calibrated gap between tiny kernels, or for calls under 0.2 ms the idle time CUPTI sees in one replay of the
   timed graph itself, at most 2 us above the calibrated gap (``graph_idle_ms``);
 - blocks are timed until 0.1 s of device time (or, after 0.01 s, until the median's 95% confidence interval is
-  within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks): for a
-  large, fast kernel the fresh inputs and output fingerprints of each call cost more than the kernel, so the wall
-  time of a timing is 2-3 times its device time (0.3 s of device time was 1.7 s of a cached H100 ReLU evaluation's
-  3.1 s; bench/results/throughput_h100.md). With these defaults the spread of repeated timings was 0.02-0.17%
-  from ~60 us a call up, and 0.2-4.3% for a 5 us kernel, across three H100 runs (bench/results/
-  timing_fidelity_h100.md);
+  within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks); the wall time of a timing is a few
+  times its device time (fresh inputs and fingerprints per call). Fidelity: bench/results/timing_fidelity_h100.md;
 - where capture fails (the candidate synchronises or reads values on the host), the block runs eagerly and is
   timed by the host clock around a device-wide synchronise, which sees every stream.
 """
@@ -145,15 +141,14 @@ class CudaBackend(ExtensionBackend):
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
         so a few-microsecond kernel is not read as half launch gap. With ``in_situ`` (and ``gap_ms`` > 0), calls
         under IN_SITU_BELOW_MS have the idle time of their own graph measured instead (``graph_idle_ms``): the
-        calibration's tiny kernels leave less idle time between them than real ones (a 3.6 us kernel read +19%
-        against its CUPTI duration in the same runs with the calibrated gap, H100 2026-11-24 23:27).
+        calibration's tiny kernels leave less idle time between them than real ones, so the calibrated gap alone
+        over-reads few-microsecond kernels (bench/results/timing_fidelity_h100.md).
 
         Blocks are timed until ``min_seconds`` of device time, or sooner once the median is known to within
         ``precision`` of itself (its 95% confidence interval, ``timing.median_is_precise``) after a tenth of that
-        device time: a 47 us kernel in blocks of 8 took 268 blocks to reach 0.1 s (H100, bench/timing_cost.py);
-        with blocks that agree within 0.3% it stops at the floor, after ~27. Without that floor, few-microsecond kernels stopped after 5 blocks of 256 that agreed with each
-        other, and repeated timings of a 1.5 us kernel spread by 13.7% (H100, 2026-11-25 07:42; device time of
-        blocks that short varies between timings more than within one).
+        device time. The floor is there because device time of very short blocks varies between timings more
+        than within one: without it, few-microsecond kernels stopped after a handful of blocks that agreed with
+        each other while repeated timings disagreed.
 
         ``on_block(j0, outs, static)``, where given, sees each block's outputs at once in place of ``on_output``
         per call (``static``: the graph's own output tensors, rewritten by every replay); a ``make_inputs`` with a
@@ -161,8 +156,8 @@ class CudaBackend(ExtensionBackend):
         clock = timing._perf_counter
         # Every input handed to the candidate before the capture stays alive until the timing ends, so no static
         # buffer of the capture reuses the address of one it has seen: a cache keyed on pointers would find a hit
-        # while being captured and leave that call out of the graph (cache_by_pointer on an H100, 2026-11-23 20:40,
-        # once the block-size probe's own graph, freed, lent its addresses to the timed graph).
+        # while being captured and leave that call out of the graph (tests/test_gpu.py's cache_by_pointer, once the
+        # block-size probe's own graph, freed, lent its addresses to the timed graph).
         handed = [make_inputs(-1 - i) for i in range(warmup)]
         for ins in handed:
             fn(*ins)
@@ -233,8 +228,8 @@ class CudaBackend(ExtensionBackend):
     def _block_size(self, fn, make_inputs, probe: list, handed: list) -> int:
         """Calls per graph block: about 2 ms of device work, at most MAX_BLOCK calls and BLOCK_BYTES of static
         inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
-        L2 flush) that a block of 32 few-microsecond kernels reads as +12-55% per call (H100,
-        bench/results/timing_fidelity_h100.md); longer blocks spread it thin. A call under 2 ms is estimated from
+        L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess
+        (bench/results/timing_fidelity_h100.md); longer blocks spread it thin. A call under 2 ms is estimated from
         a graph of PROBE_CALLS calls replayed between events: back-to-back eager calls measure the host's launch
         rate (~40 us a call from Python), and one call between events its launch latency."""
         t0 = timing._perf_counter()
@@ -264,8 +259,7 @@ class CudaBackend(ExtensionBackend):
         The warm-up calls before capture get inputs of their own (other storage, other content) and every static
         buffer gets different content: a candidate that caches outputs by pointer or content during the warm-up
         would otherwise find a hit while being captured, put no kernel in the graph for that call, and have its
-        stale output replayed as fresh (seen on an H100: 2 of 32 calls per block elided, mostly missed by the
-        sampled output checks). Whatever it returns at capture time without launching work is now stale for
+        stale output replayed as fresh (calls elided from the graph, which sampled output checks mostly miss). Whatever it returns at capture time without launching work is now stale for
         inputs it has never seen, and the output checks catch it. ``handed`` (the caller's list of inputs already
         given to the candidate) keeps this capture's warm-up and static inputs alive too, so a later capture's
         buffers cannot take their addresses."""
@@ -295,7 +289,7 @@ class CudaBackend(ExtensionBackend):
     def graph_gap_ms(self, device, block: int = MAX_BLOCK) -> float:
         """The idle time between consecutive kernel nodes of a replayed graph (CUPTI's start of one kernel minus
         the end of the one before, median over a graph of ``block`` tiny kernels). Every timed call pays it once
-        and no profiler counts it as the kernel's (~0.5-1 us on an H100: half a few-microsecond kernel's time)."""
+        and no profiler counts it as the kernel's (a large share of a few-microsecond kernel's time)."""
         from torch.autograd import DeviceType
         from torch.profiler import ProfilerActivity, profile
 

@@ -78,6 +78,19 @@ class ExtensionBackend(Backend):
         kwargs["extra_cflags"] = _with_opt(kwargs.get("extra_cflags"))
         return kwargs
 
+    def _build_dir(self, build_root: str, kind: str, name: str, payload: dict) -> str:
+        """The build directory of one extension: named by everything its build depends on."""
+        import torch
+
+        key = json.dumps({"kind": kind, "name": name, "payload": payload, "torch": torch.__version__,
+                          "cxx": compiler_id(), "backend": self.name, "env": self.build_environment()},
+                         sort_keys=True, default=str)
+        h = hashlib.sha256(key.encode()).hexdigest()[:20]
+        d = os.path.join(build_root, f"{name}-{h}")
+        self._cached = os.path.isdir(d) and any(f.endswith(".so") for f in os.listdir(d))
+        os.makedirs(d, exist_ok=True)
+        return d
+
     def prepare_worker(self, build_root: str) -> None:
         import torch
         import torch.utils.cpp_extension as cpp
@@ -88,33 +101,20 @@ class ExtensionBackend(Backend):
         backend = self
         original_inline, original_load = cpp.load_inline, cpp.load
 
-        def _dir_for(kind: str, name: str, payload: dict) -> str:
-            key = json.dumps({"kind": kind, "name": name, "payload": payload, "torch": torch.__version__,
-                              "cxx": compiler_id(), "backend": backend.name, "env": backend.build_environment()},
-                             sort_keys=True, default=str)
-            h = hashlib.sha256(key.encode()).hexdigest()[:20]
-            d = os.path.join(build_root, f"{name}-{h}")
-            backend._cached = os.path.isdir(d) and any(f.endswith(".so") for f in os.listdir(d))
-            os.makedirs(d, exist_ok=True)
-            return d
-
         def _build(original, kind, name, first, args, kwargs, payload_sources):
             kwargs = backend.adjust_kwargs(dict(kwargs))
             payload = {"sources": payload_sources, "args": args,
                        "kw": {k: v for k, v in kwargs.items() if k != "build_directory"}}
-            kwargs["build_directory"] = _dir_for(kind, name, payload)
+            kwargs["build_directory"] = backend._build_dir(build_root, kind, name, payload)
             # One build per directory at a time across processes: workers without the overlay of the build cache
             # (GPU workers) share the directory, and torch's own lock lets a waiter import a library whose build
-            # failed or is half-written (seen on an H100: "cannot open shared object file"). A waiter then finds
-            # the finished build (ninja has nothing to do) or builds it itself and gets its own error.
+            # failed or is half-written. A waiter then finds the finished build or builds it and gets its own error.
             with open(kwargs["build_directory"] + ".lock", "a+") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 # torch's own lock is a file in the build directory that a process killed while building or
                 # loading (a timeout, the memory watchdog, its parent's death) leaves behind, and every later
-                # load of that directory waits on it forever (tests/test_faults.py reproduces it). The likely
-                # cause of a hang on an H100 (2026-11-25 07:15; the file itself was not seen): an evaluation cut
-                # by its timeout while loading, then the same source in the next run hung in its build. Holding
-                # the lock above, no other process is inside torch's, so a file found here is stale.
+                # load of that directory waits on it forever (tests/test_faults.py reproduces it). Holding the
+                # lock above, no other process is inside torch's, so a file found here is stale.
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(os.path.join(kwargs["build_directory"], "lock"))
                 try:

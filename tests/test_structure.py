@@ -1,0 +1,138 @@
+"""The package's shape, as issue #20 set it: the parts depend one way, and no module or function outgrows a reader.
+
+- no module-level import circle inside ``kbench_env`` (imports inside functions are for optional extras and are
+  left out of the graph);
+- the environment never imports the apps, the agents or the training code;
+- no module over 400 lines, no function over 80, ``Evaluator`` under 200.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("kbench_env", "kbench_apps")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+MAX_EVALUATOR_LINES = 200
+
+
+def _modules(package: str) -> dict[str, Path]:
+    out = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+MODULES = {name: path for pkg in PACKAGES for name, path in _modules(pkg).items()}
+
+
+def _top_level_imports(name: str, path: Path) -> set[str]:
+    """Modules this one imports when it is imported (not inside functions; ``TYPE_CHECKING`` blocks excluded)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def visit(nodes):
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                found.add(base)
+                found.update(f"{base}.{a.name}" for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try)):
+                if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                    continue
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for h in getattr(node, "handlers", []):
+                    visit(h.body)
+                visit(getattr(node, "finalbody", []))
+    visit(tree.body)
+    return {m for m in found if m in MODULES or m.split(".")[0] in ("agents", "training")}
+
+
+GRAPH = {name: _top_level_imports(name, path) for name, path in MODULES.items()}
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in graph:
+                continue
+            # importing a package's submodule runs the package's __init__ first, which is not a cycle by itself
+            if state.get(nxt) == 1 and not node.startswith(nxt + "."):
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = dfs(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = dfs(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_checker_finds_a_cycle_and_a_clean_graph():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_circle():
+    assert _cycle(GRAPH) is None, f"import circle: {' -> '.join(_cycle(GRAPH))}"
+
+
+def test_the_environment_never_imports_apps_agents_or_training():
+    bad = {name: sorted(m for m in deps if m.split(".")[0] in ("kbench_apps", "agents", "training"))
+           for name, deps in GRAPH.items() if name.startswith("kbench_env")}
+    bad = {k: v for k, v in bad.items() if v}
+    # imports inside functions count too: the env must not reach up at all
+    for name, path in MODULES.items():
+        if name.startswith("kbench_env"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                mod = node.module if isinstance(node, ast.ImportFrom) else None
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [mod or ""]
+                if any(n.split(".")[0] in ("kbench_apps", "agents", "training") for n in names):
+                    bad.setdefault(name, []).append(names[0])
+    assert not bad, f"the env imports upward: {bad}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_size(name):
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{MODULES[name].relative_to(ROOT)}: {lines} lines (at most {MAX_MODULE_LINES})"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_function_size(name):
+    tree = ast.parse(MODULES[name].read_text())
+    long = [f"{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, f"{MODULES[name].relative_to(ROOT)}: functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_evaluator_holds_only_the_stage_order():
+    tree = ast.parse(MODULES["kbench_env.pipeline.evaluator"].read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Evaluator"]
+    assert cls.end_lineno - cls.lineno + 1 < MAX_EVALUATOR_LINES
