@@ -209,7 +209,8 @@ def _gpu_profile(trust=True):
     """A KernelBench-style forward as kineto reports it: aten::conv2d launches a cuDNN kernel (linked to the
     operator); the candidate's pybind call (its kbench_ext record) launches its fused kernel (not linked: no
     operator is open) and, through at::native directly, a PyTorch kernel; plus a copy, an annotation's device
-    span, and a kernel launched from nowhere known."""
+    span, a kernel launched from nowhere known, and a library kernel of unfamiliar name that the host launched
+    outside the candidate's code with no link to an operator (cuDNN does this)."""
     cuda = DeviceType.CUDA
     host = [
         _ev(1, "aten::conv2d", 0, 100), _ev(2, "aten::cudnn_convolution", 10, 90),
@@ -219,6 +220,7 @@ def _gpu_profile(trust=True):
         _ev(9003, "cudaLaunchKernel", 130, 135, activity="cuda_runtime"),
         _ev(9004, "cudaLaunchKernel", 140, 145, activity="cuda_runtime"),
         _ev(4, "aten::copy_", 160, 170), _ev(9005, "cudaMemcpyAsync", 162, 165, activity="cuda_runtime"),
+        _ev(9006, "cudaLaunchKernel", 175, 178, activity="cuda_runtime"),
     ]
     dev = [
         _ev(9001, "void cudnn::cnn::conv2d_grouped_direct_kernel<float>", 200, 1000, cuda, "kernel", linked=2),
@@ -228,6 +230,7 @@ def _gpu_profile(trust=True):
         _ev(9005, "Memcpy DtoD (Device -> Device)", 1250, 1300, cuda, "gpu_memcpy", linked=4),
         _ev(3, "kbench_ext::fused", 1000, 1200, cuda, "gpu_user_annotation"),
         _ev(9100, "mystery_kernel", 1300, 1400, cuda, "kernel"),
+        _ev(9006, "conv_fwd_tiled_kernel_v2", 1400, 1500, cuda, "kernel"),
     ]
     events = EventList(host + dev)
     events._build_tree()
@@ -239,19 +242,43 @@ def test_device_time_is_attributed_by_launcher_then_name():
     assert rows == {"void cudnn::cnn::conv2d_grouped_direct_kernel": ("torch", 800.0),
                     "fused_relu_bias": ("own", 150.0), "gemm_epilogue": ("own", 50.0),
                     "void at::native::vectorized_elementwise_kernel": ("own", 50.0),
-                    "Memcpy DtoD ": ("torch", 50.0), "mystery_kernel": (None, 100.0)}
+                    "Memcpy DtoD ": ("torch", 50.0), "mystery_kernel": (None, 100.0),
+                    "conv_fwd_tiled_kernel_v2": ("other", 100.0)}
     report = _gpu_profile()
     # own: the fused kernel, the gemm-named one launched from the candidate's call, the unattributed one by its
-    # name; not at::native's kernel (PyTorch's namespace, whoever launched it), the cuDNN kernel or the copy
-    assert coverage.coverage(report, PREFIXES) == pytest.approx((150 + 50 + 100) / 1200, abs=1e-3)
+    # name; not at::native's kernel (PyTorch's namespace, whoever launched it), the cuDNN kernels or the copy
+    assert coverage.coverage(report, PREFIXES) == pytest.approx((150 + 50 + 100) / 1300, abs=1e-3)
     assert sorted(coverage.own_device_kernels(report, PREFIXES)) == [
         "fused_relu_bias(float const*, float*, long)", "gemm_epilogue(float*)", "mystery_kernel"]
 
 
+def test_library_kernels_of_unfamiliar_names_are_attributed_by_their_launch():
+    """As kineto reports a cuDNN FFT convolution (torch 2.11, H100): the device kernels carry no link to an
+    operator, only the id of their host launch (cudaLaunchKernel), whose CPU parent is aten::cudnn_convolution.
+    Their names (DSE::vector_fft, pointwise_mult_and_sum_complex) are on no list of library prefixes: they are
+    PyTorch's by their launch, so a PyTorch-only forward has coverage 0 and no own kernel."""
+    cuda = DeviceType.CUDA
+    host = [_ev(1, "aten::conv2d", 0, 100), _ev(2, "aten::cudnn_convolution", 10, 90),
+            _ev(1289, "cudaLaunchKernel", 20, 25), _ev(1307, "cudaLaunchKernel", 40, 45),
+            _ev(3, "aten::relu", 100, 120), _ev(1337, "cudaLaunchKernel", 105, 110)]
+    dev = [_ev(1289, "void DSE::vector_fft<0, 1, 128, 8, 8, 1, float, float, float2>", 200, 700, cuda, "kernel"),
+           _ev(1307, "void pointwise_mult_and_sum_complex<float2, 8, 4>", 700, 1700, cuda, "kernel"),
+           _ev(1337, "void at::native::vectorized_elementwise_kernel<4>", 1700, 1750, cuda, "kernel")]
+    events = EventList(host + dev)
+    events._build_tree()
+    report = coverage.profile_times(events, set(), True, "cuda", integrity.ALLOWED_GLUE)
+    assert {cls for _, cls, _ in report["device_us"]} == {"torch"}
+    assert coverage.coverage(report, PREFIXES) == 0.0
+    assert coverage.own_device_kernels(report, PREFIXES) == []
+    flags = integrity.audit_flags(report, "gpu", PREFIXES)
+    assert [f.split(":")[0] for f in flags] == ["no_kernel_launched"]
+
+
 def test_device_time_without_trusted_records_falls_back_to_names():
     report = _gpu_profile(trust=False)
-    # the gemm-named kernel is now judged by its name alone
-    assert coverage.coverage(report, PREFIXES) == pytest.approx((150 + 100) / 1200, abs=1e-3)
+    # the gemm-named kernel is now judged by its name alone, and so is the unlinked library kernel: without
+    # trusted spans of the candidate's code, a launch outside them proves nothing
+    assert coverage.coverage(report, PREFIXES) == pytest.approx((150 + 100 + 100) / 1300, abs=1e-3)
 
 
 def test_a_pytorch_only_gpu_forward_runs_no_own_kernel():

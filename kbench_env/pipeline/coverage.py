@@ -91,7 +91,7 @@ def _us(e) -> float:
 
 def profile_times(events, namespaces: set, trust_records: bool, device: str, glue: frozenset) -> dict:
     """The times coverage is made of, from the audit's profile events: ``{"cpu_us": {"own", "total"}}`` on the
-    CPU, ``{"device_us": [[kernel name, "own" | "torch" | None, microseconds], ...]}`` on a GPU (none without
+    CPU, ``{"device_us": [[kernel name, "own" | "torch" | "other" | None, microseconds], ...]}`` on a GPU (none without
     device events: the legacy profiler's "ops" mode)."""
     classify = _Classifier(namespaces, trust_records, glue)
     if device.startswith("cuda"):
@@ -186,10 +186,16 @@ def _union(spans) -> tuple[list, list]:
     return starts, ends
 
 
+def _is_runtime(e) -> bool:
+    """A host-side CUDA runtime or driver call (a launch, a copy): kineto gives it the correlation id of the device
+    work it started, and the operator it ran under as its CPU parent."""
+    return getattr(e, "activity_type", None) in _RUNTIME or e.name.startswith(("cuda", "cuLaunch", "cuMemcpy"))
+
+
 def _device_rows(events, dev: list, c: _Classifier) -> list:
     host = [e for e in events if not _is_cuda(e)]
-    runtime = {e.id: e for e in host if getattr(e, "activity_type", None) in _RUNTIME}
-    frontend = {e.id: e for e in host if getattr(e, "activity_type", None) not in _RUNTIME}
+    runtime = {e.id: e for e in host if _is_runtime(e)}
+    frontend = {e.id: e for e in host if not _is_runtime(e)}
     starts, ends = _union((e.time_range.start, e.time_range.end) for e in host if c.own(e))
     agg: dict = {}
     for d in dev:
@@ -197,11 +203,16 @@ def _device_rows(events, dev: list, c: _Classifier) -> list:
         linked = getattr(d, "linked_correlation_id", 0) or 0
         if linked and linked in frontend:
             cls = _launcher(frontend[linked], c)
-        if cls is None:
-            launch = runtime.get(d.id)
-            if launch is not None:
+        launch = runtime.get(d.id) if cls is None else None
+        if launch is not None:  # the operator the launch ran under, else the span of the candidate's code it fell in
+            cls = _launcher(getattr(launch, "cpu_parent", None), c)
+            if cls is None:
+                # with trusted records every call into the candidate's code has a span, so a launch seen on the
+                # host outside all of them is someone else's (a library launching on its own, e.g. cuDNN kernels
+                # unlinked to their operator), whatever its name; without them, the name decides (own_kernel)
                 i = bisect.bisect_right(starts, launch.time_range.start) - 1
-                cls = "own" if i >= 0 and launch.time_range.start <= ends[i] else None
+                inside = i >= 0 and launch.time_range.start <= ends[i]
+                cls = "own" if inside else ("other" if c.trust else None)
         key = (d.name, cls)
         agg[key] = agg.get(key, 0.0) + _us(d)
     rows = sorted(([n, k, round(us, 3)] for (n, k), us in agg.items()), key=lambda r: -r[2])
@@ -216,8 +227,8 @@ def _device_rows(events, dev: list, c: _Classifier) -> list:
 
 def own_kernel(name: str, cls, torch_kernel_prefixes) -> bool:
     """Whether a device kernel row is the candidate's: launched from its code (and not a PyTorch kernel or a copy
-    by name), or of unknown launcher and not named like PyTorch's or a library's."""
-    if cls == "torch" or name.startswith(NEVER_OWN):
+    by name), or of unknown launcher (no host launch seen) and not named like PyTorch's or a library's."""
+    if cls in ("torch", "other") or name.startswith(NEVER_OWN):
         return False
     return cls == "own" or not name.startswith(tuple(torch_kernel_prefixes))
 
