@@ -85,7 +85,7 @@ def _kbench_tasks_seconds(folder: Path, cache: str) -> tuple[float, int]:
 
 def _evaluate(solutions: Path, kb: Path, progress) -> list[dict]:
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.tasks.task import load_task
+    from kbench_env.tasks.loading import load_task
 
     items = []
     for sol in sorted(solutions.glob("*.py")):
@@ -120,7 +120,7 @@ def main() -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from kbench_env.tasks.formats.robust_kbench import load_robust_tasks
-    from kbench_env.tasks.task import load_task
+    from kbench_env.tasks.loading import load_task
 
     def kb_commit(path: Path) -> str:
         p = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)

@@ -60,7 +60,7 @@ extern "C" void own_copy(const char* x, char* y, int64_t nbytes) { std::memcpy(y
 
 def honest_candidate(task) -> str:
     """A correct CPU candidate (``ModelNew`` source) for a robust-kbench task (see the module docstring)."""
-    from kbench_env.tasks.formats.robust_kbench import _model_class, _rk_block, _string_literal
+    from kbench_env.tasks.formats.robust_kbench_source import _model_class, _rk_block, _string_literal
     from kbench_env.tasks.formats.robust_kbench_submission import _rk_meta, _rk_source_of
 
     meta = _rk_meta(task)

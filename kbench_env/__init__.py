@@ -9,7 +9,8 @@ from __future__ import annotations
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import ConfigResult, EvalResult
 from kbench_env.tasks.suite import load_suite, resolve_task
-from kbench_env.tasks.task import Config, Task, load_task
+from kbench_env.tasks.loading import load_task
+from kbench_env.tasks.task import Config, Task
 
 __version__ = "0.1.0"
 

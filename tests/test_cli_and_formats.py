@@ -9,7 +9,7 @@ import sys
 
 from conftest import ROOT
 from kbench_env.tasks.suite import resolve_task
-from kbench_env.tasks.task import load_task
+from kbench_env.tasks.loading import load_task
 
 KB_FILE = ROOT / "tests/data/kernelbench/19_ReLU.py"
 RELU_SOLUTION = ROOT / "tasks/solutions/cpu/level1/relu.py"

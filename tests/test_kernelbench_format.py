@@ -24,7 +24,8 @@ from kbench_env.pipeline.compare import DEFAULT_TOLERANCES, tolerance_for
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.sizes import size_constants
 from kbench_env.tasks.suite import SkippedTaskWarning, load_suite
-from kbench_env.tasks.task import DTYPES, TaskError, build_module, load_task
+from kbench_env.tasks.loading import load_task
+from kbench_env.tasks.task import DTYPES, TaskError, build_module
 
 DATA = ROOT / "tests/data/kernelbench_format"
 DERIVED = ["size_expressions", "group_constraint", "einops_heads", "tiny_sizes"]

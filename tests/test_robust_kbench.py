@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from kbench_env.tasks.formats import robust_kbench as rk
+from kbench_env.tasks.formats import robust_kbench_read as rkr
 from kbench_env.tasks.formats import robust_kbench_submission as rks
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.suite import load_suite, task_from_path
@@ -182,10 +183,10 @@ def test_configs_are_the_cartesian_product(folder, tasks):
         shapes = {tuple(t.input_shapes(c)) for c in t.configs}
         # batch x in-features; out-features changes the parameters, and grad_out's shape in the backward form
         assert len(shapes) == (N_MULTI if t.backward else 2 * 3)
-    pairs = rk.read_configs(folder, "forward")
+    pairs = rkr.read_configs(folder, "forward")
     assert len(pairs) == N_MULTI
     assert pairs[0] == ({"num_output_features": 16, "num_input_features": 32}, {"batch_size": 8, "num_input_features": 32})
-    assert len(rk.read_configs(folder, "forward", multi=False)) == 1
+    assert len(rkr.read_configs(folder, "forward", multi=False)) == 1
     single = rk.load_robust_tasks(folder, multi=False)[0].configs  # the file's one, and an odd one held out for
     assert [(c.held_out, c.devices) for c in single] == [(False, ("cpu", "cuda")), (True, ("cpu",))]  # the CPU
     assert single[1].sizes["num_input_features"] == 31  # robust_kbench_cpu.derive_held_out
@@ -227,7 +228,7 @@ def test_large_configurations_are_for_the_gpu(tmp_path):
 def test_reference_matches_robust_kbench_forward(folder, tasks):
     fwd = tasks[0]
     mod = rk_module(folder, "forward")
-    for cfg, (init, inp) in zip(fwd.configs, rk.read_configs(folder, "forward")):
+    for cfg, (init, inp) in zip(fwd.configs, rkr.read_configs(folder, "forward")):
         inputs, out = fwd.reference(cfg, seed=3, init_seed=11, upcast=False)
         torch.manual_seed(3)
         x = mod.get_inputs(**inp)
@@ -252,7 +253,7 @@ def test_backward_reference_returns_robust_kbench_gradients(folder, tasks):
     bwd = tasks[1]
     mod = rk_module(folder, "backward")
     mod.AutogradFunction.backward_fn = _python_backward
-    for cfg, (init, inp) in list(zip(bwd.configs, rk.read_configs(folder, "backward")))[:4]:
+    for cfg, (init, inp) in list(zip(bwd.configs, rkr.read_configs(folder, "backward")))[:4]:
         inputs, grads = bwd.reference(cfg, seed=5, init_seed=2, upcast=False)
         assert isinstance(grads, tuple) and len(grads) == 3  # dx, dweights, dbiases; the unused layer has none
         x, grad_out = inputs

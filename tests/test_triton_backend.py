@@ -16,7 +16,7 @@ from conftest import ROOT, read  # noqa: E402
 from kbench_env.pipeline import screen as screen_mod  # noqa: E402
 from kbench_env.backends import get_backend  # noqa: E402
 from kbench_env.tasks.suite import resolve_task  # noqa: E402
-from kbench_env.tasks.task import load_task  # noqa: E402
+from kbench_env.tasks.loading import load_task  # noqa: E402
 
 SOLUTIONS = sorted((ROOT / "tasks/solutions/triton").glob("*/*.py"))
 RELU = resolve_task("level1/relu")

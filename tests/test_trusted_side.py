@@ -23,7 +23,8 @@ from kbench_env.pipeline.seeds import stream_seeds
 from kbench_env.pipeline.threads import PARENT_THREADS
 from kbench_env.pipeline.timed_checks import TimedChecks
 from kbench_env.tasks.suite import resolve_task, solution_path
-from kbench_env.tasks.task import DTYPES, describe_value, load_task
+from kbench_env.tasks.loading import load_task
+from kbench_env.tasks.task import DTYPES, describe_value
 
 from candidates import _forward
 from conftest import ROOT

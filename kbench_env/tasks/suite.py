@@ -10,7 +10,7 @@ A suite is named ("default", "all", "level1", a name from suites.json), a folder
 comma-separated list of any of these. ``KBENCH_TASKS`` points at another tasks folder. A folder may hold
 robust-kbench task folders at any depth (see robust_kbench.py). In a folder, a file or task folder that cannot
 load (a KernelBench level-4 file needs the Hugging Face hub) is skipped with a :class:`SkippedTaskWarning` saying
-which and why; the rest load. ``dtype`` applies to plain KernelBench files (see ``task.load_task``).
+which and why; the rest load. ``dtype`` applies to plain KernelBench files (see ``loading.load_task``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from kbench_env.tasks.task import Task, TaskError, load_task
+from kbench_env.tasks.loading import load_task
+from kbench_env.tasks.task import Task, TaskError
 
 SUITE_FOLDERS = ("level1", "level2", "level3", "robust")
 

@@ -7,7 +7,7 @@ import ast
 import hashlib
 import re
 
-from kbench_env.tasks.formats.robust_kbench import _model_class, _rk_block, _string_literal
+from kbench_env.tasks.formats.robust_kbench_source import _model_class, _rk_block, _string_literal
 from kbench_env.tasks.task import Task, TaskError
 
 
