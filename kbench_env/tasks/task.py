@@ -62,8 +62,8 @@ _RNG_LOCK = threading.RLock()
 def seeded(seed: int):
     """torch's global CPU generator forked and seeded with ``seed``, one thread at a time. Evaluations run in
     threads (``Evaluator.evaluate_many``): a thread drawing from the generator that another has just re-seeded
-    would build the reference with other parameters than the candidate's worker gets (seen on an H100 with
-    candidates side by side: linear, convolution and norm tasks failed with correct kernels)."""
+    would build the reference with other parameters than the candidate's worker gets, and correct kernels of
+    linear, convolution and norm tasks would fail."""
     with _RNG_LOCK, torch.random.fork_rng(devices=[]):
         # the CPU generator only, as the fork: torch.manual_seed would also queue a seeding of every lazily
         # initialised accelerator (a formatted stack trace each time, ~1 ms apiece where there is none)
