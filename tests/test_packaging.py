@@ -1,4 +1,5 @@
-"""Packaging: what `pip install .` brings, and that an installed (non-editable) kbench finds its shipped tasks."""
+"""Packaging: what `pip install .` brings, that an installed (non-editable) kbench finds its shipped tasks, and
+how a backend from outside the package is made available."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import glob
 import re
 import tomllib
 from pathlib import Path
+
+import pytest
 
 from kbench_env.tasks import suite
 
@@ -56,3 +59,21 @@ def test_an_installed_package_finds_the_tasks_under_its_prefix(tmp_path, monkeyp
     assert suite.tasks_root() == installed
     monkeypatch.setenv("KBENCH_TASKS", str(tmp_path / "mine"))
     assert suite.tasks_root() == tmp_path / "mine"
+
+
+def test_a_backend_registered_from_outside_is_found_by_name_and_the_default_follows_the_device():
+    from kbench_env.backends import CpuBackend, default_backend, get_backend, register_backend
+
+    class MyCpu(CpuBackend):
+        name = "my-cpu"
+
+    from kbench_env import backends
+
+    register_backend("my-cpu", MyCpu)
+    try:
+        assert isinstance(get_backend("my-cpu"), MyCpu)
+    finally:
+        backends._BACKENDS.pop("my-cpu")
+    with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        get_backend("nope")
+    assert (default_backend("cpu"), default_backend("cuda:1")) == ("cpu", "cuda")

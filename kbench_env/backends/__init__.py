@@ -12,19 +12,11 @@ from kbench_env.backends.cpu import CpuBackend
 from kbench_env.backends.cuda import CudaBackend
 from kbench_env.backends.triton import TritonBackend
 
+_BACKENDS = {"cpu": CpuBackend, "cuda": CudaBackend, "triton": TritonBackend}
 
 
-class ReferenceBackend(Backend):
-    """Runs the task's own reference program in a worker (to time it under the candidate's conditions)."""
-
-    name = "reference"
-
-
-_BACKENDS = {"cpu": CpuBackend, "cuda": CudaBackend, "reference": ReferenceBackend}
-_BACKENDS["triton"] = TritonBackend
-
-
-def register_backend(name: str, cls) -> None:
+def register_backend(name: str, cls: type[Backend]) -> None:
+    """Make a backend class from outside this package available by name (``Evaluator(backend=name)``)."""
     _BACKENDS[name] = cls
 
 
@@ -35,9 +27,6 @@ def get_backend(name: str) -> Backend:
         raise ValueError(f"unknown backend {name!r}; available: {sorted(_BACKENDS)}") from None
 
 
-def available_backends() -> list[str]:
-    return sorted(_BACKENDS)
-
-
 def default_backend(device: str) -> str:
+    """The backend a device gets when none is named: C++ on the CPU, CUDA on a GPU."""
     return "cpu" if device.startswith("cpu") else "cuda"

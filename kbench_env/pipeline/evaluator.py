@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from kbench_env.backends import get_backend
+from kbench_env.backends import default_backend, get_backend
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
@@ -90,7 +90,7 @@ class Evaluator:
                  rules: str = rules_mod.DEFAULT):
         self.rules = rules_mod.check_rules(rules)
         self.device = resolve_device(device)
-        self.backend_name = backend or ("cpu" if self.device.startswith("cpu") else "cuda")
+        self.backend_name = backend or default_backend(self.device)
         self.backend = get_backend(self.backend_name)
         self.reward_fn = get_reward_fn(reward)
         if baseline not in ("eager", "compile"):
