@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from kbench_env.backends import default_backend, get_backend
+from kbench_env.cachedir import default_cache_dir
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
@@ -42,10 +43,6 @@ from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.task import Config, Task
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("KBENCH_CACHE") or Path.home() / ".cache" / "kbench")
 
 
 def resolve_device(device: str = "auto") -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from kbench_env.cachedir import default_cache_dir
 from kbench_env.tasks.shapecheck import Prober
 from kbench_env.tasks.sizes import size_constants
 from kbench_env.tasks.task import DTYPES, Config, TaskError, build_module, seeded
@@ -312,7 +313,7 @@ def _raise_build_error(source: str, filename: str):
 def cache_dir() -> Path:
     """Where derivations are kept: ``$KBENCH_CACHE/derived`` (default ~/.cache/kbench/derived), beside the
     evaluator's build cache."""
-    return Path(os.environ.get("KBENCH_CACHE") or Path.home() / ".cache" / "kbench") / "derived"
+    return default_cache_dir() / "derived"
 
 
 def _cache_key(source: str, budget: int, param_budget: int) -> str:
