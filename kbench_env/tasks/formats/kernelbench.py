@@ -115,7 +115,7 @@ def _is_batch(entry) -> bool:
     return "batch" in entry[0].lower()
 
 
-def _odd(v: int) -> int:
+def odd_size(v: int) -> int:
     """A nearby size that is odd and not a power of two: 4 -> 3, 16 -> 15, 2 -> 3, 15 -> 17."""
     if v % 2 == 0:
         return v - 1 if v - 1 >= 3 else v + 1
@@ -226,8 +226,8 @@ class _Deriver:
         entries += [e for e in changed if e not in entries]
         entries = entries or _entries(self.consts, 2)
         rest = [e for e in _entries(self.consts, 2) if e not in entries]
-        cands = [{e: _odd(_get(full, e)) for e in entries}]
-        cands += [{e: _odd(_get(full, e))} for e in sorted(entries + rest, key=lambda e: not _is_batch(e))]
+        cands = [{e: odd_size(_get(full, e)) for e in entries}]
+        cands += [{e: odd_size(_get(full, e))} for e in sorted(entries + rest, key=lambda e: not _is_batch(e))]
         for num, den in ((3, 4), (3, 2), (2, 1)):
             cands.append({e: max(2, _get(full, e) * num // den) for e in entries})
         for part in (0, None):  # the input shapes, else the whole signature

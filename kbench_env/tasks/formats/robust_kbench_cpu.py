@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
-from kbench_env.tasks.formats.kernelbench import CPU_ELEMENT_BUDGET
+from kbench_env.tasks.formats.kernelbench import CPU_ELEMENT_BUDGET, odd_size
 from kbench_env.tasks.task import TaskError
 
 #: Integer settings at least this large are sizes to scale; smaller ones (kernel sizes, strides, dims) stay.
@@ -100,7 +100,7 @@ def _held_out(init: dict, inp: dict, keys: set, runs: Callable) -> list:
     (largest first, down to 4: where sizes are tied by a constraint, a batch size alone may still change),
     whichever runs first; [] if none does."""
     def odd(v):
-        return (v - 1 if v % 2 == 0 else v + 2) if v > 8 else v
+        return odd_size(v) if v > 8 else v
 
     def variant(fn, chosen):
         i = {k: fn(v) if ("init", k) in chosen else v for k, v in init.items()}
@@ -108,7 +108,7 @@ def _held_out(init: dict, inp: dict, keys: set, runs: Callable) -> list:
         return (i, j) if (i, j) != (init, inp) else None
 
     def odd_any(v):  # for one setting at a time: sizes scaled down to 4 or 8 may change too
-        return (v - 1 if v % 2 == 0 else v + 2) if v >= MIN_SIZE else v
+        return odd_size(v) if v >= MIN_SIZE else v
 
     value = {("init", k): v for k, v in init.items()} | {("input", k): v for k, v in inp.items()}
     single = sorted((key for key in keys if value[key] >= MIN_SIZE), key=lambda key: (-value[key], key))
