@@ -174,38 +174,47 @@ def test_deferred_work_in_a_thread_is_caught(evaluator):
     assert not r.correct, r.feedback()
 
 
-def test_large_speedup_is_reverified_independently(evaluator):
+def test_a_patched_worker_clock_is_not_read_on_the_cpu(evaluator):
+    """The worker's clock patched to a counter (every call "takes" a nanosecond): on the CPU the times are this
+    side's clock around each block (pipeline/blocks.py), so the candidate is timed as the honest kernel it is (the
+    worker's own patch check, integrity.HarnessGuard, silenced from the candidate's process as well)."""
     from kbench_env.pipeline.evaluator import Evaluator
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, roofline=False)
-    # the worker's own check (HarnessGuard) silenced from the candidate's process as well: only the trusted side's
-    # re-timing is left to catch the patched timer
-    blind = with_model(
-        f"    def forward(self, x):\n        return {OP}(x)\n",
-        prelude="\nimport itertools\nimport kbench_env.pipeline.integrity as _i\nimport kbench_env.worker.timing as _t\n"
-                "_i.HarnessGuard.changed = lambda self: []\n_c = itertools.count()\n"
-                "_t._perf_counter = lambda: next(_c) * 1e-9\n")
+    body = f"    def forward(self, x):\n        return {OP}(x)\n"
+    blind = with_model(body, prelude="\nimport itertools\nimport kbench_env.pipeline.integrity as _i\n"
+                                     "import kbench_env.worker.timing as _t\n_i.HarnessGuard.changed = lambda self: []\n"
+                                     "_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n")
     r = ev.evaluate(RELU, blind)
-    assert not any(f.startswith("harness_patched") for f in r.integrity_flags), r.feedback()
-    assert any(f.startswith("speedup_not_reverified") for f in r.integrity_flags), r.feedback()
+    assert r.correct and r.speedup is not None, r.feedback()
+    assert r.speedup < 3, r.feedback()  # an honest relu is about as fast as PyTorch's; the patch would say 1e5x
+    assert all(c.candidate_ms > 1e-4 for c in r.configs)
 
 
-def test_time_under_the_roofline_floor_is_flagged(evaluator):
-    """Check 15: a correct matrix product whose timer is patched, with the worker's own check (HarnessGuard)
-    silenced and the re-timing out of reach (threshold raised), still cannot report less time than the device's
-    measured FLOP rate allows."""
-    from kbench_env.pipeline.evaluator import Evaluator
+def test_time_under_the_roofline_floor_is_flagged():
+    """Check 15: a time under half the device's floor (here a matrix product at a thousand times the calibrated
+    FLOP rate) is reported by plausibility.below_floor; the same product at the calibrated rate is not."""
+    from kbench_env.pipeline import plausibility
+    from kbench_env.pipeline.baseline import Baselines
+    from kbench_env.pipeline.check import instantiate
+    from kbench_env.pipeline.result import EvalResult
+    from kbench_env.sandbox.policy import Limits
 
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, reverify_above=1e12)
-    patched = ("import itertools\nimport kbench_env.pipeline.integrity as _i\nimport kbench_env.worker.timing as _t\n"
-               "_i.HarnessGuard.changed = lambda self: []\n_c = itertools.count()\n"
-               "_t._perf_counter = lambda: next(_c) * 1e-9\n")
-    r = ev.evaluate(resolve_task("level1/matmul_square"),
-                    patched + read(ROOT / "tasks/solutions/cpu/level1/matmul_square.py"))
-    assert r.correct, r.feedback()
-    assert not any(f.startswith(("harness_patched", "speedup_not_reverified")) for f in r.integrity_flags)
-    assert any(f.startswith("below_roofline") for f in r.integrity_flags), r.feedback()
-    assert r.reward == -1.0
+    task = resolve_task("level1/matmul_square")
+    cfg = task.configs_for("cpu")[0]
+    prepared: dict = {}
+    _, cr = instantiate(task, cfg, 7, 0, prepared, "cpu")
+    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2, 3)
+    base.calibration = {"bandwidth": 1e10, "flops": {cfg.dtype: 1e10}}
+    n = prepared[cfg.name][3][0].shape[0]
+    honest_ms = 2 * n**3 / 1e10 * 1e3
+    result = EvalResult(task=task.name, backend="cpu", device="cpu")
+    result.configs.append(cr)
+    cr.candidate_ms = honest_ms
+    assert plausibility.below_floor(base, task, [cfg], prepared, result) == []
+    cr.candidate_ms = honest_ms / 1000
+    (hit,) = plausibility.below_floor(base, task, [cfg], prepared, result)
+    assert hit[0] is cfg and hit[2] == pytest.approx(honest_ms, rel=1e-6)
 
 
 def test_a_floor_from_a_calibration_taken_under_load_is_reverified(evaluator):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline import rules as rules_mod
-from kbench_env.pipeline import timed_checks
 from kbench_env.pipeline.compare import compare_outputs
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
 from kbench_env.pipeline.reports import flag, note_reports
@@ -18,16 +17,13 @@ from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task, describe_value
 
 
-def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult,
-          timed: dict) -> dict:
+def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult) -> dict:
     """Run every configuration in the worker and compare on this side. Returns per-config prepared data.
 
     Pipelined: configuration k+1's run goes to the worker as soon as configuration k's output is back, and k's
     output is judged while the worker runs k+1; the reference output of k and the inputs of k+1 are made while
     the worker runs k. Judgements, and so the first failing configuration's message, follow the configurations'
-    order, as when each waited for the one before. On the CPU, while all is correct so far, the checks of
-    configuration k's timed outputs are prepared into ``timed`` while the worker runs k too (untimed: work beside
-    a timed run would disturb its timing)."""
+    order, as when each waited for the one before."""
     prepared: dict = {}
     verdict = {"all_ok": True, "ran_any": False}
     nxt = instantiate(task, configs[0], seed, 0, prepared, ev.device)
@@ -40,11 +36,6 @@ def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, resu
             ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, ev.device)
         if i + 1 < len(configs):
             nxt = instantiate(task, configs[i + 1], seed, i + 1, prepared, ev.device)
-        if ev.device.startswith("cpu") and verdict["all_ok"] and ev.time_candidates:
-            with phase(result, "timed_output_prep"):  # ahead of the verdict: dropped if it fails
-                timed[cfg.name] = timed_checks.for_config(task, cfg, i, seed, prepared, ev.device, ev.input_sets,
-                                                          ev.noise)
-                timed[cfg.name].prepare()
         reply = worker.recv(ev.limits.run_timeout, f"forward on configuration {cfg.name!r}",
                             expect_bytes=integrity.output_bytes(ref))
         try:

@@ -4,7 +4,9 @@ It holds the stage order and the evaluator-wide state (device lock, spare worker
 stage is a module of its own: screen (parent, milliseconds) -> build (build and load in the sandboxed worker) ->
 check (run every configuration on fresh random inputs in the worker and compare with the reference here, with a
 runtime audit of what forward executed) -> timing (candidate and reference, ``baseline``, under the same
-conditions, every timed call on fresh inputs with its output checked, ``timed_checks``) -> plausibility (roofline
+conditions, every timed call on fresh inputs; on the CPU by this process's clock with the inputs written into and the
+outputs read out of the stopped worker here, ``blocks``; on a GPU by device events with the outputs'
+fingerprints checked here, ``timed_checks``) -> plausibility (roofline
 floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI) calls
 this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does: every
 failure is a result.
@@ -64,8 +66,9 @@ class Evaluator:
         input_sets: input sets the timed calls are derived from (perturbed copies of the checked inputs, made in
             the worker; each call gets a further perturbed fresh copy).
         noise: relative size of the per-call perturbation of the timed inputs.
-        check_calls: how many timed calls, chosen at random afterwards, have their outputs checked (the first and
-            the last timed call always are).
+        check_calls: on the CPU, timed calls per timed block whose outputs are read and checked (chosen once the
+            block has run); on a GPU, timed calls per configuration, chosen after the timing reply (the first and the
+            last always are).
         timing: keyword arguments for timing.time_calls (warmup, min_reps, max_reps, min_seconds).
         time_candidates: set False to skip timing (correctness only; speedup stays None).
         compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU;
@@ -231,12 +234,11 @@ class Evaluator:
             self._device_lock.acquire()
         try:
             with self._trusted_threads():
-                timed: dict = {}  # configuration -> timed_checks.TimedChecks
                 with phase(result, "check"):
-                    prepared = check(self, task, configs, seed, worker, result, timed)
+                    prepared = check(self, task, configs, seed, worker, result)
                 if not result.correct or not self.time_candidates:
                     return
-                time_stage(self, task, configs, prepared, seed, worker, result, timed)
+                time_stage(self, task, configs, prepared, seed, worker, result)
                 if result.stage == "timed" and not result.integrity_flags:
                     with phase(result, "plausibility"):
                         plausibility(self, task, configs, prepared, seed, worker, result)

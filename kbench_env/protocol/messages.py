@@ -8,6 +8,9 @@
     TIME              timed calls of a configuration -> TIMING (median, spread, fingerprints of the outputs)
     WALLCLOCK         inputs for a re-timing         -> READY; then GO (the trusted side's clock starts) -> DONE
     CALIBRATE         the device's capacity          -> CALIBRATION (bandwidth, FLOP rates, graph-node gap)
+    SLOTS             input buffers for timed blocks -> BUFFERS (their addresses; worker/executor.py)
+    BLOCK             one timed block of calls       -> DONE (where the outputs are; the trusted side reads them)
+    RELEASE           the block's outputs are read   -> RELEASED
 
 ERROR carries ``stage`` (one of ERROR_STAGES) and ``message``.
 """
@@ -21,6 +24,9 @@ TIME = "time"
 WALLCLOCK = "wallclock"
 GO = "go"
 CALIBRATE = "calibrate"
+SLOTS = "slots"
+BLOCK = "block"
+RELEASE = "release"
 
 # replies: worker -> trusted side
 HELLO = "hello"
@@ -30,13 +36,15 @@ TIMING = "timing"
 READY = "ready"
 DONE = "done"
 CALIBRATION = "calibration"
+BUFFERS = "buffers"
+RELEASED = "released"
 ERROR = "error"
 
 #: The worker's first use of the framing on itself, never sent (worker.loop's warm-up).
 WARM_UP = "warm-up"
 
-REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE})
-REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, ERROR})
+REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE})
+REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, BUFFERS, RELEASED, ERROR})
 
 #: Where an ERROR reply says the failure happened.
 ERROR_STAGES = ("build", "load", "run", "timing", "calibrate", "protocol")

@@ -37,6 +37,7 @@ from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
 from kbench_env.sandbox.diagnosis import WorkerError, exit_description, partial_note, rss_bytes
 from kbench_env.sandbox.forkserver import context, spawning
 from kbench_env.sandbox.job import worker_job
+from kbench_env.sandbox.memory import Freezer, ProcessMemory
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.reaper import REAPER
 from kbench_env.sandbox.reports import ReportChannel
@@ -66,6 +67,7 @@ class Worker:
         self._closed = False
         self._next_disk_check = 0.0
         self._cgroup = self._report = self.proc = self.scratch = None
+        self._hands = None
         try:
             self._start(source, backend, device, build_root, scratch_root, audit)
         except BaseException:
@@ -87,6 +89,14 @@ class Worker:
     def protections(self) -> dict:
         """The worker's confinement status (confinement.apply), once it has reported ({} before)."""
         return self._report.protections if self._report is not None else {}
+
+    def hands(self) -> tuple[Freezer, ProcessMemory]:
+        """This side's access to the worker's process (memory.py): stop and resume it, read and write its memory
+        while it is stopped."""
+        if self._hands is None:
+            procs = os.path.join(self._cgroup.path, "cgroup.procs") if self._cgroup is not None else None
+            self._hands = (Freezer(self.proc.pid, procs), ProcessMemory(self.proc.pid))
+        return self._hands
 
     def assign(self, source: str) -> None:
         """Give a spare (started with ``source=None``) its candidate; it then builds and loads it as a worker
@@ -298,6 +308,8 @@ class Worker:
         self._drain_reports()
         self._closed = True
         self._write_trace()
+        if self._hands is not None:
+            self._hands[1].close()
         # The process group may hold children the candidate started: kill it either way, now. On the CPU, waiting
         # for the processes to be gone, the cgroup's removal and the release (the cgroup's polling) happen in the
         # background; reaper.flush_cleanups() waits for them. A GPU worker is waited for here: the next candidate

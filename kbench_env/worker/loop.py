@@ -26,7 +26,7 @@ import types
 import torch
 
 from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
-from kbench_env.worker import timing
+from kbench_env.worker import executor, timing
 from kbench_env.backends import get_backend
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.task import DTYPES
@@ -187,6 +187,8 @@ class _Session:
         # so the timing's buffers never take their addresses (a cache keyed on pointers would find hits;
         # cuda.time_calls)
         self.handed: dict = {}
+        self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
+        self.kept = None  # the last timed block's outputs, until the trusted side has read them
 
 
 def _run(s: _Session, header: dict, payload, grad, send) -> None:
@@ -277,7 +279,8 @@ def _calibrate(s: _Session, header: dict, payload, grad, send) -> None:
 
 
 #: The requests a loaded worker serves, by kind.
-HANDLERS = {msg.RUN: _run, msg.TIME: _time, msg.WALLCLOCK: _wallclock, msg.CALIBRATE: _calibrate}
+HANDLERS = {msg.RUN: _run, msg.TIME: _time, msg.WALLCLOCK: _wallclock, msg.CALIBRATE: _calibrate,
+            **executor.HANDLERS}
 #: The ERROR stage of a request that failed (any other: "timing").
 _ERROR_STAGE = {msg.RUN: "run", msg.CALIBRATE: "calibrate"}
 

@@ -29,6 +29,8 @@ LIMITATIONS = (
     "CUDA workers can connect to the fork server's socket (AF_UNIX allowed, its directory not hidden without the "
     "mount namespace): a bare connection stops the fork server, and a crafted request would have it fork a process "
     "outside the sandbox",
+    "without a pids cgroup (kbench not run as root), a child process the candidate moved to a process group of its "
+    "own keeps running while the trusted side has the worker frozen to write timed inputs and read outputs",
 )
 
 

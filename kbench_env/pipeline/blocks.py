@@ -1,0 +1,232 @@
+"""Timing by the trusted side's clock, block by block, with the outputs read and checked here (the CPU's timing).
+
+One configuration's timing, driven from this side (the worker is an executor: worker/executor.py):
+
+1. the worker allocates input buffers (SLOTS) and is stopped (sandbox/memory.py ``Freezer``);
+2. per block: this side writes the block's inputs into the buffers (pipeline/revealed_inputs.py: from keys drawn
+   now, with randomness the worker never sees), starts its clock, resumes the worker and lets it run the block
+   (BLOCK); at DONE it stops the clock and stops the worker, reads the outputs of ``check_calls`` calls chosen now
+   out of the block straight from the worker's memory and compares them with the reference for those calls'
+   inputs; the block's time over its number of calls is one sample;
+3. the first block (``warmup`` calls) is not a sample: it warms caches and sizes the later blocks so that each
+   runs about ``block_seconds`` (the exchange around a block, tens of microseconds, stays under 1 % of it),
+   within ``BLOCK_BYTES`` of inputs and outputs.
+
+The count of calls, the clock and the comparison are this side's; the worker reports nothing that is believed.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from kbench_env.pipeline.revealed_inputs import RevealedInputs
+from kbench_env.protocol import messages as msg
+from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.worker.timing import Timing, summarize
+
+#: Target length of a timed block, and the bounds on its calls and on the bytes its inputs and outputs take.
+BLOCK_SECONDS = 0.02
+MAX_BLOCK_CALLS = 4096
+BLOCK_BYTES = 256 << 20
+#: Blocks at least, after the warm-up block (the median and spread are over blocks).
+MIN_BLOCKS = 5
+#: Output dtypes this side reads (names as the worker's layout gives them).
+_DTYPES = {str(d).replace("torch.", ""): d for d in (torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                                                     torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+                                                     torch.bool, torch.complex64, torch.complex128)}
+
+
+class Unreadable(Exception):
+    """An output the worker described could not be read (no such address, an impossible layout)."""
+
+
+@dataclass
+class BlockTiming:
+    """A configuration's timing: ``timing`` (per-call times, one per block), or ``wrong``: why a checked output
+    did not match (then ``wrong_call`` is the call's number among the timed calls)."""
+
+    timing: Timing | None = None
+    wrong: str | None = None
+    wrong_call: int | None = None
+    blocks: int = 0
+    check_seconds: float = 0.0  # this side's reading and comparing of checked outputs
+
+
+def _params(p: dict) -> dict:
+    return {"warmup": max(1, int(p.get("warmup", 3))), "min_reps": int(p.get("min_reps", 10)),
+            "max_reps": p.get("max_reps"), "min_seconds": float(p.get("min_seconds", 0.3)),
+            "max_seconds": float(p.get("max_seconds", 10.0)), "block_seconds": float(p.get("block_seconds", BLOCK_SECONDS)),
+            "min_blocks": int(p.get("min_blocks", MIN_BLOCKS))}
+
+
+def _tensor_bytes(x: torch.Tensor):
+    return x.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+
+
+def read_outputs(mem, layout: list, row: list) -> list:
+    """The output leaves of one call, read from the stopped worker's memory as its table row describes them."""
+    leaves, pos = [], 0
+    for d in layout:
+        if "ndim" not in d:
+            leaves.append(d.get("value"))
+            continue
+        n = int(d["ndim"])
+        ptr, shape, stride = row[pos], row[pos + 1:pos + 1 + n], row[pos + 1 + n:pos + 1 + 2 * n]
+        pos += 1 + 2 * n
+        dtype = _DTYPES.get(d.get("dtype"))
+        if dtype is None or ptr < 0 or any(v < 0 for v in shape) or any(v < 0 for v in stride):
+            raise Unreadable(f"an output has no readable layout (dtype {d.get('dtype')!r}, shape {shape}, "
+                             f"strides {stride})")
+        numel = math.prod(shape)
+        if numel == 0:
+            leaves.append(torch.empty(shape, dtype=dtype))
+            continue
+        span = 1 + sum((a - 1) * b for a, b in zip(shape, stride))
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if span > 4 * numel + 4096 or span * itemsize > BLOCK_BYTES:
+            raise Unreadable(f"an output's strides {stride} span {span} elements for {numel}")
+        data = bytearray(mem.read(ptr, span * itemsize))
+        leaves.append(torch.frombuffer(data, dtype=dtype).as_strided(shape, stride))
+    return leaves
+
+
+class TimedCallFailed(Exception):
+    """The worker answered a timing request with an ERROR: the candidate failed in a timed call (its message)."""
+
+
+class _Run:
+    """One configuration's blocks in one worker (the state ``time_blocks`` threads through)."""
+
+    def __init__(self, worker, config: str, inputs: RevealedInputs, timeout: float, check, check_calls: int):
+        self.worker, self.config, self.inputs, self.timeout = worker, config, inputs, timeout
+        self.freezer, self.mem = worker.hands()
+        self.check, self.check_calls = check, check_calls
+        self.addresses: list = []
+        self.rng = random.SystemRandom()
+        self.check_seconds = 0.0
+
+    def request(self, header: dict, what: str) -> dict:
+        """A request answered while the worker runs (it is stopped again after)."""
+        self.freezer.thaw()
+        self.worker.send(header)
+        reply, _ = self.worker.recv(self.timeout, what)
+        self.freezer.freeze()
+        if reply["type"] == msg.ERROR:
+            raise TimedCallFailed(reply["message"])
+        return reply
+
+    def slots(self, count: int) -> None:
+        reply = self.request({"type": msg.SLOTS, "config": self.config, "count": count}, "input buffers")
+        self.addresses = reply["addresses"]
+        if len(self.addresses) != count:
+            raise WorkerError(f"the worker made {len(self.addresses)} input buffer sets, {count} were asked for")
+
+    def block(self, calls: int) -> tuple[float, list, list, list]:
+        """Run one block of ``calls`` calls: (seconds by this side's clock, keys, layout, table)."""
+        keys = [self.inputs.draw() for _ in range(calls)]
+        for j, key in enumerate(keys):
+            for x, address in zip(self.inputs.make(key), self.addresses[j]):
+                if isinstance(x, torch.Tensor) and x.numel():
+                    self.mem.write(int(address), _tensor_bytes(x))
+        self.worker.send({"type": msg.BLOCK, "config": self.config, "calls": calls})
+        t0 = time.perf_counter()
+        self.freezer.thaw()
+        header, payload = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
+        seconds = time.perf_counter() - t0
+        self.freezer.freeze()
+        if header["type"] == msg.ERROR:
+            raise TimedCallFailed(header["message"])
+        table = payload.get("table") if isinstance(payload, dict) else None
+        if not isinstance(table, torch.Tensor) or table.dim() != 2 or table.shape[0] != calls:
+            raise WorkerError(f"the worker's report of a timed block of {calls} calls had no table of its outputs")
+        return seconds, keys, header.get("layout") or [], table.tolist()
+
+    def verdict(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
+        """Check ``check_calls`` calls of the block, chosen now; the first wrong one (its index, why) or None."""
+        if self.check is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            return self._verdict(keys, layout, table)
+        finally:
+            self.check_seconds += time.perf_counter() - t0
+
+    def _verdict(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
+        for j in sorted(self.rng.sample(range(len(keys)), min(self.check_calls, len(keys)))):
+            try:
+                out = read_outputs(self.mem, layout, table[j])
+            except (Unreadable, OSError) as exc:
+                return j, f"its output could not be read from the worker ({exc})"
+            why = self.check(out, self.inputs.make(keys[j]))
+            if why is not None:
+                return j, why
+        return None
+
+    def release(self) -> None:
+        self.request({"type": msg.RELEASE, "config": self.config}, "release of a timed block's outputs")
+
+
+def _block_size(seconds_per_call: float, bytes_per_call: int, p: dict) -> int:
+    k = math.ceil(p["block_seconds"] / max(seconds_per_call, 1e-9))
+    k = min(k, MAX_BLOCK_CALLS, max(1, BLOCK_BYTES // max(1, bytes_per_call)))
+    if p["max_reps"]:
+        k = min(k, max(1, int(p["max_reps"]) // p["min_blocks"]))
+    return max(1, k)
+
+
+def _bytes_per_call(inputs: RevealedInputs, layout: list, row: list) -> int:
+    n = sum(x.numel() * x.element_size() for x in inputs.originals if isinstance(x, torch.Tensor))
+    pos = 0
+    for d in layout:
+        if "ndim" in d:
+            k = int(d["ndim"])
+            dtype = _DTYPES.get(d.get("dtype"), torch.float32)
+            n += math.prod(max(0, v) for v in row[pos + 1:pos + 1 + k]) * torch.empty((), dtype=dtype).element_size()
+            pos += 1 + 2 * k
+    return n
+
+
+def time_blocks(worker, config: str, originals: list, noise: float, params: dict, timeout: float,
+                check=None, check_calls: int = 1) -> BlockTiming:
+    """Time configuration ``config`` (already run in ``worker``) by this side's clock. ``check(out_leaves,
+    inputs)`` returns why an output is wrong for its inputs, or None; without it (the reference's timing) nothing
+    is checked. Raises TimedCallFailed if the candidate fails in a timed call, WorkerError if the worker breaks
+    the exchange."""
+    p = _params(params)
+    run = _Run(worker, config, RevealedInputs(originals, noise), timeout, check, max(1, check_calls))
+    run.freezer.freeze()
+    try:
+        run.slots(p["warmup"])
+        seconds, keys, layout, table = run.block(p["warmup"])
+        wrong = run.verdict(keys, layout, table)
+        if wrong is not None:
+            return BlockTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=run.check_seconds)
+        run.release()
+        k = _block_size(seconds / p["warmup"], _bytes_per_call(run.inputs, layout, table[0]), p)
+        if k != p["warmup"]:
+            run.slots(k)
+        times, calls, total, start = [], 0, 0.0, time.monotonic()
+        while True:
+            seconds, keys, layout, table = run.block(k)
+            wrong = run.verdict(keys, layout, table)
+            if wrong is not None:
+                return BlockTiming(wrong=wrong[1], wrong_call=calls + wrong[0], blocks=len(times),
+                                   check_seconds=run.check_seconds)
+            run.release()
+            times.append(seconds * 1e3 / k)
+            calls, total = calls + k, total + seconds
+            enough = len(times) >= p["min_blocks"] and calls >= p["min_reps"] and total >= p["min_seconds"]
+            capped = bool(p["max_reps"]) and calls >= int(p["max_reps"]) and len(times) >= p["min_blocks"]
+            if enough or capped or time.monotonic() - start > p["max_seconds"]:
+                break
+        t = summarize(times)
+        return BlockTiming(timing=Timing(t.median_ms, t.iqr_ms, calls, t.times_ms), blocks=len(times),
+                           check_seconds=run.check_seconds)
+    finally:
+        if run.freezer.frozen:
+            run.freezer.thaw()

@@ -1,0 +1,71 @@
+"""The inputs of timed calls, made on the trusted side from randomness the worker never sees.
+
+Every timed call gets its own inputs: the configuration's checked inputs plus dense noise of ``noise`` times each
+floating tensor's standard deviation, so neither a cache keyed on pointers nor one keyed on contents can return a
+stored result. Each call's inputs follow from a 64-bit key drawn here with ``secrets`` when its block is prepared;
+the worker sees a call's inputs only once the block that uses them has started (pipeline/blocks.py), and nothing
+it has seen lets it derive the next key. The trusted side remakes a checked call's inputs from its key.
+
+Fresh normal noise per call costs more than a small kernel on the CPU; a large tensor (over ``BANK_ABOVE``
+elements) takes its noise from a bank of ``BANK`` secret noise vectors instead, the key choosing a vector and a
+rotation of it: one of ``BANK * numel`` noise patterns, unknown until the block starts.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import torch
+
+#: Tensors with more elements than this take their noise from the bank (rotations of secret noise vectors).
+BANK_ABOVE = 1 << 14
+BANK = 4
+
+
+def _stds(inputs: list) -> list:
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
+            xf = x.detach().float()
+            out.append(xf.std().item() if x.numel() > 1 else abs(xf.item()))
+        else:
+            out.append(None)
+    return out
+
+
+class RevealedInputs:
+    """Per-call inputs for one configuration's timed calls: ``draw()`` a call's key, ``make(key)`` its inputs
+    (on the originals' device), the same for the same key."""
+
+    def __init__(self, originals: list, noise: float):
+        self.originals = [x.detach() if isinstance(x, torch.Tensor) else x for x in originals]
+        self.noise = noise
+        self.stds = _stds(self.originals)
+        self._bank: dict = {}
+        for i, x in enumerate(self.originals):
+            if self.stds[i] is not None and x.numel() > BANK_ABOVE:
+                g = torch.Generator(device=x.device)
+                g.manual_seed(secrets.randbits(63))
+                self._bank[i] = torch.randn(BANK, x.numel(), generator=g, device=x.device)
+
+    @staticmethod
+    def draw() -> int:
+        return secrets.randbits(63)
+
+    def make(self, key: int) -> list:
+        g = torch.Generator(device="cpu")
+        g.manual_seed(key)
+        out = []
+        for i, x in enumerate(self.originals):
+            std = self.stds[i]
+            if std is None:
+                out.append(x.clone() if isinstance(x, torch.Tensor) else x)
+                continue
+            if i in self._bank:
+                row = int(torch.randint(BANK, (1,), generator=g))
+                shift = int(torch.randint(x.numel(), (1,), generator=g))
+                noise = torch.roll(self._bank[i][row], shift).view(x.shape)
+            else:
+                noise = torch.randn(x.shape, generator=g).to(x.device)
+            out.append(torch.add(x.float(), noise, alpha=self.noise * std).to(x.dtype))
+        return out

@@ -1,0 +1,125 @@
+"""The trusted side's hands on a worker process: freeze and thaw it, and read and write its memory while it is frozen.
+
+The timing of a CPU candidate (pipeline/blocks.py) writes each block's inputs into the worker's input buffers and
+reads the block's outputs out of the worker's memory itself, through ``/proc/<pid>/mem``, with every thread of the
+worker's process group stopped (SIGSTOP), so that nothing the candidate runs can see an input before its block
+starts or finish an output after the block has reported done. What the worker says about where its buffers are is
+only a pointer: a wrong one reads memory that does not hold the right answer, which the comparison catches.
+
+Reading another process's memory needs the same rights as ptrace: the worker is this process's descendant and
+stays dumpable (confine/privileges.py); a worker that makes itself undumpable, or names an address it has not
+mapped, makes the read fail, and the evaluation fails with it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+#: How long ``freeze`` waits for every thread to stop before it gives up (a thread in uninterruptible sleep).
+FREEZE_TIMEOUT_S = 10.0
+
+
+class MemoryError_(OSError):
+    """The worker's memory could not be read or written at an address it named."""
+
+
+class ProcessMemory:
+    """Read and write the memory of process ``pid`` (``/proc/<pid>/mem``, opened once)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self._fd = os.open(f"/proc/{pid}/mem", os.O_RDWR)
+
+    def read(self, address: int, n: int) -> bytes:
+        if n == 0:
+            return b""
+        try:
+            data = os.pread(self._fd, n, address)
+        except OSError as exc:
+            raise MemoryError_(f"reading {n} bytes at {address:#x} of the worker failed: {exc.strerror}") from None
+        if len(data) != n:
+            raise MemoryError_(f"reading {n} bytes at {address:#x} of the worker returned {len(data)}")
+        return data
+
+    def write(self, address: int, data) -> None:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                done += os.pwrite(self._fd, view[done:], address + done)
+            except OSError as exc:
+                raise MemoryError_(f"writing {len(view)} bytes at {address:#x} of the worker failed: "
+                                   f"{exc.strerror}") from None
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _thread_states(pid: int) -> list[str]:
+    states = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return states
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread ended
+        states.append(chr(stat[stat.rindex(b")") + 2]))
+    return states
+
+
+class Freezer:
+    """Stops and resumes a worker's whole process group; ``pids()`` names the processes to wait for: the worker,
+    and where its pids cgroup lists them (sandbox/cgroup.py, when this process may make one), every process it
+    started. Without a cgroup, a child that moved to a process group of its own is not stopped
+    (confine.LIMITATIONS)."""
+
+    def __init__(self, pid: int, cgroup_procs: str | None = None):
+        self.pid = pid
+        self.cgroup_procs = cgroup_procs
+        self.frozen = False
+
+    def pids(self) -> list[int]:
+        if self.cgroup_procs:
+            try:
+                with open(self.cgroup_procs) as f:
+                    return [int(x) for x in f.read().split()] or [self.pid]
+            except OSError:
+                pass
+        return [self.pid]
+
+    def freeze(self) -> None:
+        """SIGSTOP the process group (and every process of the worker's cgroup: a child that moved to a process
+        group of its own, as a build tool's children do) and wait until every thread of them has stopped."""
+        os.killpg(self.pid, signal.SIGSTOP)
+        self.frozen = True
+        pids = self.pids()
+        for pid in pids:
+            if pid != self.pid:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + FREEZE_TIMEOUT_S
+        for pid in pids:
+            while any(s not in "Tt" for s in _thread_states(pid) if s not in "ZX"):
+                if time.monotonic() > deadline:
+                    raise MemoryError_(f"the worker's process {pid} did not stop within {FREEZE_TIMEOUT_S:.0f} s")
+                time.sleep(0)
+
+    def thaw(self) -> None:
+        for pid in self.pids():
+            if pid != self.pid:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        os.killpg(self.pid, signal.SIGCONT)
+        self.frozen = False
