@@ -237,13 +237,16 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
 
 
 def _time(s: _Session, header: dict, payload, grad, send) -> None:
-    """TIME: the configuration's timed calls on its input sets, their outputs fingerprinted; reply TIMING."""
+    """TIME (a GPU's timing): the configuration's timed calls in blocks the trusted side starts one by one
+    (executor.Gate: READY, then GO -> DONE per block, until STOP), their outputs fingerprinted inside each block;
+    reply TIMING, which carries nothing the trusted side believes but the outputs' lazy tensor types."""
     model = s.models[header["config"]]
     make_inputs = integrity.TimedInputs(s.originals.pop(header["config"]), header["base_seed"],
                                         header["sets"], header["seed"], header["noise"]).materialise()
     fps: list = []
     lazy = set()
-    fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))  # (reference timings: unchecked)
+    fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))
+    gate = executor.Gate(s.conn, send, make_inputs, fps)
 
     def on_block(j0, outs, static):
         for o in outs:
@@ -251,11 +254,9 @@ def _time(s: _Session, header: dict, payload, grad, send) -> None:
         fps.extend(fingerprint.pending_block(outs, static=static and not lazy))
 
     with grad:
-        t = s.backend.time_calls(model, make_inputs, on_block=on_block, **header.get("params", {}))
+        s.backend.time_calls(model, make_inputs, on_block=on_block, gate=gate, **header.get("params", {}))
     s.handed.pop(header["config"], None)
-    rows, counts = integrity.fingerprint_table(fps)
-    send({"type": msg.TIMING, "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
-          "fingerprint_counts": counts, "lazy_output": sorted(lazy)}, {"fingerprints": rows})
+    send({"type": msg.TIMING, "config": header["config"], "lazy_output": sorted(lazy)})
 
 
 def _wallclock(s: _Session, header: dict, payload, grad, send) -> None:
