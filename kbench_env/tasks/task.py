@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from kbench_env.device import Device
 from kbench_env.tasks.sizes import apply_overrides, size_constants  # noqa: F401 - size_constants: part of this module's API
 
 DTYPES = {
@@ -86,7 +87,7 @@ class Config:
     devices: tuple = ("cpu", "cuda")
 
     def runs_on(self, device: str) -> bool:
-        return device.split(":")[0] in self.devices
+        return Device.parse(device).kind in self.devices
 
     def to_dict(self) -> dict:
         return {
@@ -168,7 +169,7 @@ class Task:
         candidate is evaluated, or charged, for it)."""
         configs = self.configs_for(device)
         if not configs:
-            kind = device.split(":")[0]
+            kind = Device.parse(device).kind
             where = sorted({d for c in self.configs for d in c.devices})
             raise TaskError(f"task {self.name} has no input configuration for {device} (its configurations are for "
                             f"{', '.join(where) or 'no device'}): run it on {' or '.join(where) or 'another device'}, "
