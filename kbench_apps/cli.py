@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--suite", default="default", help="suite name, level, folder, file or comma list")
     r.add_argument("--agent", default="auto", help="auto (evolutionary with the offline proposer when available, "
                                                    "else shipped), shipped, evolutionary, single_shot, best_of_n, "
-                                                   "refine, or a module name under agents/")
+                                                   "refine, or any agent installed in the kbench.agents "
+                                                   "entry-point group")
     r.add_argument("--device", default="auto", help=_device_help())
     r.add_argument("--backend", default=None)
     r.add_argument("--reward", default="tiered")

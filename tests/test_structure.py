@@ -2,7 +2,8 @@
 
 - no module-level import circle inside ``kbench_env`` (imports inside functions are for optional extras and are
   left out of the graph);
-- the environment never imports the apps, the agents or the training code;
+- the environment never imports the apps, the agents or the training code, and the apps find agents through the
+  ``kbench.agents`` entry-point group, not by importing them;
 - no module over 400 lines, no function over 80, ``Evaluator`` under 200.
 """
 
@@ -116,6 +117,26 @@ def test_the_environment_never_imports_apps_agents_or_training():
                 if any(n.split(".")[0] in ("kbench_apps", "agents", "training") for n in names):
                     bad.setdefault(name, []).append(names[0])
     assert not bad, f"the env imports upward: {bad}"
+
+
+def _imported_roots(path: Path) -> set[str]:
+    """The top-level packages a module imports anywhere in it (inside functions too), absolute imports only."""
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_apps_find_agents_through_the_entry_point_group_only():
+    """kbench_apps reaches agents through ``importlib.metadata.entry_points(group="kbench.agents")``, never by
+    importing them: an agent from another package is then as much at home as the shipped ones."""
+    bad = {name: sorted(_imported_roots(path) & {"agents", "training"}) for name, path in MODULES.items()
+           if name.startswith("kbench_apps")}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, f"kbench_apps imports agents or training directly (use the kbench.agents entry points): {bad}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
