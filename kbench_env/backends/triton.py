@@ -20,6 +20,7 @@ import torch
 from kbench_env.worker import timing
 from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends.base import Backend
+from kbench_env.backends.cuda import CudaBackend
 from kbench_env.device import Device
 
 #: Profiler record names that mark a launch of the candidate's own Triton kernel (see integrity.py).
@@ -82,8 +83,6 @@ class TritonBackend(Backend):
             os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel is decorated: before candidate code runs
         else:
             os.environ.pop("TRITON_INTERPRET", None)
-            from kbench_env.backends.cuda import CudaBackend
-
             self._cuda = CudaBackend()
         self._patch_launches()
 

@@ -5,13 +5,12 @@ EvalResult dicts and are rebuilt here, so callers see the same objects as with t
 from __future__ import annotations
 
 from kbench_env.device import Device
+from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
 
 
 class _EvaluatorActor:
     def __init__(self, device: str, evaluator_kwargs: dict):
-        from kbench_env.pipeline.evaluator import Evaluator
-
         self.evaluator = Evaluator(device=device, **evaluator_kwargs)
 
     def evaluate(self, task, action, seed):

@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from kbench_env.device import Device
+from kbench_env.pipeline.compare import REFERENCE_DTYPE
 from kbench_env.tasks.sizes import apply_overrides, size_constants  # noqa: F401 - size_constants: part of this module's API
 
 DTYPES = {
@@ -234,8 +235,6 @@ class Task:
         """``reference_output`` as a function of the inputs, with the model built once (the evaluator checks
         several timed calls of a configuration against it). Reference models hold no state between calls: they
         are in eval mode, and backward tasks take their gradients with ``torch.autograd.grad``."""
-        from kbench_env.pipeline.compare import REFERENCE_DTYPE
-
         dtype = DTYPES[config.dtype]
         model = self.make_model(mod, init_inputs, init_seed, dtype, device)
         ref_dtype = REFERENCE_DTYPE.get(dtype, dtype) if upcast else dtype
