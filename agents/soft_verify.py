@@ -3,10 +3,8 @@ numerically wrong, so that doomed candidates are dropped before they cost a buil
 
 A prediction is ``{"compile_error": bool, "memory_error": bool, "numerics_error": bool, "reason": str}``. The
 agent rejects a candidate when any check in ``reject_on`` is predicted; a fraction ``audit_rate`` of rejected
-candidates is evaluated anyway, so that the verifier's precision can be measured, not assumed. Accuracy is measured
-against real outcomes recorded in a run's JSONL (``actual_outcome`` reads an EvalResult dict;
-``verifier_accuracy`` computes precision and recall per check); ``kbench report`` prints it when the records hold
-predictions.
+candidates is evaluated anyway, so that the verifier's precision can be measured, not assumed: ``kbench report``
+scores the predictions a run recorded against the outcomes it recorded (``kbench_apps/verifier_metrics.py``).
 """
 
 from __future__ import annotations
@@ -19,10 +17,6 @@ CHECKS = ("compile_error", "memory_error", "numerics_error")
 
 _SYSTEM = ("You are a meticulous reviewer of kernel code. You predict, without running it, whether a candidate "
            "will fail. Answer with one JSON object only.")
-
-_MEMORY_PATTERNS = re.compile(r"SIGSEGV|SIGBUS|segmentation|illegal memory|out of memory|out-of-memory|SIGKILL|"
-                              r"misaligned address|memory access|bad_alloc|MemoryError|GiB of memory|CUDA error: an illegal",
-                              re.IGNORECASE)
 
 
 def verifier_messages(task_prompt: str, source: str, max_source_chars: int = 24_000) -> list[dict]:
@@ -114,53 +108,4 @@ class SoftVerifier:
         return False, False
 
 
-# ====================================================================== accuracy against real outcomes
-def actual_outcome(ev: dict) -> dict:
-    """The real outcome of an evaluation, in the verifier's terms (``{check: bool}``), from an EvalResult dict."""
-    stage = ev.get("error_stage")
-    err = ev.get("error") or ""
-    compiled = bool(ev.get("compiled"))
-    return {
-        "compile_error": stage in ("build", "load") or (not compiled and stage not in (None, "screen")),
-        "memory_error": compiled and stage in ("run", "timing") and bool(_MEMORY_PATTERNS.search(err)),
-        "numerics_error": stage == "correctness" or any(
-            c.get("correct") is False and c.get("norm_err") is not None for c in ev.get("configs", [])),
-    }
-
-
-def _pr(tp: int, fp: int, fn: int, tn: int) -> dict:
-    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": tp + fp + fn + tn,
-            "precision": tp / (tp + fp) if tp + fp else None, "recall": tp / (tp + fn) if tp + fn else None,
-            "accuracy": (tp + tn) / (tp + fp + fn + tn) if tp + fp + fn + tn else None}
-
-
-def verifier_accuracy(records: list[dict]) -> dict:
-    """Precision and recall of recorded predictions against recorded outcomes.
-
-    ``records``: attempt records holding ``"verifier"`` (a prediction) and ``"eval"`` (the EvalResult dict); other
-    records are ignored, and so are filtered candidates that were never evaluated (no outcome to compare with).
-    Returns ``{check: {tp, fp, fn, tn, n, precision, recall, accuracy}}`` for each check plus ``"any"``: the filter
-    as a whole (any check predicted vs. the candidate not being correct). Empty when no record qualifies.
-    """
-    counts = {c: [0, 0, 0, 0] for c in (*CHECKS, "any")}
-    n = 0
-    for r in records:
-        pred, ev = r.get("verifier"), r.get("eval")
-        if not pred or not ev or r.get("kind", "attempt") != "attempt":
-            continue
-        if ev.get("stage") == "none" and ev.get("error_stage") == "screen":
-            continue  # rejected by the free screen: not what the verifier is for
-        n += 1
-        real = actual_outcome(ev)
-        real["any"] = not ev.get("correct")
-        guess = {c: bool(pred.get(c)) for c in CHECKS}
-        guess["any"] = any(guess.values())
-        for c in counts:
-            idx = (0 if real[c] else 1) if guess[c] else (2 if real[c] else 3)
-            counts[c][idx] += 1
-    if not n:
-        return {}
-    return {c: _pr(*v) for c, v in counts.items()}
-
-
-__all__ = ["CHECKS", "SoftVerifier", "verifier_messages", "parse_verdict", "actual_outcome", "verifier_accuracy"]
+__all__ = ["CHECKS", "SoftVerifier", "verifier_messages", "parse_verdict"]

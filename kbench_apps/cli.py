@@ -11,7 +11,16 @@ import json
 import sys
 from pathlib import Path
 
+from rich.console import Console
+from rich.table import Table
+
+from kbench_apps.report import main as report_main
 from kbench_apps.runlog import RunLog
+from kbench_apps.runner import run_suite
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.rules import RULES
+from kbench_env.sandbox.doctor import doctor, format_doctor
+from kbench_env.tasks.suite import load_suite, resolve_task
 
 
 def _device_help() -> str:
@@ -19,8 +28,6 @@ def _device_help() -> str:
 
 
 def _add_rules(p) -> None:
-    from kbench_env.pipeline.rules import RULES
-
     p.add_argument("--rules", default="strict", choices=RULES,
                    help="strict: only the candidate's own kernels and glue (allocation, views, copies) in forward; "
                         "kernelbench: PyTorch operators allowed beside at least one own kernel that runs. Kernel "
@@ -28,15 +35,10 @@ def _add_rules(p) -> None:
 
 
 def cmd_tasks(args) -> int:
-    from kbench_env.tasks.suite import load_suite
-
     tasks = load_suite(args.suite, dtype=args.dtype)
     if args.json:
         print(json.dumps([_task_dict(t) for t in tasks]))
         return 0
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"kbench suite {args.suite!r}: {len(tasks)} tasks")
     for col in ("task", "level", "pass", "configurations (* held out)", "dtypes"):
         table.add_column(col)
@@ -60,9 +62,6 @@ def _task_dict(task) -> dict:
 
 
 def cmd_eval(args) -> int:
-    from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.tasks.suite import resolve_task
-
     task = resolve_task(args.task, dtype=args.dtype)
     source = Path(args.solution).read_text(encoding="utf-8", errors="replace")
     ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules)
@@ -76,20 +75,14 @@ def cmd_eval(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from kbench_apps.runner import run_suite
-
     return run_suite(args)
 
 
 def cmd_report(args) -> int:
-    from kbench_apps.report import main as report_main
-
     return report_main(args)
 
 
 def cmd_doctor(args) -> int:
-    from kbench_env.sandbox.doctor import doctor, format_doctor
-
     report = doctor()
     print(json.dumps(report, indent=2) if args.json else format_doctor(report))
     return 0
@@ -126,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--suite", default="default", help="suite name, level, folder, file or comma list")
     r.add_argument("--agent", default="auto", help="auto (evolutionary with the offline proposer when available, "
                                                    "else shipped), shipped, evolutionary, single_shot, best_of_n, "
-                                                   "refine, or a module name under agents/")
+                                                   "refine, or any agent installed in the kbench.agents "
+                                                   "entry-point group")
     r.add_argument("--device", default="auto", help=_device_help())
     r.add_argument("--backend", default=None)
     r.add_argument("--reward", default="tiered")

@@ -8,7 +8,7 @@ Metrics, per agent and per level, side by side (KernelBench's definitions):
 - kernel coverage, where the records have it: the best attempt's share of forward's time in its own kernels
   (``EvalResult.kernel_coverage``), per task and as the mean over correct tasks, so that a mostly-PyTorch answer
   (allowed under ``rules="kernelbench"``) shows as such;
-- soft-verifier precision and recall, when the records hold predictions (``agents.soft_verify``).
+- soft-verifier precision and recall, when the records hold predictions (``verifier_metrics``).
 
 A task's result is its best valid attempt (correct, timed, no integrity flag). This module reads records only; it
 never evaluates anything.
@@ -21,12 +21,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kbench_apps.verifier_metrics import verifier_accuracy
 from kbench_env.tasks.task import geomean
 
-try:
-    from agents.soft_verify import verifier_accuracy
-except ImportError:  # the report works without the agents package
-    verifier_accuracy = None
 
 P_VALUES = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 
@@ -187,9 +184,8 @@ def summarize(records: list[dict], p_values=P_VALUES) -> dict:
         summary["tasks"].setdefault(t, {})[a] = {"correct": o.correct, "best_speedup": o.best_speedup,
                                                  "attempts": o.attempts, "finished": o.finished,
                                                  "coverage": o.best_coverage}
-    if verifier_accuracy is not None:
-        for a in agents:
-            acc = verifier_accuracy([r for r in records if r["agent"] == a])
-            if acc:
-                summary["verifier"][a] = acc
+    for a in agents:
+        acc = verifier_accuracy([r for r in records if r["agent"] == a])
+        if acc:
+            summary["verifier"][a] = acc
     return summary

@@ -10,9 +10,10 @@ evolutionary agent and the baselines do), so that finished attempts are not eval
 
 from __future__ import annotations
 
-import importlib
+import argparse
 import inspect
 import time
+from importlib.metadata import EntryPoint, entry_points
 
 from rich.console import Console
 from rich.markup import escape
@@ -24,8 +25,9 @@ from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import geomean
 
-#: Agent names ``--agent`` knows besides module names under agents/.
-AGENTS = ("auto", "shipped", "evolutionary", "single_shot", "best_of_n", "refine")
+#: The entry-point group agents register in (pyproject.toml, ``[project.entry-points."kbench.agents"]``): each
+#: name maps to a factory called as ``factory(backend, options)`` (see agents/factories.py).
+AGENT_GROUP = "kbench.agents"
 
 #: ``--timing quick``: few repetitions (smoke tests, CI); ``default``: the Evaluator's own settings.
 TIMING_PRESETS = {"default": None, "quick": {"warmup": 1, "min_reps": 5, "max_reps": 30, "min_seconds": 0.05}}
@@ -38,65 +40,32 @@ def _opt(args, name, default=None):
     return default if v is None else v
 
 
-def make_client(args):
-    """The LLM client the run's arguments describe (``--llm``, ``--llm-model``, ...)."""
-    from agents.llm import make_client as _make
-
-    kind = _opt(args, "llm", "openai")
-    common = dict(temperature=_opt(args, "llm_temperature", 0.7), max_tokens=_opt(args, "llm_max_tokens", 4096),
-                  max_concurrency=_opt(args, "llm_concurrency", 4), timeout=_opt(args, "llm_timeout", 300.0),
-                  max_retries=_opt(args, "llm_retries", 3))
-    if kind == "openai":
-        return _make("openai", base_url=_opt(args, "llm_base_url"), model=_opt(args, "llm_model"),
-                     price_input_per_mtok=_opt(args, "llm_price_in", 0.0),
-                     price_output_per_mtok=_opt(args, "llm_price_out", 0.0), **common)
-    if kind == "transformers":
-        path = _opt(args, "llm_path") or _opt(args, "llm_model")
-        if not path:
-            raise ValueError("--llm transformers needs --llm-path (a local model folder)")
-        return _make("transformers", model_path=path, **common)
-    if kind == "offline":
-        return _make("offline", **common)
-    raise ValueError(f"unknown --llm {kind!r}: openai, transformers or offline")
+def installed_agents() -> dict[str, EntryPoint]:
+    """The agents installed in the ``kbench.agents`` group, by name (not yet imported)."""
+    return {ep.name: ep for ep in entry_points(group=AGENT_GROUP)}
 
 
 def make_agent(name: str, backend: str, args=None):
-    """An agent by name. "auto": the evolutionary agent with the offline proposer if present, else shipped."""
-    budget = _opt(args, "budget", 4)
-    seed = _opt(args, "seed", 0)
+    """The agent registered as ``name``, built by its factory from the run's arguments. "auto": the evolutionary
+    agent with the offline proposer (no model) where it is installed, else the shipped solutions."""
+    agents = installed_agents()
     if name == "auto":
-        try:
-            mod = importlib.import_module("agents.evolutionary")
-            return mod.default_agent(backend, budget=budget, seed=seed, **_evo_kwargs(args))
-        except (ImportError, AttributeError):
+        if "evolutionary" in agents:
+            name, args = "evolutionary", argparse.Namespace(**{**vars(args or argparse.Namespace()),
+                                                               "proposer": "offline", "soft_verify": False})
+        else:
             name = "shipped"
-    if name == "shipped":
-        from agents.shipped import ShippedSolutionAgent
-
-        return ShippedSolutionAgent(backend)
-    if name == "evolutionary":
-        from agents.evolutionary import default_agent
-
-        proposer = _opt(args, "proposer", "offline")
-        client = make_client(args) if proposer == "llm" else None
-        return default_agent(backend, budget=budget, proposer=proposer, client=client, seed=seed,
-                             soft_verify=bool(_opt(args, "soft_verify", False)), **_evo_kwargs(args))
-    if name in ("single_shot", "best_of_n", "refine"):
-        from agents.baselines import make_baseline
-
-        return make_baseline(name, make_client(args), budget=budget)
-    mod = importlib.import_module(f"agents.{name}")
-    return mod.default_agent(backend)
-
-
-def _evo_kwargs(args) -> dict:
-    out = {}
-    for arg, kw in (("population", "population_size"), ("batch_size", "batch_size"),
-                    ("time_budget", "time_budget_s"), ("workers", "eval_workers")):
-        v = _opt(args, arg)
-        if v is not None:
-            out[kw] = v
-    return out
+    if name not in agents:
+        raise ValueError(f"no agent named {name!r} is installed in the {AGENT_GROUP!r} entry-point group; installed: "
+                         f"{', '.join(sorted(agents)) or 'none'}. An agent registers under "
+                         f'[project.entry-points."{AGENT_GROUP}"] in its package\'s pyproject.toml; kbench\'s own are listed '
+                         f"once kbench is installed (pip install -e . in its checkout)")
+    try:
+        factory = agents[name].load()
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"agent {name!r} is registered as {agents[name].value!r}, which cannot be loaded: "
+                         f"{exc}") from exc
+    return factory(backend, args)
 
 
 def _takes_resume(agent) -> bool:

@@ -14,13 +14,17 @@ import os
 import threading
 from pathlib import Path
 
+import torch
+
+from kbench_env.device import Device
+
 
 def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:
     """The lock file of ``device`` ("cuda" or "cuda:N") under ``lock_dir``: named by the GPU's UUID where torch
     reports it, else by the index and CUDA_VISIBLE_DEVICES."""
-    import torch
-
-    index = int(device.split(":", 1)[1]) if ":" in device else torch.cuda.current_device()
+    index = Device.parse(device).index
+    if index is None:
+        index = torch.cuda.current_device()
     try:
         name = f"gpu-{torch.cuda.get_device_properties(index).uuid}"
     except (AttributeError, RuntimeError, AssertionError):

@@ -8,6 +8,8 @@ from functools import lru_cache
 
 import torch
 
+from kbench_env.device import Device
+
 _VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile", "neon", "asimd", "sve")
 
 
@@ -38,6 +40,6 @@ def gpu_description(device: str = "cuda") -> str:
 
 
 def describe(device: str) -> str:
-    if device.startswith("cuda") and torch.cuda.is_available():
+    if Device.parse(device).is_cuda and torch.cuda.is_available():
         return gpu_description(device)
     return cpu_description()

@@ -29,7 +29,8 @@ from agents import tunables
 from agents.baselines import BestOfNAgent, IterativeRefinementAgent, SingleShotAgent
 from agents.evolutionary import EvolutionaryAgent, LLMProposer, OfflineProposer, default_agent
 from agents.llm import LLMError, OfflineClient, OpenAIClient
-from agents.soft_verify import SoftVerifier, actual_outcome, parse_verdict, verifier_accuracy
+from agents.soft_verify import CHECKS, SoftVerifier, parse_verdict
+from kbench_apps.verifier_metrics import CHECKS as SCORED_CHECKS, actual_outcome, verifier_accuracy
 
 TUNABLE = (ROOT / "tests/data/agents/relu_tunable_fast.py").read_text()
 QUICK = {"warmup": 1, "min_reps": 5, "max_reps": 30, "min_seconds": 0.05}
@@ -280,6 +281,10 @@ def test_parse_verdict_forms():
 def _ev(stage, error_stage=None, error=None, correct=False, compiled=True):
     return {"stage": stage, "error_stage": error_stage, "error": error, "correct": correct, "compiled": compiled,
             "configs": [], "speedup": 1.0 if correct else None, "integrity_flags": []}
+
+
+def test_the_report_scores_every_check_the_verifier_predicts():
+    assert SCORED_CHECKS == CHECKS
 
 
 def test_soft_verifier_precision_recall_on_synthetic_records():

@@ -1,15 +1,20 @@
-"""Packaging: what `pip install .` brings, that an installed (non-editable) kbench finds its shipped tasks, and
-how a backend from outside the package is made available."""
+"""Packaging: what `pip install .` brings, that an installed (non-editable) kbench finds its shipped tasks, how a
+backend from outside the package is made available, and how the runner finds agents (the kbench.agents group)."""
 
 from __future__ import annotations
 
+import argparse
 import glob
+import importlib
+import inspect
 import re
 import tomllib
+from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 
+from kbench_apps import runner
 from kbench_env.tasks import suite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,3 +82,70 @@ def test_a_backend_registered_from_outside_is_found_by_name_and_the_default_foll
     with pytest.raises(ValueError, match="unknown backend 'nope'"):
         get_backend("nope")
     assert (default_backend("cpu"), default_backend("cuda:1")) == ("cpu", "cuda")
+
+
+# ====================================================================== agents: the kbench.agents entry points
+AGENT_GROUP = PYPROJECT["project"]["entry-points"]["kbench.agents"]
+
+
+def _agent_classes() -> set[type]:
+    """Every public class under agents/ that plays episodes: the shipped agents."""
+    found = set()
+    for path in sorted((ROOT / "agents").glob("*.py")):
+        mod = importlib.import_module(f"agents.{path.stem}")
+        found |= {obj for name, obj in vars(mod).items() if inspect.isclass(obj) and not name.startswith("_")
+                  and obj.__module__ == mod.__name__ and callable(getattr(obj, "run_episode", None))}
+    return found
+
+
+def test_every_shipped_agent_is_registered_in_the_entry_point_group():
+    assert {"shipped", "evolutionary", "single_shot", "best_of_n", "refine"} <= set(AGENT_GROUP)
+    options = argparse.Namespace(llm="offline", budget=3, seed=0)  # the LLM baselines with the offline client
+    built = {}
+    for name, target in AGENT_GROUP.items():
+        factory = EntryPoint(name, target, "kbench.agents").load()
+        built[name] = factory("cpu", options)
+        assert callable(built[name].run_episode), f"{name} ({target}) built no agent"
+    classes = _agent_classes()
+    assert classes, "no agent classes found under agents/"
+    missing = sorted(c.__name__ for c in classes if not any(isinstance(a, c) for a in built.values()))
+    assert not missing, f"agents no [project.entry-points.\"kbench.agents\"] factory builds: {missing}"
+
+
+def _fake_group(monkeypatch, tmp_path, entries: dict[str, str]) -> None:
+    """The runner sees exactly ``entries`` in its group; the factories live in a module of tmp_path."""
+    (tmp_path / "fake_agents.py").write_text(
+        "class Agent:\n"
+        "    def __init__(self, name, backend, options):\n"
+        "        self.name, self.backend, self.options = name, backend, options\n"
+        "    def run_episode(self, env, task, seed=None):\n"
+        "        yield from ()\n"
+        "def mine(backend, options):\n"
+        "    return Agent('mine', backend, options)\n"
+        "def evolutionary(backend, options):\n"
+        "    return Agent('evolutionary', backend, options)\n"
+        "def shipped(backend, options):\n"
+        "    return Agent('shipped', backend, options)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    eps = [EntryPoint(name, value, runner.AGENT_GROUP) for name, value in entries.items()]
+    monkeypatch.setattr(runner, "entry_points", lambda group: [e for e in eps if group == runner.AGENT_GROUP])
+
+
+def test_the_runner_finds_agents_through_the_group_and_names_the_installed_ones(monkeypatch, tmp_path):
+    _fake_group(monkeypatch, tmp_path, {"mine": "fake_agents:mine", "shipped": "fake_agents:shipped",
+                                        "broken": "fake_agents_gone:make"})
+    options = argparse.Namespace(budget=2, proposer="llm")
+    agent = runner.make_agent("mine", "triton", options)
+    assert (agent.name, agent.backend, agent.options) == ("mine", "triton", options)
+    with pytest.raises(ValueError, match=r"no agent named 'nope' .*'kbench.agents'.*installed: broken, mine, shipped"):
+        runner.make_agent("nope", "cpu")
+    with pytest.raises(ValueError, match=r"agent 'broken' is registered as 'fake_agents_gone:make'.*fake_agents_gone"):
+        runner.make_agent("broken", "cpu")
+    assert runner.make_agent("auto", "cpu").name == "shipped"  # no evolutionary agent installed
+
+
+def test_auto_is_the_evolutionary_agent_with_the_offline_proposer_where_installed(monkeypatch, tmp_path):
+    _fake_group(monkeypatch, tmp_path, {"evolutionary": "fake_agents:evolutionary", "shipped": "fake_agents:shipped"})
+    agent = runner.make_agent("auto", "cpu", argparse.Namespace(budget=5, proposer="llm", soft_verify=True))
+    assert agent.name == "evolutionary"
+    assert (agent.options.budget, agent.options.proposer, agent.options.soft_verify) == (5, "offline", False)

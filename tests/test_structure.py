@@ -2,13 +2,17 @@
 
 - no module-level import circle inside ``kbench_env`` (imports inside functions are for optional extras and are
   left out of the graph);
-- the environment never imports the apps, the agents or the training code;
-- no module over 400 lines, no function over 80, ``Evaluator`` under 200.
+- the environment never imports the apps, the agents or the training code, and the apps find agents through the
+  ``kbench.agents`` entry-point group, not by importing them;
+- no module over 400 lines, no function over 80, ``Evaluator`` under 200;
+- no import inside a function, except of an optional extra or for a stated reason (``LATE_IMPORTS``).
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -116,6 +120,105 @@ def test_the_environment_never_imports_apps_agents_or_training():
                 if any(n.split(".")[0] in ("kbench_apps", "agents", "training") for n in names):
                     bad.setdefault(name, []).append(names[0])
     assert not bad, f"the env imports upward: {bad}"
+
+
+def _imported_roots(path: Path) -> set[str]:
+    """The top-level packages a module imports anywhere in it (inside functions too), absolute imports only."""
+    roots = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_apps_find_agents_through_the_entry_point_group_only():
+    """kbench_apps reaches agents through ``importlib.metadata.entry_points(group="kbench.agents")``, never by
+    importing them: an agent from another package is then as much at home as the shipped ones."""
+    bad = {name: sorted(_imported_roots(path) & {"agents", "training"}) for name, path in MODULES.items()
+           if name.startswith("kbench_apps")}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, f"kbench_apps imports agents or training directly (use the kbench.agents entry points): {bad}"
+
+
+#: Top-level packages of the optional extras (pyproject's optional-dependencies): imported where they are used,
+#: inside functions, so that the core imports without them.
+OPTIONAL_PACKAGES = {"trl", "transformers", "openai", "matplotlib", "ray", "triton", "peft", "accelerate", "datasets",
+                     "vllm", "cupy"}
+
+#: In-function imports of core modules that must stay late, each with its reason: (module, what it imports; a
+#: dotted prefix).
+LATE_IMPORTS = {
+    ("kbench_env", "kbench_env.env.env"):
+        "gymnasium may be absent (a bare GPU image): `import kbench_env` gives the Evaluator without it",
+    ("kbench_env.backends.extension", "torch.utils.cpp_extension"):
+        "the fork server imports this module and must not import cpp_extension (sandbox/forkserver.py)",
+    ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",
+}
+
+#: In-function imports in the modules being rewritten for #20 (the lead's); each goes as its module is rewritten.
+BEING_REWRITTEN = {
+    ("kbench_env.backends.base", "kbench_env.fastpath"),
+    ("kbench_env.backends.base", "kbench_env.tasks.task"),
+    ("kbench_env.backends.cuda", "torch.autograd"),
+    ("kbench_env.backends.cuda", "torch.profiler"),
+    ("kbench_env.pipeline.fingerprint", "kbench_env.pipeline.compare"),
+    ("kbench_env.pipeline.integrity", "torch.profiler"),
+    ("kbench_env.pipeline.integrity", "torch.autograd.profiler"),
+    ("kbench_env.pipeline.integrity", "sys"),
+    ("kbench_env.pipeline.integrity", "time"),
+    ("kbench_env.pipeline.integrity", "kbench_env.worker.timing"),
+    ("kbench_env.pipeline.integrity", "kbench_env.pipeline.compare"),
+    ("kbench_env.pipeline.integrity", "torch.utils.flop_counter"),
+}
+
+
+def _function_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` for each import inside a function: ``what`` is the module, or ``module.name`` for each name
+    of a ``from module import name`` (absolute imports; relative ones are not used in these packages)."""
+    found = []
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, ast.Import):
+                found.extend((child.lineno, a.name) for a in child.names)
+            elif in_function and isinstance(child, ast.ImportFrom):
+                found.extend((child.lineno, f"{child.module}.{a.name}") for a in child.names)
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(source), False)
+    return found
+
+
+def _late_import_allowed(module: str, what: str) -> bool:
+    if what.split(".")[0] in OPTIONAL_PACKAGES:
+        return True
+    return any(m == module and (what == w or what.startswith(w + "."))
+               for m, w in set(LATE_IMPORTS) | BEING_REWRITTEN)
+
+
+def test_the_checker_finds_imports_inside_functions():
+    src = "import os\ndef f():\n    import json\n    from kbench_env.tasks import task\n    class C:\n" \
+          "        def g(self):\n            import triton\n"
+    assert _function_imports(src) == [(3, "json"), (4, "kbench_env.tasks.task"), (7, "triton")]
+    assert _late_import_allowed("m", "triton.runtime.jit.JITFunction")
+    assert not _late_import_allowed("m", "json")
+    assert _late_import_allowed("kbench_apps.report", "kbench_apps.plots.make_plots")
+    assert not _late_import_allowed("kbench_apps.cli", "kbench_apps.plots.make_plots")
+
+
+def test_no_import_inside_a_function_but_optional_extras_and_stated_exceptions():
+    bad = [f"{MODULES[name].relative_to(ROOT)}:{line} imports {what}" for name in sorted(MODULES)
+           for line, what in _function_imports(MODULES[name].read_text()) if not _late_import_allowed(name, what)]
+    assert not bad, ("imports inside functions (move them to the module's top; an optional extra belongs in "
+                     "OPTIONAL_PACKAGES, a late import with a reason in LATE_IMPORTS): " + "; ".join(bad))
+
+
+def test_the_optional_packages_are_no_core_dependency():
+    core = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower()
+            for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    assert not OPTIONAL_PACKAGES & core
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

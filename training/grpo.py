@@ -106,17 +106,20 @@ def build_trainer(args: argparse.Namespace):
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from kbench_env.pipeline.evaluator import Evaluator, resolve_device
+    from kbench_env.backends import default_backend
+    from kbench_env.device import Device
+    from kbench_env.pipeline.evaluator import Evaluator
 
     from .data import build_dataset, load_tasks
     from .rewards import EpisodeReward, KBenchReward
     from .rollout import MultiTurnRollout
 
     # 1. where kernels run, and the tasks
-    device = resolve_device(args.device)
-    if device == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"  # each process evaluates on its own GPU
-    backend = args.backend or ("cpu" if device.startswith("cpu") else "cuda")
+    dev = Device.parse(args.device)
+    if dev == Device("cuda") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        dev = Device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # each process evaluates on its own GPU
+    device = str(dev)
+    backend = args.backend or default_backend(device)
     evaluator = Evaluator(device=device, backend=backend, reward=args.reward, time_candidates=not args.no_timing)
     tasks = load_tasks(args.suite, device)
     dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)))

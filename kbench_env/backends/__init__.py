@@ -11,6 +11,7 @@ from kbench_env.backends.base import Backend
 from kbench_env.backends.cpu import CpuBackend
 from kbench_env.backends.cuda import CudaBackend
 from kbench_env.backends.triton import TritonBackend
+from kbench_env.device import Device
 
 _BACKENDS = {"cpu": CpuBackend, "cuda": CudaBackend, "triton": TritonBackend}
 
@@ -29,4 +30,4 @@ def get_backend(name: str) -> Backend:
 
 def default_backend(device: str) -> str:
     """The backend a device gets when none is named: C++ on the CPU, CUDA on a GPU."""
-    return "cpu" if device.startswith("cpu") else "cuda"
+    return "cpu" if Device.parse(device).is_cpu else "cuda"

@@ -17,6 +17,8 @@ import subprocess
 import sys
 from functools import lru_cache
 
+import torch
+
 from kbench_env.backends.base import Backend
 
 
@@ -80,8 +82,6 @@ class ExtensionBackend(Backend):
 
     def _build_dir(self, build_root: str, kind: str, name: str, payload: dict) -> str:
         """The build directory of one extension: named by everything its build depends on."""
-        import torch
-
         key = json.dumps({"kind": kind, "name": name, "payload": payload, "torch": torch.__version__,
                           "cxx": compiler_id(), "backend": self.name, "env": self.build_environment()},
                          sort_keys=True, default=str)
@@ -92,7 +92,7 @@ class ExtensionBackend(Backend):
         return d
 
     def prepare_worker(self, build_root: str) -> None:
-        import torch
+        # Late: the fork server imports this module, and must not import cpp_extension (sandbox/forkserver.py)
         import torch.utils.cpp_extension as cpp
 
         os.makedirs(build_root, exist_ok=True)

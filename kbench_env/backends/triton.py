@@ -20,6 +20,8 @@ import torch
 from kbench_env.worker import timing
 from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends.base import Backend
+from kbench_env.backends.cuda import CudaBackend
+from kbench_env.device import Device
 
 #: Profiler record names that mark a launch of the candidate's own Triton kernel (see integrity.py).
 KERNEL_RECORD_PREFIX = "kbench_kernel::"
@@ -44,7 +46,7 @@ class TritonBackend(Backend):
 
     def __init__(self):
         super().__init__()
-        self.device = "cuda"
+        self.device = Device("cuda")
         self._cuda = None  # the CUDA backend this one delegates GPU timing, poisoning and calibration to
         self._patched = False
 
@@ -72,17 +74,15 @@ class TritonBackend(Backend):
 
     # ------------------------------------------------------------------ worker side
     def prepare_worker(self, build_root: str, device: str | None = None) -> None:
-        self.device = device or _job_device() or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = Device.parse(device or _job_device() or "auto")
         cache = os.path.join(build_root, "triton-cache")
         os.makedirs(cache, exist_ok=True)
         os.environ["TRITON_CACHE_DIR"] = cache
         os.environ["KBENCH_BUILD_ROOT"] = build_root
-        if self.device.startswith("cpu"):
+        if self.device.is_cpu:
             os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel is decorated: before candidate code runs
         else:
             os.environ.pop("TRITON_INTERPRET", None)
-            from kbench_env.backends.cuda import CudaBackend
-
             self._cuda = CudaBackend()
         self._patch_launches()
 
@@ -119,11 +119,11 @@ class TritonBackend(Backend):
         self._patched = True
 
     def sync(self) -> None:
-        if not self.device.startswith("cpu"):
+        if not self.device.is_cpu:
             torch.cuda.synchronize()
 
     def poison(self, device: str) -> None:
-        if self._cuda is not None and device.startswith("cuda"):
+        if self._cuda is not None and Device.parse(device).is_cuda:
             self._cuda.poison(device)
 
     def time_calls(self, fn, make_inputs, on_output=None, **params) -> timing.Timing:
@@ -134,7 +134,7 @@ class TritonBackend(Backend):
         return timing.time_calls(fn, make_inputs, sync=self.sync, on_output=on_output, **params)
 
     def calibrate(self, device: str, dtypes: list) -> dict:
-        if self._cuda is not None and device.startswith("cuda"):
+        if self._cuda is not None and Device.parse(device).is_cuda:
             return self._cuda.calibrate(device, dtypes)
         return super().calibrate(device, dtypes)
 

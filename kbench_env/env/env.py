@@ -9,7 +9,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from kbench_env.pipeline.evaluator import Evaluator, resolve_device
+from kbench_env.device import resolve_device
+from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.env.prompt import build_prompt
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.reward import get_reward_fn

@@ -5,14 +5,13 @@ runs or times candidate code."""
 
 from __future__ import annotations
 
+from kbench_env.executors.local import LocalExecutor
+from kbench_env.executors.ray_executor import RayExecutor  # ray itself (the [ray] extra) only when one is made
+
 
 def make_executor(kind: str = "local", **kwargs):
     if kind == "local":
-        from kbench_env.executors.local import LocalExecutor
-
         return LocalExecutor(**kwargs)
     if kind == "ray":
-        from kbench_env.executors.ray_executor import RayExecutor
-
         return RayExecutor(**kwargs)
     raise ValueError(f"unknown executor {kind!r}: local or ray")

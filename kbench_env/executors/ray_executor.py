@@ -4,13 +4,13 @@ EvalResult dicts and are rebuilt here, so callers see the same objects as with t
 
 from __future__ import annotations
 
+from kbench_env.device import Device
+from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
 
 
 class _EvaluatorActor:
     def __init__(self, device: str, evaluator_kwargs: dict):
-        from kbench_env.pipeline.evaluator import Evaluator
-
         self.evaluator = Evaluator(device=device, **evaluator_kwargs)
 
     def evaluate(self, task, action, seed):
@@ -32,15 +32,14 @@ class RayExecutor:
         if not ray.is_initialized():
             ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
         gpus = int(ray.cluster_resources().get("GPU", 0))
-        if device == "auto":
-            device = "cuda" if gpus else "cpu"
-        n = num_actors or (gpus if device.startswith("cuda") and gpus else 1)
+        # "auto" asks the cluster, not this process: the actors may run where this driver has no GPU
+        dev = Device.parse(("cuda" if gpus else "cpu") if device == "auto" else device)
+        n = num_actors or (gpus if dev.is_cuda and gpus else 1)
         opts = {"num_cpus": cpus_per_actor, "max_concurrency": max_concurrency}
-        if device.startswith("cuda"):
-            opts["num_gpus"] = 1
+        if dev.is_cuda:
+            opts["num_gpus"] = 1  # each actor's one GPU is its "cuda"
         actor_cls = ray.remote(_EvaluatorActor)
-        self.actors = [actor_cls.options(**opts).remote("cuda" if device.startswith("cuda") else "cpu",
-                                                        evaluator_kwargs) for _ in range(n)]
+        self.actors = [actor_cls.options(**opts).remote(dev.kind, evaluator_kwargs) for _ in range(n)]
         self._ray = ray
 
     def evaluate_many(self, items: list, seed: int | None = None) -> list[EvalResult]:

@@ -28,6 +28,8 @@ import contextlib
 
 import torch
 
+from kbench_env.device import Device
+
 #: Profiler records around a launch of the candidate's Triton kernel (its internals are the kernel's own).
 KERNEL_RECORD_PREFIX = "kbench_kernel::"
 #: Profiler records around a call into the candidate's compiled extension or fast-path kernel.
@@ -94,7 +96,7 @@ def profile_times(events, namespaces: set, trust_records: bool, device: str, glu
     CPU, ``{"device_us": [[kernel name, "own" | "torch" | "other" | None, microseconds], ...]}`` on a GPU (none without
     device events: the legacy profiler's "ops" mode)."""
     classify = _Classifier(namespaces, trust_records, glue)
-    if device.startswith("cuda"):
+    if Device.parse(device).is_cuda:
         dev = [e for e in events if _is_cuda(e) and not is_annotation(e)]
         return {"device_us": _device_rows(events, dev, classify)} if dev else {}
     return {"cpu_us": _cpu_times(events, classify)}

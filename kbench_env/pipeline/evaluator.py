@@ -25,10 +25,9 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-import torch
-
 from kbench_env.backends import default_backend, get_backend
 from kbench_env.cachedir import default_cache_dir
+from kbench_env.device import Device, resolve_device
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
@@ -45,12 +44,6 @@ from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.task import Config, Task
-
-
-def resolve_device(device: str = "auto") -> str:
-    if device in (None, "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
 
 
 class Evaluator:
@@ -107,14 +100,14 @@ class Evaluator:
         self.time_candidates = time_candidates
         if compile_baseline is None and os.environ.get("KBENCH_COMPILE_BASELINE", "") in ("0", "1"):
             compile_baseline = os.environ["KBENCH_COMPILE_BASELINE"] == "1"  # a run-wide switch, e.g. smoke runs
-        self.compile_baseline = (not self.device.startswith("cpu")) if compile_baseline is None else compile_baseline
+        self.compile_baseline = (not Device.parse(self.device).is_cpu) if compile_baseline is None else compile_baseline
         if baseline == "compile":
             self.compile_baseline = True
         self.reverify_above = reverify_above
         self.roofline = roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
         # Run and time one candidate at a time on this device: on a GPU across processes too (devicelock.py).
-        if self.device.startswith("cuda"):
+        if Device.parse(self.device).is_cuda:
             self._device_lock = DeviceLock(lambda: gpu_lock_path(self.cache_dir / "locks", self.device))
         else:
             self._device_lock = threading.Lock()

@@ -12,6 +12,8 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
+from kbench_env.device import Device
+
 #: Stages in order; ``EvalResult.stage`` is the last one passed ("none": rejected by the screen).
 STAGES = ("none", "screened", "built", "ran", "correct", "timed")
 
@@ -112,7 +114,7 @@ class EvalResult:
                 )
         if self.kernel_coverage is not None:
             per = ", ".join(f"{c.name} {c.kernel_coverage:.0%}" for c in self.configs if c.kernel_coverage is not None)
-            where = "CPU" if self.device.startswith("cpu") else "device"
+            where = "CPU" if Device.parse(self.device).is_cpu else "device"
             lines.append(f"Kernel coverage (share of forward's {where} time in your own kernels; rules "
                          f"{self.rules}): {self.kernel_coverage:.0%} ({per}).")
         if self.correct and self.speedup is not None:

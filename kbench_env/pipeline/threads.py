@@ -10,6 +10,8 @@ import threading
 
 import torch
 
+from kbench_env.device import Device
+
 
 class ParentThreads:
     """torch's intra-op thread count in this process, lowered while an evaluation holds a CPU device and restored
@@ -46,6 +48,6 @@ def trusted_threads(device: str, worker_threads: int):
     comparisons) on the cores the worker does not use (``worker_threads``, ``Limits.threads``): with the default
     of one thread per core, the two processes' threads outnumbered the cores and waited on each other. A GPU
     evaluation keeps the count."""
-    if not device.startswith("cpu"):
+    if not Device.parse(device).is_cpu:
         return contextlib.nullcontext()
     return PARENT_THREADS.lowered((os.cpu_count() or 1) - worker_threads)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+from kbench_env.device import Device
 from kbench_env.sandbox import policy
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.policy import Limits
@@ -27,7 +28,7 @@ class SpareWorkers:
 
     def __init__(self, backend: str, device: str, build_root: str, limits: Limits):
         self._args = (backend, device, build_root, limits)
-        self._refill_at_take = device.startswith("cpu")
+        self._refill_at_take = Device.parse(device).is_cpu
         self._lock = threading.Lock()
         self._spare: Worker | None = None
         self._starting = False

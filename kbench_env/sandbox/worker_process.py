@@ -31,6 +31,7 @@ import signal
 import tempfile
 import time
 
+from kbench_env.device import Device
 from kbench_env.protocol import messages, wire
 from kbench_env.sandbox import buildcache
 from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
@@ -322,7 +323,7 @@ class Worker:
         if self._cgroup is not None:
             self._cgroup.signal_all()
         self.conn.close()
-        if self._device.startswith("cpu"):
+        if Device.parse(self._device).is_cpu:
             REAPER.submit(self._reap)
         else:
             self._reap()

@@ -9,6 +9,7 @@ import copy
 import functools
 from pathlib import Path
 
+from kbench_env.tasks.formats import kernelbench
 from kbench_env.tasks.task import DTYPES, Config, Task, TaskError
 
 
@@ -68,8 +69,6 @@ def load_task(path_or_source: str | Path, name: str | None = None, dtype: str | 
         if len(set(names)) != len(names):
             raise TaskError(f"{filename}: configuration names repeat: {names}")
     else:
-        from kbench_env.tasks.formats import kernelbench  # noqa: PLC0415 - it imports this module
-
         kernelbench.check_runs(tree, source, filename)
         configs = None
         derive = functools.partial(kernelbench.derived_configs, source, filename, dtype or "float32")

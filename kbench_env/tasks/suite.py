@@ -23,6 +23,7 @@ import warnings
 from functools import lru_cache
 from pathlib import Path
 
+from kbench_env.tasks.formats.robust_kbench import load_robust_task, load_robust_tasks, load_robust_tree
 from kbench_env.tasks.loading import load_task
 from kbench_env.tasks.task import Task, TaskError
 
@@ -65,9 +66,7 @@ def _load_cached(path: str, mtime: float, dtype: str | None) -> Task:
 
 def task_from_path(path: Path, dtype: str | None = None) -> Task:
     if path.is_dir() and (path / "func_forward.py").is_file():
-        from kbench_env.tasks.formats.robust_kbench import load_robust_task  # robust-kbench's folder format
-
-        return load_robust_task(path)
+        return load_robust_task(path)  # robust-kbench's folder format
     return _load_cached(str(path.resolve()), path.stat().st_mtime, dtype)
 
 
@@ -117,9 +116,7 @@ class SkippedTaskWarning(UserWarning):
 
 
 def _folder(folder: Path, dtype: str | None = None) -> list[Task]:
-    from kbench_env.tasks.formats.robust_kbench import load_robust_tasks, load_robust_tree  # robust-kbench's folders: forward and backward
-
-    if (folder / "func_forward.py").is_file():
+    if (folder / "func_forward.py").is_file():  # one robust-kbench task: its forward and backward passes
         return load_robust_tasks(folder)
     robust, skipped = load_robust_tree(folder)  # task folders at any depth (robust-kbench nests its groups)
     for path, why in skipped:

@@ -46,6 +46,8 @@ from typing import Any
 
 import torch
 
+from kbench_env.device import Device
+from kbench_env.pipeline.compare import REFERENCE_DTYPE
 from kbench_env.tasks.sizes import apply_overrides, size_constants  # noqa: F401 - size_constants: part of this module's API
 
 DTYPES = {
@@ -86,7 +88,7 @@ class Config:
     devices: tuple = ("cpu", "cuda")
 
     def runs_on(self, device: str) -> bool:
-        return device.split(":")[0] in self.devices
+        return Device.parse(device).kind in self.devices
 
     def to_dict(self) -> dict:
         return {
@@ -168,7 +170,7 @@ class Task:
         candidate is evaluated, or charged, for it)."""
         configs = self.configs_for(device)
         if not configs:
-            kind = device.split(":")[0]
+            kind = Device.parse(device).kind
             where = sorted({d for c in self.configs for d in c.devices})
             raise TaskError(f"task {self.name} has no input configuration for {device} (its configurations are for "
                             f"{', '.join(where) or 'no device'}): run it on {' or '.join(where) or 'another device'}, "
@@ -233,8 +235,6 @@ class Task:
         """``reference_output`` as a function of the inputs, with the model built once (the evaluator checks
         several timed calls of a configuration against it). Reference models hold no state between calls: they
         are in eval mode, and backward tasks take their gradients with ``torch.autograd.grad``."""
-        from kbench_env.pipeline.compare import REFERENCE_DTYPE
-
         dtype = DTYPES[config.dtype]
         model = self.make_model(mod, init_inputs, init_seed, dtype, device)
         ref_dtype = REFERENCE_DTYPE.get(dtype, dtype) if upcast else dtype

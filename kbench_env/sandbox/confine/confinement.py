@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 
+from kbench_env.device import Device
 from kbench_env.sandbox.confine import environment, namespaces, privileges, rlimits, seccomp
 from kbench_env.sandbox.confine.audit_hook import Guard
 from kbench_env.sandbox.confine.landlock import landlock_abi, restrict
@@ -45,7 +46,7 @@ def apply(job: dict, keep_fds=()) -> dict:
     report = sb.get("report")
     isolate = sb.get("isolate", True)
     off = set(sb.get("off", ()))
-    if job.get("device", "cpu").startswith("cuda") and not sb.get("gpu_isolation"):
+    if Device.parse(job.get("device", "cpu")).is_cuda and not sb.get("gpu_isolation"):
         sb = _relax_for_cuda(sb, off, miss)
     scratch = os.path.realpath(job["scratch"])
     build_root = os.path.realpath(job["build_root"])

@@ -7,6 +7,7 @@ import ctypes
 import os
 import struct
 
+from kbench_env.device import Device
 from kbench_env.sandbox.confine.libc import PR_SET_NO_NEW_PRIVS, err, libc
 
 _SYS_LL_CREATE, _SYS_LL_ADD, _SYS_LL_RESTRICT = 444, 445, 446
@@ -46,7 +47,7 @@ def restrict(scratch: str, build_root: str, reads: list, execs: list, device: st
     rules = [(p, read) for p in reads] + [(p, _LL_EXECUTE) for p in execs]
     rules += [(p, fs & ~_LL_EXECUTE) for p in (scratch, build_root)]
     rules += [(p, _LL_READ_FILE | _LL_WRITE_FILE) for p in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")]
-    if device.startswith("cuda"):
+    if Device.parse(device).is_cuda:
         rules += [(f"/dev/{n}", _LL_READ_FILE | _LL_WRITE_FILE) for n in os.listdir("/dev")
                   if n.startswith(("nvidia", "dri"))]
     merged: dict = {}

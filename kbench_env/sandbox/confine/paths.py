@@ -7,6 +7,8 @@ import os
 import shutil
 import sys
 
+from kbench_env.device import Device
+
 # kbench_env/ itself (this file is kbench_env/sandbox/confine/paths.py): its modules run in the worker
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,7 +46,7 @@ def allowed_paths(scratch: str, build_root: str, device: str, extra=()) -> tuple
     execs = system + python_roots() + [c for c in cuda if c] + tools
     cutlass = [os.path.expanduser(os.environ.get(k, "").strip()) for k in CUTLASS_VARS if os.environ.get(k, "").strip()]
     reads = execs + ["/proc", "/sys", "/dev"] + [f"/etc/{e}" for e in _ETC] + list(extra) + cutlass
-    if device.startswith("cuda"):
+    if Device.parse(device).is_cuda:
         reads += ["/etc/nvidia", "/var/lib/nvidia"]
     reads = [os.path.realpath(p) for p in reads if p and os.path.exists(p)]
     return sorted(set(reads) | {scratch, build_root}), sorted({os.path.realpath(p) for p in execs if os.path.exists(p)})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import resource
 
+from kbench_env.device import Device
+
 
 def set_limits(limits: dict, device: str, act: dict, miss: dict, cgroup: bool = False) -> None:
     """Set the resource limits ``limits`` names (``cgroup``: the parent bounds processes with a pids cgroup)."""
@@ -20,7 +22,7 @@ def set_limits(limits: dict, device: str, act: dict, miss: dict, cgroup: bool = 
     # Address-space limits break CUDA (its runtime reserves terabytes of virtual memory: cudaGetDeviceCount fails
     # with "out of memory"); on a GPU the parent watches the worker's resident memory instead
     # (worker_process.Worker).
-    if limits.get("memory_bytes") and not device.startswith("cuda"):
+    if limits.get("memory_bytes") and not Device.parse(device).is_cuda:
         setl(resource.RLIMIT_AS, _vmsize() + int(limits["memory_bytes"]))
         done.append(f"address space +{int(limits['memory_bytes']) >> 20} MiB")
     if limits.get("file_bytes"):

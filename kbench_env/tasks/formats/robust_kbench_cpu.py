@@ -26,8 +26,10 @@ from __future__ import annotations
 import inspect
 from typing import Callable
 
+import torch
+
 from kbench_env.tasks.formats.kernelbench import CPU_ELEMENT_BUDGET, odd_size
-from kbench_env.tasks.task import TaskError
+from kbench_env.tasks.task import TaskError, seeded
 
 #: Integer settings at least this large are sizes to scale; smaller ones (kernel sizes, strides, dims) stay.
 SCALE_FROM = 16
@@ -189,10 +191,6 @@ def check_deterministic(rk, init: dict, inp: dict, where: str) -> None:
     kernel can be checked against such a reference: an honest one fails and the candidate would pay for it, so
     the task is reported and skipped instead (robust-kbench's own filter marks that task too). Run once on the
     CPU, on a configuration small enough for it."""
-    import torch
-
-    from kbench_env.tasks.task import seeded
-
     outs = []
     for draw in (1, 2):
         with seeded(0):

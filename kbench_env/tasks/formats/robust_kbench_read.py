@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import itertools
 import json
 import keyword
 import re
+import types
 from pathlib import Path
 
 import torch
@@ -98,8 +100,6 @@ def read_configs(folder: str | Path, form: str = "forward", multi: bool = True,
 
 
 def _exec_rk(source: str, filename: str):
-    import types
-
     mod = types.ModuleType("robust_kbench_task")
     mod.__file__ = filename
     try:
@@ -147,8 +147,6 @@ def _probe(rk, init_kw: dict, input_kw: dict, filename: str, devices=("meta", "c
 
 
 def _signature_defaults(fn) -> dict:
-    import inspect
-
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -158,8 +156,6 @@ def _signature_defaults(fn) -> dict:
 
 def _parameter_names(fn) -> set | None:
     """Keyword parameters of ``fn``; None when it takes ``**kwargs`` or has no signature (anything goes)."""
-    import inspect
-
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):

@@ -4,6 +4,7 @@ pieces."""
 
 from __future__ import annotations
 
+import pprint
 import textwrap
 
 _RK_BEGIN = "# ==== robust-kbench {file}, unchanged ===="
@@ -149,6 +150,4 @@ def generate_source(plan: dict) -> str:
 
 
 def _pformat(d: dict) -> str:
-    import pprint
-
     return pprint.pformat(d, width=116, sort_dicts=False)
