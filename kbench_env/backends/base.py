@@ -7,6 +7,9 @@ import ast
 
 import torch
 
+from kbench_env.fastpath import call_count as fastpath_calls
+from kbench_env.device import Device
+from kbench_env.tasks.task import DTYPES
 from kbench_env.worker import timing
 from kbench_env.pipeline.coverage import own_call
 
@@ -46,9 +49,7 @@ class Backend:
 
     def extension_calls(self) -> int:
         """How many calls went into the candidate's own compiled code (extension modules, fast-path kernels)."""
-        from kbench_env import fastpath
-
-        return self._extension_calls + fastpath.call_count()
+        return self._extension_calls + fastpath_calls()
 
     def count_calls(self, module):
         """Wrap a compiled extension module so that calls into it are counted (decoy detection)."""
@@ -66,12 +67,11 @@ class Backend:
                               min_seconds=0.1, sync=self.sync)
         bw = 2 * x.numel() * 4 / (min(t.times_ms) / 1e3)  # the device's capacity: best, not typical, time
         rates = {}
-        size = 1024 if device == "cpu" else 8192
-        from kbench_env.tasks.task import DTYPES
-
+        cpu = Device.parse(device).is_cpu
+        size = 1024 if cpu else 8192
         for name in dtypes:
             dt = DTYPES[name]
-            if device == "cpu" and dt in (torch.float16, torch.bfloat16):
+            if cpu and dt in (torch.float16, torch.bfloat16):
                 dt = torch.float32
             a = torch.randn(size, size, device=device).to(dt)
             t = timing.time_calls(lambda: a @ a, lambda j: [], warmup=2, min_reps=3, max_reps=10,

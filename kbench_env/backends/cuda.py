@@ -26,6 +26,8 @@ from __future__ import annotations
 import ast
 
 import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
 
 from kbench_env.pipeline import integrity
 from kbench_env.worker import timing
@@ -309,9 +311,6 @@ class CudaBackend(ExtensionBackend):
         """The idle time between consecutive kernel nodes of a replayed graph (CUPTI's start of one kernel minus
         the end of the one before, median over a graph of ``block`` tiny kernels). Every timed call pays it once
         and no profiler counts it as the kernel's (a large share of a few-microsecond kernel's time)."""
-        from torch.autograd import DeviceType
-        from torch.profiler import ProfilerActivity, profile
-
         z = torch.zeros(1, device=device)
         captured = self._capture(lambda z: z.add_(1.0), lambda j: [z], block)
         if captured is None:

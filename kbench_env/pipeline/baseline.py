@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+from kbench_env.device import Device
 from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import drive
 from kbench_env.pipeline.seeds import base_seed, fingerprint_seed
@@ -74,7 +75,7 @@ class Baselines:
                     dtypes = sorted({c.dtype for c in configs})
                     w.send({"type": msg.CALIBRATE, "dtypes": dtypes})
                     cal = expect(w.recv(self.limits.time_timeout, "device calibration"), task)
-                    if self.device.startswith("cuda"):
+                    if Device.parse(self.device).is_cuda:
                         GPU_CALIBRATIONS[key] = cal
                 if cal.get("graph_gap_ms"):  # CUDA: correct graph timings for the node gap
                     self.timing.setdefault("gap_ms", cal["graph_gap_ms"])
@@ -90,7 +91,7 @@ class Baselines:
             w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": compiled,
                     "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
             expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
-            if self.device.startswith("cpu"):  # this side's clock, as the candidate's (blocks.py)
+            if Device.parse(self.device).is_cpu:  # this side's clock, as the candidate's (blocks.py)
                 t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout).timing
                 h = {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms}
             else:  # device events bounded by this side's clock (gpu_blocks.py)

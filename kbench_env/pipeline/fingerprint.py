@@ -36,6 +36,8 @@ import math
 
 import torch
 
+from kbench_env.pipeline.compare import flatten_outputs
+
 #: Output elements compared per leaf and call.
 SAMPLES = 64
 #: Elements per row of the norm's first level, summed in the output's own precision.
@@ -143,8 +145,6 @@ class Fingerprint:
     def pending(self, out) -> list:
         """Per output leaf: a float64 tensor of ``HEAD + SAMPLES`` numbers on the output's device, not yet read back
         (no synchronisation per timed call); ``fingerprint_values`` reads a list of them at once."""
-        from kbench_env.pipeline.compare import flatten_outputs
-
         return [self._leaf(k, leaf) for k, leaf in enumerate(flatten_outputs(out))]
 
     def pending_block(self, outs: list, static: bool = False) -> list:
@@ -152,8 +152,6 @@ class Fingerprint:
         block after block: a replayed CUDA graph's outputs), the fingerprint ops of the whole block are captured
         once as a graph of their own and replayed: the same kernels on the same memory, so the same values, at one
         launch per block instead of ~8 per call (the per-call launches were most of a timed call's host time)."""
-        from kbench_env.pipeline.compare import flatten_outputs
-
         leaves = [flatten_outputs(o) for o in outs]
         flat = [x for ls in leaves for x in ls]
         if not (static and flat and all(type(x) is torch.Tensor and x.is_cuda for x in flat)):
@@ -183,8 +181,6 @@ class Fingerprint:
         """Per output leaf, the numbers, read back. Where a floating output's norm is not finite (NaN or infinite
         elements, or float32 overflow), the rms of its finite elements is added (slot 4), computed in float64: the
         scale of the trusted side's elementwise bound, as ``compare.error_figures`` takes it."""
-        from kbench_env.pipeline.compare import flatten_outputs
-
         values = fingerprint_values([self.pending(out)])[0]
         for leaf, v in zip(flatten_outputs(out), values):
             if v[0] == FLOAT and v[1] > 0 and not math.isfinite(v[2]):

@@ -18,6 +18,7 @@ import types
 
 import torch
 
+from kbench_env.device import Device
 from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline import fingerprint as _fingerprint
 from kbench_env.pipeline.fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
@@ -96,7 +97,7 @@ class ForwardAudit:
         # On a GPU, kineto with CUPTI also names the GPU kernels that ran (evidence of the candidate's own work
         # beside counted launches); mode "ops" (KBENCH_GPU_AUDIT=ops in the parent) audits PyTorch operators only,
         # with the legacy profiler, which starts in milliseconds (kineto takes over a second on first use): an A/B knob.
-        if self.device.startswith("cuda") and self.mode != "ops":
+        if Device.parse(self.device).is_cuda and self.mode != "ops":
             from torch.profiler import ProfilerActivity, profile
 
             self._prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])

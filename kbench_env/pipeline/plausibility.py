@@ -5,6 +5,7 @@ and flagged when the two disagree."""
 
 from __future__ import annotations
 
+from kbench_env.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.reports import flag
@@ -34,7 +35,7 @@ def plausibility(ev, task: Task, configs: list[Config], prepared: dict, seed: in
                          f"under half the device's floor of {floor_ms:.4f} ms ({why})")
     # (On the CPU the times are this side's clock already, blocks.py: there is nothing to re-verify.)
     if (result.speedup is not None and result.speedup > ev.reverify_above and not result.integrity_flags
-            and not ev.device.startswith("cpu")):
+            and not Device.parse(ev.device).is_cpu):
         i = max(range(len(configs)), key=lambda k: result.configs[k].speedup or 0)
         cfg, cr = configs[i], result.configs[i]
         _, _, _, inputs = prepared[cfg.name]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+from kbench_env.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline.compare import tolerance_for
 from kbench_env.pipeline.seeds import base_seed, fingerprint_seed, timed_seed
@@ -34,7 +35,7 @@ class TimedChecks:
     def prepare(self) -> None:
         if self._reference is None:
             mod, init_inputs, init_seed, _ = self.prepared
-            if self.device.startswith("cpu"):  # a GPU's sets are made as checked calls need them (memory)
+            if Device.parse(self.device).is_cpu:  # a GPU's sets are made as checked calls need them (memory)
                 self.timed_inputs.materialise()
             self._reference = self.task.reference_runner(mod, init_inputs, self.cfg, init_seed, self.device)
             self._first = self._fingerprint(0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from kbench_env.device import Device
 from kbench_env.pipeline import blocks, gpu_blocks
 from kbench_env.pipeline import timed_checks
 from kbench_env.pipeline.compare import compare_outputs
@@ -31,7 +32,7 @@ def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: 
                    result: EvalResult, ref_times: dict) -> None:
     for i, cfg in enumerate(configs):
         cr = result.configs[i]
-        if ev.device.startswith("cpu"):
+        if Device.parse(ev.device).is_cpu:
             if not _time_on_trusted_clock(ev, task, cfg, cr, prepared, worker, result):
                 return
             _speedup(cr, ref_times[cfg.name])

@@ -25,6 +25,7 @@ import types
 
 import torch
 
+from kbench_env.device import Device
 from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
 from kbench_env.worker import executor, timing
 from kbench_env.backends import get_backend
@@ -155,7 +156,7 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
     and torch.load's set-up) is done here too, so a spare worker's first configuration does not pay it."""
     t0 = time.perf_counter()
     unpack(pack({"type": msg.WARM_UP}, {"x": [torch.zeros(2)]}))
-    if not device.startswith("cuda"):
+    if not Device.parse(device).is_cuda:
         return time.perf_counter() - t0, 0.0
     t_cuda = time.perf_counter()
     torch.cuda.init()
