@@ -7,7 +7,7 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
 - every timed call gets fresh inputs (written into static buffers outside the timed region);
 - a block of B calls is captured once as a CUDA graph and replayed between a pair of events, so the time is the
   device time of the kernels, not launch overhead (one launch per event pair reads a few-microsecond kernel as
-  several times its time); B is about BLOCK_MS (10 ms) of device work, up to 256 calls (``_block_size``), so a block's fixed
+  several times its time); B is about BLOCK_MS (2 ms) of device work, up to 256 calls (``_block_size``), so a block's fixed
   cost is spread thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not
   in the graph, so its outputs come out wrong and the per-call output check fails;
 - L2 is flushed before each replay;
@@ -40,9 +40,8 @@ from kbench_env.backends.extension import ExtensionBackend, _with_opt, lighten
 _LOADERS = {"load_inline", "load"}
 L2_FLUSH_BYTES = 256 << 20
 MAX_BLOCK = 256  # calls per graph block
-#: Device time a block aims at: long beside the trusted side's exchange around it (its wall-clock bound of the
-#: block's device time, pipeline/gpu_blocks.py, is only as tight as that exchange is short beside the block).
-BLOCK_MS = 10.0
+#: Device time a block aims at (the fidelity campaign's value, bench/results/timing_fidelity_h100.md).
+BLOCK_MS = 2.0
 BLOCK_BYTES = 1 << 30  # static inputs and outputs of one block
 PROBE_CALLS = 8
 CALL_BUDGET_BLOCK = 32  # timed calls per repetition when max_reps bounds a timing (each has host-side work)

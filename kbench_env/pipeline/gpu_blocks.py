@@ -5,8 +5,9 @@ The worker times blocks of calls with device events (backends/cuda.py: a capture
 events) and fingerprints each block's outputs before it reports the block done (worker/executor.py ``Gate``). This
 side decides when a block starts (GO, with a fresh secret seed from which the worker makes that block's inputs),
 reads its own clock from GO to the block's DONE, decides when the timing stops, counts the calls and computes the
-median and spread. A device time the worker reports is believed only inside this side's bound of the same block:
-no more than the wall-clock time from GO to DONE, and no less than that time less the exchange's own cost
+median and spread; the first block, which also builds the fingerprints' CUDA graph, is not a sample. A device
+time the worker reports is believed only inside this side's bound of the same block: no more than the wall-clock
+time from GO to DONE, and no less than that time less the exchange's own cost
 (``allowance``: what the reference's blocks, the same harness on the same shapes, spent outside their device
 time, with a margin). A block reported faster than that has had its time forged or its work done outside the
 timed region (left to a thread or a side stream, or deferred to the fingerprinting); it is flagged and the bound
@@ -108,7 +109,7 @@ def drive(worker, request: dict, params: dict, timeout: float, revealed: dict | 
         ms = header.get("ms")
         if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
             raise WorkerError(f"the worker reported a block time of {ms!r}")
-        if ms > wall_ms or ms < wall_ms - bound:  # outside this side's bound: the bound replaces the report
+        if j and (ms > wall_ms or ms < wall_ms - bound):  # outside this side's bound: the bound replaces it
             outside += 1
             ms = min(wall_ms, max(ms, wall_ms - bound))
         got = header.get("fingerprint_counts")
@@ -117,11 +118,13 @@ def drive(worker, request: dict, params: dict, timeout: float, revealed: dict | 
             got, fp = [0] * block, torch.zeros(0, 0, dtype=torch.float64)  # unreadable: matches no reference
         rows.append(fp)
         counts.extend(got)
+        j += block
+        if j == block:  # the first block builds the fingerprints' graph (fingerprint.pending_block): no sample
+            continue
         times.append(ms / block)
         walls.append(wall_ms)
         device.append(float(header["ms"]))
         total += ms / 1e3
-        j += block
     worker.send({"type": msg.STOP})
     final = _reply(worker, timeout, "end of timing")
     width = next((r.shape[1] for r in rows if r.dim() == 2 and r.shape[0]), 0)
