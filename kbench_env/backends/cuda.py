@@ -7,7 +7,7 @@ poisoning (freed memory is filled with NaN so an output the kernel never writes 
 - every timed call gets fresh inputs (written into static buffers outside the timed region);
 - a block of B calls is captured once as a CUDA graph and replayed between a pair of events, so the time is the
   device time of the kernels, not launch overhead (one launch per event pair reads a few-microsecond kernel as
-  several times its time); B is about BLOCK_MS (2 ms) of device work, up to 256 calls (``_block_size``), so a block's fixed
+  several times its time); B is about 2 ms of device work, up to 256 calls (``_block_size``), so a block's fixed
   cost is spread thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not
   in the graph, so its outputs come out wrong and the per-call output check fails;
 - L2 is flushed before each replay;
@@ -34,14 +34,11 @@ from kbench_env.worker import timing
 from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
-from kbench_env.backends.cuda_idle import graph_idle_ms
 from kbench_env.backends.extension import ExtensionBackend, _with_opt, lighten
 
 _LOADERS = {"load_inline", "load"}
 L2_FLUSH_BYTES = 256 << 20
 MAX_BLOCK = 256  # calls per graph block
-#: Device time a block aims at (the fidelity campaign's value, bench/results/timing_fidelity_h100.md).
-BLOCK_MS = 2.0
 BLOCK_BYTES = 1 << 30  # static inputs and outputs of one block
 PROBE_CALLS = 8
 CALL_BUDGET_BLOCK = 32  # timed calls per repetition when max_reps bounds a timing (each has host-side work)
@@ -141,7 +138,7 @@ class CudaBackend(ExtensionBackend):
     def time_calls(self, fn, make_inputs, on_output=None, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                    min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
                    gap_ms: float = 0.0, in_situ: bool = True, on_block=None,
-                   precision: float = PRECISION, gate=None) -> timing.Timing:
+                   precision: float = PRECISION) -> timing.Timing:
         """Per-call device time (see the module docstring). ``gap_ms`` is the measured idle time between two
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
         so a few-microsecond kernel is not read as half launch gap. With ``in_situ`` (and ``gap_ms`` > 0), calls
@@ -157,11 +154,7 @@ class CudaBackend(ExtensionBackend):
 
         ``on_block(j0, outs, static)``, where given, sees each block's outputs at once in place of ``on_output``
         per call (``static``: the graph's own output tensors, rewritten by every replay); a ``make_inputs`` with a
-        ``write(j, dst)`` method fills the graph's static inputs in place.
-
-        ``gate``, where given (worker/executor.py's Gate: the trusted side drives the timing), decides instead of
-        the limits above whether another block runs (``gate.next(j, B, method)``, which waits for the trusted side's
-        go and its reveal of the block's input seeds) and hears each block's device time (``gate.done(ms)``)."""
+        ``write(j, dst)`` method fills the graph's static inputs in place."""
         clock = timing._perf_counter
         # Every input handed to the candidate before the capture stays alive until the timing ends, so no static
         # buffer of the capture reuses the address of one it has seen: a cache keyed on pointers would find a hit
@@ -183,16 +176,22 @@ class CudaBackend(ExtensionBackend):
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
         max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
-        def more() -> bool:
-            if gate is not None:
-                return gate.next(j, B, "cuda-graph" if graph is not None else "eager-sync")
-            return len(times) < max_blocks and (clock() - start) < max_seconds and (
+        while len(times) < max_blocks and (clock() - start) < max_seconds and (
                 len(times) < min_blocks or (total < min_seconds and not (
-                    total >= PRECISE_AFTER * min_seconds and timing.median_is_precise(times, precision))))
-
-        while more():
+                    total >= PRECISE_AFTER * min_seconds and timing.median_is_precise(times, precision)))):
             if graph is not None:
-                ms, outs = self._replay(graph, write, j, device, gap_ms)
+                g, static_in, static_out = graph
+                for b, dst in enumerate(static_in):
+                    write(j + b, dst)
+                self.flush_l2(device)
+                ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                ev0.record()
+                g.replay()
+                ev1.record()
+                torch.cuda.synchronize()
+                ms = max(ev0.elapsed_time(ev1) - gap_ms * B, 0.5 * ev0.elapsed_time(ev1))
+                outs = static_out
+                self.last_method = "cuda-graph"
             else:
                 calls = [make_inputs(j + b) for b in range(B)]
                 self.flush_l2(device)
@@ -210,24 +209,7 @@ class CudaBackend(ExtensionBackend):
             times.append(ms / B)
             total += ms / 1e3
             j += B
-            if gate is not None:
-                gate.done(ms)
-        return timing.summarize(times) if times else timing.Timing(0.0, 0.0, 0, [])
-
-    def _replay(self, graph: tuple, write, j: int, device, gap_ms: float) -> tuple[float, list]:
-        """One graph block: calls j.. written into the static inputs, L2 flushed, the graph replayed between events;
-        (device ms less the per-call gap, the static outputs)."""
-        g, static_in, static_out = graph
-        for b, dst in enumerate(static_in):
-            write(j + b, dst)
-        self.flush_l2(device)
-        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ev0.record()
-        g.replay()
-        ev1.record()
-        torch.cuda.synchronize()
-        self.last_method = "cuda-graph"
-        return max(ev0.elapsed_time(ev1) - gap_ms * len(static_in), 0.5 * ev0.elapsed_time(ev1)), static_out
+        return timing.summarize(times)
 
     def _in_situ_gap(self, g, B: int, gap_ms: float) -> float:
         """The per-call idle time to subtract from replays of ``g`` (B calls): measured in place for short calls,
@@ -246,7 +228,7 @@ class CudaBackend(ExtensionBackend):
         return self.last_gap_ms
 
     def _block_size(self, fn, make_inputs, probe: list, handed: list) -> int:
-        """Calls per graph block: about BLOCK_MS of device work, at most MAX_BLOCK calls and BLOCK_BYTES of static
+        """Calls per graph block: about 2 ms of device work, at most MAX_BLOCK calls and BLOCK_BYTES of static
         inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
         L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess
         (bench/results/timing_fidelity_h100.md); longer blocks spread it thin. A call under 2 ms is estimated from
@@ -271,7 +253,7 @@ class CudaBackend(ExtensionBackend):
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         per_call = sum(x.numel() * x.element_size() for x in list(probe) + list(outs) if isinstance(x, torch.Tensor))
         by_bytes = BLOCK_BYTES // max(per_call, 1)
-        return int(max(1, min(MAX_BLOCK, by_bytes, BLOCK_MS / max(est_ms, 1e-4))))
+        return int(max(1, min(MAX_BLOCK, by_bytes, 2.0 / max(est_ms, 1e-4))))
 
     def _capture(self, fn, make_inputs, B: int, first: int = -300, handed: list | None = None):
         """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured.
@@ -385,3 +367,30 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         return ext.add_forward(a, b)
 ```'''
+
+
+def graph_idle_ms(g, calls: int) -> float | None:
+    """Per call, the time the device spends idle inside one replay of the graph ``g`` of ``calls`` calls: from
+    its first device activity (kernel, copy or fill, any stream) to its last, minus the union of their intervals
+    (CUPTI), on the current device only. None where the profiler sees nothing or cannot be started (one is
+    already running)."""
+    device = torch.cuda.current_device()
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            g.replay()
+            torch.cuda.synchronize()
+        spans = sorted((e.start_ns(), e.end_ns()) for e in prof.profiler.kineto_results.events()
+                       if e.device_type() == DeviceType.CUDA and e.device_index() == device)
+    except Exception:  # noqa: BLE001 - a profiler already running, or none available
+        return None
+    if not spans:
+        return None
+    busy, (lo, hi) = 0, spans[0]
+    for s, e in spans[1:]:
+        if s > hi:
+            busy, lo, hi = busy + hi - lo, s, e
+        else:
+            hi = max(hi, e)
+    busy += hi - lo
+    span = max(e for _, e in spans) - spans[0][0]
+    return max(0.0, (span - busy) / 1e6 / calls)

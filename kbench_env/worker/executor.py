@@ -21,9 +21,7 @@ from __future__ import annotations
 import torch
 
 from kbench_env.pipeline.compare import flatten_outputs
-from kbench_env.pipeline.fingerprint import fingerprint_table
 from kbench_env.protocol import messages as msg
-from kbench_env.protocol.wire import unpack
 
 
 def _slots(s, header: dict, payload, grad, send) -> None:
@@ -94,30 +92,3 @@ def _describe(outs: list) -> tuple[list, torch.Tensor]:
 
 #: The executor's requests, by kind (worker.loop adds them to its dispatch table).
 HANDLERS = {msg.SLOTS: _slots, msg.BLOCK: _block, msg.RELEASE: _release}
-
-
-class Gate:
-    """The GPU timing's blocks as the trusted side drives them (backends/cuda.py ``time_calls(gate=...)``): before
-    each block, READY (first) or the last block's DONE (its device time and its outputs' fingerprints), then wait
-    for GO, which reveals the block's input seeds, or STOP. The trusted side's clock runs from its GO to this DONE,
-    and it bounds the device time this process reports by it (pipeline/gpu_blocks.py)."""
-
-    def __init__(self, conn, send, make_inputs, fingerprints: list):
-        self.conn, self.send, self.make_inputs, self.fingerprints = conn, send, make_inputs, fingerprints
-        self.make_inputs.revealed = {}
-        self.started = False
-
-    def next(self, j: int, calls: int, method: str) -> bool:
-        if not self.started:
-            self.started = True
-            self.send({"type": msg.READY, "block": calls, "method": method})
-        header, _ = unpack(self.conn.recv_bytes())
-        if header.get("type") != msg.GO:
-            return False
-        self.make_inputs.revealed = {j + b: int(header["seed"]) + b for b in range(calls)}
-        return True
-
-    def done(self, ms: float) -> None:
-        rows, counts = fingerprint_table(self.fingerprints)
-        self.fingerprints.clear()
-        self.send({"type": msg.DONE, "ms": ms, "fingerprint_counts": counts}, {"fingerprints": rows})

@@ -238,16 +238,13 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
 
 
 def _time(s: _Session, header: dict, payload, grad, send) -> None:
-    """TIME (a GPU's timing): the configuration's timed calls in blocks the trusted side starts one by one
-    (executor.Gate: READY, then GO -> DONE per block, until STOP), their outputs fingerprinted inside each block;
-    reply TIMING, which carries nothing the trusted side believes but the outputs' lazy tensor types."""
+    """TIME: the configuration's timed calls on its input sets, their outputs fingerprinted; reply TIMING."""
     model = s.models[header["config"]]
     make_inputs = integrity.TimedInputs(s.originals.pop(header["config"]), header["base_seed"],
                                         header["sets"], header["seed"], header["noise"]).materialise()
     fps: list = []
     lazy = set()
-    fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))
-    gate = executor.Gate(s.conn, send, make_inputs, fps)
+    fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))  # (reference timings: unchecked)
 
     def on_block(j0, outs, static):
         for o in outs:
@@ -255,9 +252,11 @@ def _time(s: _Session, header: dict, payload, grad, send) -> None:
         fps.extend(fingerprint.pending_block(outs, static=static and not lazy))
 
     with grad:
-        s.backend.time_calls(model, make_inputs, on_block=on_block, gate=gate, **header.get("params", {}))
+        t = s.backend.time_calls(model, make_inputs, on_block=on_block, **header.get("params", {}))
     s.handed.pop(header["config"], None)
-    send({"type": msg.TIMING, "config": header["config"], "lazy_output": sorted(lazy)})
+    rows, counts = integrity.fingerprint_table(fps)
+    send({"type": msg.TIMING, "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
+          "fingerprint_counts": counts, "lazy_output": sorted(lazy)}, {"fingerprints": rows})
 
 
 def _wallclock(s: _Session, header: dict, payload, grad, send) -> None:
