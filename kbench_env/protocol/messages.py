@@ -9,6 +9,10 @@
     WALLCLOCK         inputs for a re-timing         -> READY; then GO (the trusted side's clock starts) -> DONE
     CALIBRATE         the device's capacity          -> CALIBRATION (bandwidth, FLOP rates, graph-node gap)
 
+Inside any exchange, before its reply, the worker may ask for a build: it sends BUILD (a build request,
+builder/requests.py) and waits for BUILT ({"ok", "path", "module", "cached"} or {"ok": False, "message"}), which
+the trusted side sends once the trusted builder has answered (sandbox/worker_build.py).
+
 ERROR carries ``stage`` (one of ERROR_STAGES) and ``message``.
 """
 
@@ -21,6 +25,7 @@ TIME = "time"
 WALLCLOCK = "wallclock"
 GO = "go"
 CALIBRATE = "calibrate"
+BUILT = "built"  # the answer to the worker's BUILD
 
 # replies: worker -> trusted side
 HELLO = "hello"
@@ -31,12 +36,14 @@ READY = "ready"
 DONE = "done"
 CALIBRATION = "calibration"
 ERROR = "error"
+BUILD = "build"  # the worker's request for a build, inside any exchange
 
 #: The worker's first use of the framing on itself, never sent (worker.loop's warm-up).
 WARM_UP = "warm-up"
 
-REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE})
-REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, ERROR})
+#: Messages by direction: trusted side -> worker, worker -> trusted side.
+REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, BUILT})
+REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, ERROR, BUILD})
 
 #: Where an ERROR reply says the failure happened.
 ERROR_STAGES = ("build", "load", "run", "timing", "calibrate", "protocol")
