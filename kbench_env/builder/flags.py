@@ -79,11 +79,10 @@ _VALUE_WITH_SLASH = ("-D", "-U", "-fdebug-prefix-map=", "-fmacro-prefix-map=", "
 
 @lru_cache(maxsize=8)
 def _roots(extra: tuple) -> tuple:
-    cuda = [os.environ.get(k) for k in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda", "/opt/cuda"]
-    cuda += glob.glob("/usr/local/cuda-*")
+    cuda = ["/usr/local/cuda", "/opt/cuda"] + glob.glob("/usr/local/cuda-*")
     paths = sysconfig.get_paths()
     found = ["/usr/include", "/usr/local/include", "/usr/lib", "/usr/lib64", "/usr/lib32", "/usr/local/lib",
-             "/lib", "/lib64", paths.get("include"), paths.get("platinclude"), *cuda, cutlass.root(), *extra]
+             "/lib", "/lib64", paths.get("include"), paths.get("platinclude"), *cuda, *extra]
     found += [p for p in sys.path if p and ("site-packages" in p or "dist-packages" in p)]
     return tuple(sorted({os.path.realpath(p) for p in found if p and os.path.isdir(p)}))
 
@@ -91,7 +90,8 @@ def _roots(extra: tuple) -> tuple:
 def allowed_roots(extra=()) -> tuple:
     """The directories include and library paths may name: system headers and libraries, Python's headers and
     packages (torch's headers), the CUDA toolkit, the CUTLASS checkout (backends/cutlass.py) and ``extra``."""
-    return _roots(tuple(extra))
+    given = [os.environ.get(k) for k in ("CUDA_HOME", "CUDA_PATH")] + [cutlass.root()]
+    return _roots(tuple(extra) + tuple(p for p in given if p))
 
 
 def _path_problem(path: str, roots: tuple) -> str | None:
