@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -161,6 +162,24 @@ def test_a_dead_builder_is_started_again(evaluator):
     assert r.correct and ev.builder.pid != first, r.feedback()
     ev.close()
     flush_cleanups()
+
+
+def test_an_idle_builder_stops_and_starts_again(evaluator, monkeypatch):
+    from kbench_env.builder import client
+
+    monkeypatch.setattr(client, "IDLE_S", 0.3)
+    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, time_candidates=False, spare_worker=False)
+    assert ev.evaluate(RELU, _PADDED.format(tag=uuid.uuid4().hex, pad=16)).correct
+    first = ev.builder.pid
+    deadline = time.monotonic() + 30
+    while ev.builder._proc is not None:  # noqa: SLF001 - the process it holds
+        assert time.monotonic() < deadline, "the idle builder was not stopped"
+        time.sleep(0.1)
+    with pytest.raises(ProcessLookupError):
+        os.kill(first, 0)
+    r = ev.evaluate(RELU, _PADDED.format(tag=uuid.uuid4().hex, pad=16))
+    assert r.correct and ev.builder.pid != first, r.feedback()
+    ev.close()
 
 
 def test_a_changed_library_is_built_again(tmp_path):

@@ -1,7 +1,8 @@
 """``Builder``: the trusted side's handle on a builder process (server.py), one per Evaluator, shared by its
-workers (the relay of each worker's requests is sandbox/worker_build.py). The process starts on the first request
-and again after it dies; requests run concurrently in it (up to ``workers``, the Evaluator's build pool), each
-answered through a Future. ``history`` keeps what was built or found, newest last."""
+workers (the relay of each worker's requests is sandbox/worker_build.py). The process starts on the first request,
+again after it dies, and is stopped after ``IDLE_S`` without requests; requests run concurrently in it (up to
+``workers``, the Evaluator's build pool), each answered through a Future. ``history`` keeps what was built or
+found, newest last. A reply with ``internal`` set is kbench's failure, not the candidate's (BuilderError)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from kbench_env.sandbox.cgroup import kill_session
 from kbench_env.sandbox.confine.environment import scrubbed_environment
 from kbench_env.sandbox.forkserver import context, spawning
 from kbench_env.sandbox.policy import Limits
+
+
+#: Seconds without a request after which the builder process is stopped (the next request starts another).
+IDLE_S = 120.0
 
 
 class BuilderError(RuntimeError):
@@ -44,6 +49,7 @@ class Builder:
         self._pending: dict = {}
         self._proc = self._conn = self._scratch = None
         self._closed = False
+        self._idle: threading.Timer | None = None
 
     # ------------------------------------------------------------------ requests
     def submit(self, request: dict, timeout: float, max_bytes: int | None = None,
@@ -58,6 +64,8 @@ class Builder:
             if self._closed:
                 raise BuilderError("the builder is closed")
             self._start()
+            if self._idle is not None:
+                self._idle.cancel()
             rid = next(self._ids)
             self._pending[rid] = fut
             conn = self._conn
@@ -113,12 +121,24 @@ class Builder:
                 break
             with self._lock:
                 fut = self._pending.pop(reply.get("id"), None)
+                if not self._pending and proc is self._proc:
+                    self._idle = threading.Timer(IDLE_S, self._stop_if_idle, args=(proc,))
+                    self._idle.daemon = True
+                    self._idle.start()
             if fut is not None:
                 self.history.append({k: reply.get(k) for k in ("unit", "ok", "cached", "seconds", "bytes")})
                 fut.set_result(reply)
         proc.join(timeout=1)
         self._fail_all(f"the builder process exited (exit code {proc.exitcode}); its log: "
                        f"{os.path.join(self._scratch or '', 'builder.log')}", proc)
+
+    def _stop_if_idle(self, proc) -> None:
+        with self._lock:
+            if self._pending or proc is not self._proc:
+                return
+            conn, self._proc, self._conn = self._conn, None, None
+        conn.close()
+        self._kill(proc)
 
     def _fail_all(self, message: str, proc=None) -> None:
         with self._lock:
@@ -127,7 +147,7 @@ class Builder:
             pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
-                fut.set_result({"ok": False, "message": f"internal builder error: {message}"})
+                fut.set_result({"ok": False, "internal": True, "message": f"internal builder error: {message}"})
 
     @staticmethod
     def _kill(proc) -> None:
@@ -143,6 +163,8 @@ class Builder:
         with self._lock:
             self._closed = True
             proc, conn, self._proc, self._conn = self._proc, self._conn, None, None
+            if self._idle is not None:
+                self._idle.cancel()
         if conn is not None:
             conn.close()
         if proc is not None:

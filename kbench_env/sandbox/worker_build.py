@@ -13,6 +13,7 @@ import os
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from kbench_env.builder.client import BuilderError
 from kbench_env.builder.errors import BuildRefused
 from kbench_env.builder.requests import normalise
 from kbench_env.protocol import messages
@@ -61,6 +62,8 @@ class WorkerBuilds:
                 worker.watch()  # the worker waits for the answer: its memory and scratch are still watched
                 if time.monotonic() > deadline:
                     return {"ok": False, "message": f"the builder did not answer within {left:.0f} s"}
+        if reply.get("internal"):  # kbench's failure: an internal error, not the candidate's build error
+            raise BuilderError(reply.get("message"))
         if not reply.get("ok"):
             return {k: reply.get(k) for k in ("ok", "message", "refused", "seconds")}
         if not reply.get("cached"):
