@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         diff = statistics.median(d[on]) - statistics.median(d[off])
         lines.append(f"| {name} | {_stats(d[on])} | {_stats(d[off])} | {diff:+.1f} |")
     lines += ["", "'isolation off' keeps the session, scrubbed environment, resource limits, the capability drop and the audit hook "
-              "(report only); 'all layers' adds the network and mount namespaces with the build-cache overlay, "
+              "(report only); 'all layers' adds the network and mount namespaces (the build cache read-only), "
               "Landlock, seccomp and the pids cgroup (see `kbench doctor`).", ""]
     text = "\n".join(lines)
     print(text)

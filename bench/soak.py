@@ -91,7 +91,7 @@ def candidates(secret_file: str, results_file: str, build_root: str) -> dict:
             ("read_secret", _at_import(f"print(open({secret_file!r}).read())")),
             ("read_ssh", _at_import(f"print(open({os.path.expanduser('~/.ssh/id_rsa')!r}).read())")),
             ("results_tamper", _at_import(f"open({results_file!r}, 'a').write('forged\\n')")),
-            ("cache_tamper", _at_import(f"import glob\nfor d in glob.glob({build_root + '/*/*/'!r}):\n"
+            ("cache_tamper", _at_import(f"import glob\nfor d in glob.glob({build_root + '/*/'!r}):\n"
                                         f"    open(d + 'pwned.txt', 'w').write('x')")),
             ("socket", _at_import("import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)")),
             ("shell", _at_import("os.system('id')")),
@@ -181,7 +181,7 @@ def descendants(pid: int | None = None) -> list[int]:
 def processes_under(root: str) -> list[int]:
     """Live processes that belong to workers whose scratch directories are under ``root``: their working directory
     is there, or (in a worker's own mount namespace, where the working directory reads as another path from
-    here) their mount table names it (the scratch mount, or the build-cache overlay's upper directory). Any such process left after the run has leaked,
+    here) their mount table names it (the scratch mount). Any such process left after the run has leaked,
     whoever its parent is now (init adopts orphans)."""
     prefix = root.rstrip("/") + "/"
     found = []
@@ -193,7 +193,7 @@ def processes_under(root: str) -> list[int]:
             if cwd.startswith(prefix):
                 found.append(p)
                 continue
-            with open(f"/proc/{p}/mountinfo") as f:  # the scratch mount, or the cache overlay's upperdir= in it
+            with open(f"/proc/{p}/mountinfo") as f:  # the scratch mount
                 if prefix in f.read():
                     found.append(p)
         except OSError:
@@ -299,7 +299,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
     tampered = {"tasks_file": (ROOT / "tasks" / "soak_pwned.txt").exists(),
                 "home_file": os.path.exists(os.path.expanduser("~/soak_pwned.txt")),
                 "results_file": Path(guard_file).read_text() != '{"reward": 0.1}\n',
-                "cache": bool(glob.glob(os.path.join(ev.build_root, "*", "*", "pwned.txt")))}  # <source>/<build>/
+                "cache": bool(glob.glob(os.path.join(ev.build_root, "*", "pwned.txt")))}  # <build unit>/
     env.close()
     shutil.rmtree(work, ignore_errors=True)
     return {"steps": steps, "elapsed_s": round(elapsed, 1), "counts": {k: dict(v) for k, v in counts.items()},

@@ -22,17 +22,14 @@ A documented action form for both backends (the screen accepts it like ``load_in
 
 Arguments: a tensor is passed as its data pointer; a Python int as a 64-bit integer; a Python float as ``double``
 (C++) or ``float`` (CUDA); ctypes or numpy scalars pass as their own type. ``cuda_kernel(...)`` returns a launcher
-called as ``add(grid, block, a, b, out, n, shared_mem=0)``; it launches on torch's current stream. Builds are cached
-by a hash of source, flags and toolchain under ``$KBENCH_BUILD_ROOT/fast`` (set in the worker).
+called as ``add(grid, block, a, b, out, n, shared_mem=0)``; it launches on torch's current stream. In kbench's worker
+the trusted builder compiles them (``set_builder``; builder/fast.py), cached by a hash of source, flags and
+toolchain; elsewhere they are built in this process, under the temporary directory.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import subprocess
-import tempfile
 
 import torch
 
@@ -46,29 +43,21 @@ def call_count() -> int:
     return _calls
 
 
-def _build_dir() -> str:
-    root = os.environ.get("KBENCH_BUILD_ROOT") or os.path.join(tempfile.gettempdir(), "kbench-fast")
-    d = os.path.join(root, "fast")
-    os.makedirs(d, exist_ok=True)
-    return d
+_builder = None  # (language, source, flags, arch) -> the artifact's path; set in kbench's worker
 
 
-def _compile(cmd_head: list, source: str, suffix: str, out_suffix: str, tool_id: str) -> str:
-    h = hashlib.sha256("\0".join([tool_id, *cmd_head, source]).encode()).hexdigest()[:24]
-    d = _build_dir()
-    out = os.path.join(d, f"{h}{out_suffix}")
-    if os.path.exists(out):
-        return out
-    src = os.path.join(d, f"{h}{suffix}")
-    with open(src, "w") as f:
-        f.write(source)
-    tmp = out + f".tmp{os.getpid()}"
-    p = subprocess.run([*cmd_head, src, "-o", tmp], capture_output=True, text=True)
-    if p.returncode != 0:
-        msg = (p.stderr or p.stdout).replace(d + os.sep, "")
-        raise RuntimeError(f"fast-path build failed:\n{msg.strip()}")
-    os.replace(tmp, out)  # atomic: concurrent builds of the same source are safe
-    return out
+def set_builder(build) -> None:
+    """Have ``build(language, source, flags, arch)`` make the kernels (the worker: a request to the builder)."""
+    global _builder
+    _builder = build
+
+
+def _artifact(language: str, source: str, flags: list, arch: str | None = None) -> str:
+    if _builder is not None:
+        return _builder(language, source, flags, arch)
+    from kbench_env.builder.fast import build_here
+
+    return build_here(language, source, flags, arch)
 
 
 def _c_arg(x, float_type):
@@ -88,12 +77,7 @@ def _c_arg(x, float_type):
 
 def cpp_kernel(source: str, name: str, flags: list | None = None):
     """Compile ``extern "C"`` C++ with the system compiler into a shared library; return the function ``name``."""
-    flags = list(flags or ["-O3"])
-    cxx = os.environ.get("CXX", "c++")
-    head = [cxx, "-shared", "-fPIC", "-std=c++17", *flags]
-    if not any(f.startswith("-O") for f in flags):
-        head.append("-O3")
-    so = _compile(head, source, ".cpp", ".so", cxx)
+    so = _artifact("cpp", source, list(flags or ["-O3"]))
     fn = getattr(ctypes.CDLL(so), name)
     fn.restype = None
 
@@ -129,9 +113,7 @@ def cuda_kernel(source: str, name: str, flags: list | None = None):
     ``launch(grid, block, *args, shared_mem=0)`` that runs on torch's current stream."""
     torch.cuda.init()
     major, minor = torch.cuda.get_device_capability()
-    nvcc = os.environ.get("NVCC", "nvcc")
-    head = [nvcc, "-cubin", f"-arch=sm_{major}{minor}", "-O3", *(flags or [])]
-    cubin = _compile(head, source, ".cu", ".cubin", nvcc)
+    cubin = _artifact("cuda", source, list(flags or []), f"sm_{major}{minor}")
     drv = _Driver.get()
     torch.zeros(1, device="cuda")  # make torch's primary context current on this thread
     module, func = ctypes.c_void_p(), ctypes.c_void_p()

@@ -1,20 +1,18 @@
 """Builds of KernelBench-format sources use <torch/types.h> in place of <torch/extension.h>: the CUDA backend's
 device code (backends/cuda.py: lighter_cuda_sources) and, for both backends, the C++ sources on which load_inline
 would put <torch/extension.h> (backends/extension.py: lighter_cpp_sources); a lighter build that lacks a
-declaration from torch is rebuilt as written. Checked without a GPU: the substitution rules, and the build wrapper's fallback with load_inline
-replaced by a recorder (in a subprocess, since prepare_worker patches torch.utils.cpp_extension)."""
+declaration from torch is rebuilt as written. Checked without a GPU: the substitution rules, and the builder's
+fallback (builder/torch_ext.py) with the compiler replaced by a recorder."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
+import os
 
-from conftest import ROOT
 from kbench_env.backends.cpu import CpuBackend
 from kbench_env.backends.cuda import CudaBackend
-from kbench_env.backends.cpu import CpuBackend
+from kbench_env.builder import requests, torch_ext
+from kbench_env.builder.compiler import CompileError
+from kbench_env.builder.store import Store
 
 KB_STYLE = """#include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -52,52 +50,45 @@ def test_which_build_errors_bring_the_full_header_back():
 def test_cpp_sources_get_types_and_python_headers():
     b = CpuBackend()
     cpp = "#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x) { return x; }\n"
-    light, kw = b.lighter_cpp_sources(cpp, (), {"functions": ["f"]})
+    light, kw = b.lighter_cpp_sources(cpp, {"functions": ["f"]})
     assert kw == {"functions": ["f"], "no_implicit_headers": True}
     assert light.splitlines()[:3] == ["#include <torch/types.h>", "#include <torch/python.h>",
                                       "#include <torch/types.h>  // kbench: in place of <torch/extension.h> (faster to build)"]
-    light, _ = b.lighter_cpp_sources(cpp, (), {"is_python_module": False})
+    light, _ = b.lighter_cpp_sources(cpp, {"is_python_module": False})
     assert "torch/python.h" not in light
-    assert b.lighter_cpp_sources(cpp, (), {"no_implicit_headers": True}) is None  # the candidate chose its headers
-    assert b.lighter_cpp_sources(cpp, (["f"],), {}) is None  # positional options: left as written
-    assert b.lighter_cpp_sources(cpp + "torch::nn::Linear l(2, 2);\n", (), {}) is None
+    assert b.lighter_cpp_sources(cpp, {"no_implicit_headers": True}) is None  # the candidate chose its headers
+    assert b.lighter_cpp_sources(cpp + "torch::nn::Linear l(2, 2);\n", {}) is None
 
 
-_DRIVER = textwrap.dedent(r'''
-    import json, sys, tempfile
-    import torch.utils.cpp_extension as cpp
+def _build(src: str, root) -> dict:
+    """Build a KernelBench-style request through the builder with the compiler replaced by a recorder: which
+    sources it was given (lightened or as written) and the error, if any."""
     calls = []
-    def fake(name, cpp_sources, cuda_sources=None, *args, **kwargs):
-        calls.append("light" if "kbench: in place of" in cuda_sources else "full")
-        if "kbench: in place of" in cuda_sources and "FAIL_LIGHT" in cuda_sources:
-            raise RuntimeError('Error building extension: kernel.cu(4): error: namespace "torch" has no member "foo"')
-        if "BROKEN" in cuda_sources:
-            raise RuntimeError('Error building extension: kernel.cu(4): error: identifier "BROKEN" is undefined')
-        return None
-    cpp.load_inline = fake
-    from kbench_env.backends.cuda import CudaBackend
-    b = CudaBackend()
-    b.prepare_worker(tempfile.mkdtemp())
-    src = sys.argv[1]
+
+    def fake_compiler(name, sources, options, directory, timeout):
+        text = open(os.path.join(directory, "cuda.cu")).read()
+        calls.append("light" if "kbench: in place of" in text else "full")
+        if "kbench: in place of" in text and "FAIL_LIGHT" in text:
+            raise CompileError('Error building extension: kernel.cu(4): error: namespace "torch" has no member "foo"')
+        if "BROKEN" in text:
+            raise CompileError('Error building extension: kernel.cu(4): error: identifier "BROKEN" is undefined')
+        open(os.path.join(directory, name + ".so"), "wb").close()
+
+    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "", "cuda_sources": src,
+                              "functions": ["copy"]})
     try:
-        cpp.load_inline("m", "", cuda_sources=src, functions=["copy"])
+        torch_ext.build(req, CudaBackend(), Store(str(root)), {}, 60.0, 1 << 30, compile_fn=fake_compiler)
         err = None
-    except RuntimeError as exc:
+    except CompileError as exc:
         err = str(exc)
-    print(json.dumps({"calls": calls, "error": err, "failed": b.last_build_failed()}))
-''')
+    return {"calls": calls, "error": err}
 
 
-def _run(src: str) -> dict:
-    p = subprocess.run([sys.executable, "-c", _DRIVER, src], capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def test_build_wrapper_falls_back_only_for_missing_torch_declarations():
-    ok = _run(KB_STYLE)
-    assert ok == {"calls": ["light"], "error": None, "failed": False}
-    back = _run(KB_STYLE + "// FAIL_LIGHT\n")
-    assert back == {"calls": ["light", "full"], "error": None, "failed": False}
-    broken = _run(KB_STYLE + "BROKEN;\n")  # the candidate's own error: one build, reported as it is
-    assert broken["calls"] == ["light"] and "BROKEN" in broken["error"] and broken["failed"]
+def test_build_wrapper_falls_back_only_for_missing_torch_declarations(tmp_path):
+    ok = _build(KB_STYLE, tmp_path)
+    assert ok == {"calls": ["light"], "error": None}
+    back = _build(KB_STYLE + "// FAIL_LIGHT\n", tmp_path)
+    assert back == {"calls": ["light", "full"], "error": None}
+    broken = _build(KB_STYLE + "BROKEN;\n", tmp_path)  # the candidate's own error: one build, reported as it is
+    assert broken["calls"] == ["light"] and "BROKEN" in broken["error"]
+    assert _build(KB_STYLE, tmp_path)["calls"] == []  # built before: found in the cache

@@ -1,23 +1,23 @@
 """CUTLASS include paths for CUDA builds (kbench_env/backends/cutlass.py): with $KBENCH_CUTLASS / $CUTLASS_PATH a
-build gets <root>/include and <root>/tools/util/include, the worker keeps the variables and may read the checkout;
+build gets <root>/include and <root>/tools/util/include, the worker and the builder keep the variables and may read
+the checkout;
 without them, a build that misses a CUTLASS header says which variable to set. Checked on a fake CUTLASS tree; the
 nvcc test compiles only (no GPU needed) and is skipped where nvcc is absent."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
-import sys
-import textwrap
 
 import pytest
 
-from conftest import ROOT
 from kbench_env.sandbox.confine import environment, paths
 from kbench_env.backends import cutlass
 from kbench_env.backends.cuda import CudaBackend
+from kbench_env.builder import requests, torch_ext
+from kbench_env.builder.compiler import CompileError
+from kbench_env.builder.store import Store
 
 CU = r"""
 #include <cutlass/cutlass.h>
@@ -81,42 +81,36 @@ def test_worker_keeps_the_variables_and_may_read_the_checkout(fake_cutlass, monk
     assert os.path.realpath(fake_cutlass) in reads
 
 
-_DRIVER = textwrap.dedent(r'''
-    import json, sys, tempfile
-    import torch.utils.cpp_extension as cpp
+def _build(tmp_path) -> dict:
+    """A build of a source that includes CUTLASS, through the builder (builder/torch_ext.py) with the compiler
+    replaced by one that fails like g++ unless CUTLASS's include path is given."""
     seen = {}
-    def fake(name, cpp_sources, cuda_sources=None, *args, **kwargs):
-        seen["include"] = kwargs.get("extra_include_paths")
-        if not kwargs.get("extra_include_paths"):
-            raise RuntimeError("Error building extension 'm': x.cu:2:10: fatal error: cutlass/cutlass.h: "
+
+    def fake_compiler(name, sources, options, directory, timeout):
+        seen["include"] = options.get("extra_include_paths")
+        if not options.get("extra_include_paths"):
+            raise CompileError("Error building extension 'm': x.cu:2:10: fatal error: cutlass/cutlass.h: "
                                "No such file or directory")
-        return None
-    cpp.load_inline = fake
-    from kbench_env.backends.cuda import CudaBackend
-    CudaBackend().prepare_worker(tempfile.mkdtemp())
+        open(os.path.join(directory, name + ".so"), "wb").close()
+
+    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "",
+                              "cuda_sources": "#include <cutlass/cutlass.h>\n", "functions": ["f"]})
     try:
-        cpp.load_inline("m", "", cuda_sources="#include <cutlass/cutlass.h>\n", functions=["f"])
+        torch_ext.build(req, CudaBackend(), Store(str(tmp_path / "builds")), {}, 60.0, 1 << 30,
+                        compile_fn=fake_compiler)
         err = None
-    except RuntimeError as exc:
+    except CompileError as exc:
         err = str(exc)
-    print(json.dumps({"include": seen["include"], "error": err}))
-''')
+    return {"include": seen["include"], "error": err}
 
 
-def _build(env_extra: dict) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in cutlass.ENV_VARS}
-    env.update(env_extra)
-    p = subprocess.run([sys.executable, "-c", _DRIVER], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                       env=env)
-    assert p.returncode == 0, p.stderr
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
-def test_the_build_wrapper_passes_the_paths_or_the_hint(fake_cutlass):
-    without = _build({})
+def test_the_build_wrapper_passes_the_paths_or_the_hint(fake_cutlass, monkeypatch, tmp_path):
+    _clear(monkeypatch)
+    without = _build(tmp_path)
     assert without["include"] is None and "set KBENCH_CUTLASS" in without["error"]
     assert "cutlass/cutlass.h: No such file" in without["error"]  # the compiler's own line stays
-    given = _build({"KBENCH_CUTLASS": str(fake_cutlass)})
+    monkeypatch.setenv("KBENCH_CUTLASS", str(fake_cutlass))
+    given = _build(tmp_path)
     assert given["error"] is None and str(fake_cutlass / "include") in given["include"]
 
 

@@ -13,8 +13,8 @@ PKG = Path(__file__).resolve().parents[1] / "kbench_env"
 
 
 def test_the_worker_serves_every_request_after_load():
-    # SOURCE comes before load (a spare's candidate) and GO inside a WALLCLOCK exchange
-    assert set(loop.HANDLERS) == messages.REQUESTS - {messages.SOURCE, messages.GO}
+    # SOURCE comes before load (a spare's candidate), GO inside a WALLCLOCK exchange, BUILT answers the worker's BUILD
+    assert set(loop.HANDLERS) == messages.REQUESTS - {messages.SOURCE, messages.GO, messages.BUILT}
     assert not messages.REQUESTS & messages.REPLIES
 
 

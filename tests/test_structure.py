@@ -155,6 +155,13 @@ LATE_IMPORTS = {
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):
         "the fork server imports this module and must not import cpp_extension (sandbox/forkserver.py)",
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",
+    ("kbench_env.builder.torch_ext", "torch.utils.cpp_extension"):
+        "the fork server imports the builder's server, and must not import cpp_extension (sandbox/forkserver.py)",
+    ("kbench_env.worker.builds", "torch.utils.cpp_extension"):
+        "the fork server imports the worker loop, and must not import cpp_extension (sandbox/forkserver.py)",
+    ("kbench_env.fastpath", "kbench_env.builder.fast"):
+        "only a process with no builder to ask (the builder itself, a test) builds in place; candidates import "
+        "fastpath in the worker, which must not load the compiler's driver code",
 }
 
 #: In-function imports in the modules being rewritten for #20 (the lead's); each goes as its module is rewritten.

@@ -32,14 +32,10 @@ class Backend:
         return ""
 
     # ---- worker side
-    def prepare_worker(self, build_root: str) -> None:
-        """Set up builds before the candidate's code runs (build directories, flags)."""
-
-    def last_build_failed(self) -> bool:
-        return False
-
-    def build_was_cached(self) -> bool | None:
-        return None
+    def prepare_worker(self, builds) -> None:
+        """Before the candidate's code runs: route its builds to the trusted builder through ``builds``
+        (worker/builds.py's BuildClient). Every backend's candidates may use the fast path."""
+        builds.route_fastpath()
 
     def sync(self) -> None:
         """Wait for all work issued so far on the device (every stream)."""

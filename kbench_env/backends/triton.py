@@ -1,8 +1,8 @@
 """The Triton backend: ``ModelNew`` whose kernels are ``@triton.jit`` functions launched from ``forward``
 (``kernel[grid](...)``).
 
-Owns the Triton screen rule (at least one ``@triton.jit`` function), the worker-side set-up (Triton's compile
-cache under the build root; on a CPU device, Triton's interpreter, so kernels run on CPU tensors with no GPU),
+Owns the Triton screen rule (at least one ``@triton.jit`` function), the worker-side set-up (Triton compiles in the
+worker, its cache in the scratch directory: the trusted builder does not build Triton kernels; on a CPU device, Triton's interpreter, so kernels run on CPU tensors with no GPU),
 launch counting for the decoy check, and the prompt's rules and example. Every launch is counted and, while the
 profiler is on, wrapped in a ``kbench_kernel::<name>`` record, so that the runtime audit knows the tensor
 operations the interpreter runs inside a launch are the kernel's own (integrity.py). On a GPU, synchronisation,
@@ -73,12 +73,9 @@ class TritonBackend(Backend):
         return _EXAMPLE
 
     # ------------------------------------------------------------------ worker side
-    def prepare_worker(self, build_root: str, device: str | None = None) -> None:
+    def prepare_worker(self, builds, device: str | None = None) -> None:
+        super().prepare_worker(builds)
         self.device = Device.parse(device or _job_device() or "auto")
-        cache = os.path.join(build_root, "triton-cache")
-        os.makedirs(cache, exist_ok=True)
-        os.environ["TRITON_CACHE_DIR"] = cache
-        os.environ["KBENCH_BUILD_ROOT"] = build_root
         if self.device.is_cpu:
             os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel is decorated: before candidate code runs
         else:
@@ -140,7 +137,7 @@ class TritonBackend(Backend):
 
 
 def _job_device() -> str | None:
-    """The device of the worker's job: the worker calls ``prepare_worker(build_root)`` from ``worker.main``, whose
+    """The device of the worker's job: the worker calls ``prepare_worker(builds)`` from ``worker.main``, whose
     ``job`` names it (so a CPU evaluation on a GPU host still gets the interpreter)."""
     frame = sys._getframe(1)
     for _ in range(4):

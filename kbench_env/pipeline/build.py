@@ -1,5 +1,5 @@
-"""The build stage: a sandboxed worker for the candidate (a spare one when kept), which builds the candidate's
-kernels and loads its module; this side reads the outcome (compiled or the compiler's error, build time, cache
+"""The build stage: a sandboxed worker for the candidate (a spare one when kept), which loads its module, the
+trusted builder compiling the kernels it asks for (kbench_env/builder); this side reads the outcome (compiled or the compiler's error, build time, cache
 hit, the worker's warm-up phases). Builds run concurrently with other candidates' builds and runs."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def start_worker(ev, source: str) -> Worker:
     """The worker that builds, runs and times ``source`` for evaluator ``ev``."""
     if ev._spares is not None:
         return ev._spares.take(source)
-    return Worker(source, ev.backend_name, ev.device, ev.build_root, ev.limits)
+    return Worker(source, ev.backend_name, ev.device, ev.build_root, ev.limits, builder=ev.builder)
 
 
 def build(worker: Worker, result: EvalResult, timeout: float) -> None:

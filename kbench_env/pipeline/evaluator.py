@@ -1,12 +1,12 @@
 """The Evaluator: the one component that turns (task, candidate source, device) into an EvalResult.
 
-It holds the stage order and the evaluator-wide state (device lock, spare worker, reference baselines); each
-stage is a module of its own: screen (parent, milliseconds) -> build (build and load in the sandboxed worker) ->
-check (run every configuration on fresh random inputs in the worker and compare with the reference here, with a
-runtime audit of what forward executed) -> timing (candidate and reference, ``baseline``, under the same
-conditions, every timed call on fresh inputs; on the CPU by this process's clock with the inputs written into and the
-outputs read out of the stopped worker here, ``blocks``; on a GPU by device events with the outputs'
-fingerprints checked here, ``timed_checks``) -> plausibility (roofline
+It holds the stage order and the evaluator-wide state (device lock, spare worker, builder, reference baselines);
+each stage is a module of its own: screen (parent, milliseconds) -> build (the trusted builder compiles,
+kbench_env/builder; the sandboxed worker loads) -> check (run every configuration on fresh random inputs in the
+worker and compare with the reference here, with a runtime audit of what forward executed) -> timing (candidate
+and reference, ``baseline``, under the same conditions, every timed call on fresh inputs; on the CPU by this
+process's clock with the inputs written into and the outputs read out of the stopped worker here, ``blocks``; on a
+GPU by device events with the outputs' fingerprints checked here, ``timed_checks``) -> plausibility (roofline
 floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI) calls
 this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does: every
 failure is a result.
@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from kbench_env.backends import default_backend, get_backend
+from kbench_env.builder.client import Builder
 from kbench_env.cachedir import default_cache_dir
 from kbench_env.device import Device, resolve_device
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
@@ -106,6 +107,9 @@ class Evaluator:
         self.reverify_above = reverify_above
         self.roofline = roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
+        # Compiles every candidate's sources, in a process no candidate code runs in (kbench_env/builder).
+        self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers)
+        weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device: on a GPU across processes too (devicelock.py).
         if Device.parse(self.device).is_cuda:
             self._device_lock = DeviceLock(lambda: gpu_lock_path(self.cache_dir / "locks", self.device))
@@ -118,13 +122,14 @@ class Evaluator:
             spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
         self._spares = None
         if spare_worker:
-            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits)
+            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits, self.builder)
             weakref.finalize(self, self._spares.close)
 
     def close(self) -> None:
-        """Stop the spare worker (it also leaves by itself after sandbox.SPARE_IDLE_S idle)."""
+        """Stop the spare worker (it also leaves by itself after sandbox.SPARE_IDLE_S idle) and the builder."""
         if self._spares is not None:
             self._spares.close()
+        self.builder.close()
 
     def __deepcopy__(self, memo):
         """Copies of an env share its Evaluator (gymnasium deep-copies make() kwargs, e.g. in check_env)."""

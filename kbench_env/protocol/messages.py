@@ -12,6 +12,10 @@
     BLOCK             one timed block of calls       -> DONE (where the outputs are; the trusted side reads them)
     RELEASE           the block's outputs are read   -> RELEASED
 
+Inside any exchange, before its reply, the worker may ask for a build: it sends BUILD (a build request,
+builder/requests.py) and waits for BUILT ({"ok", "path", "module", "cached"} or {"ok": False, "message"}), which
+the trusted side sends once the trusted builder has answered (sandbox/worker_build.py).
+
 ERROR carries ``stage`` (one of ERROR_STAGES) and ``message``.
 """
 
@@ -27,6 +31,7 @@ CALIBRATE = "calibrate"
 SLOTS = "slots"
 BLOCK = "block"
 RELEASE = "release"
+BUILT = "built"  # the answer to the worker's BUILD
 
 # replies: worker -> trusted side
 HELLO = "hello"
@@ -39,12 +44,14 @@ CALIBRATION = "calibration"
 BUFFERS = "buffers"
 RELEASED = "released"
 ERROR = "error"
+BUILD = "build"  # the worker's request for a build, inside any exchange
 
 #: The worker's first use of the framing on itself, never sent (worker.loop's warm-up).
 WARM_UP = "warm-up"
 
-REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE})
-REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, BUFFERS, RELEASED, ERROR})
+#: Messages by direction: trusted side -> worker, worker -> trusted side.
+REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE, BUILT})
+REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, BUFFERS, RELEASED, ERROR, BUILD})
 
 #: Where an ERROR reply says the failure happened.
 ERROR_STAGES = ("build", "load", "run", "timing", "calibrate", "protocol")

@@ -23,7 +23,8 @@ _CTX = None
 # Imported once in the fork server rather than in each worker. setuptools is most of torch.utils.cpp_extension's
 # import, which every C++/CUDA worker needs. Not cpp_extension itself: with a CUDA build of torch, importing it
 # leaves the process multi-threaded and every forked child fails "Cannot re-initialize CUDA in forked subprocess".
-_PRELOAD = ["torch", "setuptools", "kbench_env.worker.loop", "kbench_env.sandbox.confine.confinement"]
+_PRELOAD = ["torch", "setuptools", "kbench_env.worker.loop", "kbench_env.sandbox.confine.confinement",
+            "kbench_env.builder.server"]
 
 
 def context():

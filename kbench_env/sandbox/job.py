@@ -1,5 +1,5 @@
-"""The job a worker is started with: its candidate, scratch directory and build directory, its limits, and the
-sandbox settings its confinement reads (confine/confinement.py), all decided on the trusted side."""
+"""The job a worker is started with: its candidate, scratch directory and the (read-only) build cache, its limits,
+and the sandbox settings its confinement reads (confine/confinement.py), all decided on the trusted side."""
 
 from __future__ import annotations
 
@@ -7,23 +7,22 @@ import os
 
 from kbench_env.sandbox import policy
 from kbench_env.sandbox.confine.environment import scrubbed_environment
+from kbench_env.sandbox.confine.paths import compiler_dirs
 from kbench_env.sandbox.forkserver import forkserver_dir
 from kbench_env.sandbox.policy import Limits
 
 
 def worker_job(limits: Limits, source: str | None, backend: str, device: str, scratch: str, build_root: str,
-               build_dir: str | None, audit: bool, report, cgroup: str | None) -> dict:
+               audit: bool, report, cgroup: str | None, builds: bool = True) -> dict:
     """The job of a worker for ``source`` (None: a spare, which waits for its candidate); ``report``: the write end
-    of its report channel; ``cgroup``: the path of its pids cgroup, if it has one."""
+    of its report channel; ``cgroup``: the path of its pids cgroup, if it has one; ``builds``: the trusted builder
+    compiles for it, so the compilers' own programs are hidden from it where its mount namespace can hide them (a
+    reference worker keeps them: torch.compile's baseline compiles in it)."""
     off = set(limits.isolation_off)
-    overlay = None
-    if limits.isolation and not off & {"namespaces", "overlay"}:
-        overlay = {"upper": os.path.join(scratch, ".kbench", "upper"),
-                   "work": os.path.join(scratch, ".kbench", "work")}
-    hide = [d for d in (forkserver_dir(),) if d]
+    hide = [d for d in (forkserver_dir(),) if d] + (compiler_dirs() if builds else [])
     return {
         "source": source, "backend": backend, "device": device, "scratch": scratch,
-        "build_root": build_root, "build_dir": build_dir, "env": scrubbed_environment(worker=True),
+        "build_root": build_root, "env": scrubbed_environment(worker=True),
         "threads": limits.threads, "audit": audit, "spare_idle_s": policy.SPARE_IDLE_S,
         # A/B knobs for a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
         "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
@@ -32,7 +31,7 @@ def worker_job(limits: Limits, source: str | None, backend: str, device: str, sc
                    "open_files": limits.open_files, "cpu_seconds": limits.cpu_seconds,
                    "processes": limits.processes},
         "sandbox": {"isolate": limits.isolation, "off": sorted(off), "report": report,
-                    "cgroup": cgroup, "overlay": overlay, "hide": hide,
+                    "cgroup": cgroup, "hide": hide,
                     "extra_read": list(limits.extra_read_paths),
                     # what an unprivileged parent gets: a user namespace (KBENCH_SANDBOX_USERNS=1 tries it as root)
                     "userns": os.environ.get("KBENCH_SANDBOX_USERNS") == "1",

@@ -12,7 +12,7 @@ from kbench_env.sandbox import buildcache
 SPARE_IDLE_S = 60.0
 
 #: Layers of the sandbox that ``Limits.isolation_off`` may name.
-LAYERS = ("namespaces", "overlay", "landlock", "seccomp", "cgroup", "audit")  # audit: the hook reports only
+LAYERS = ("namespaces", "landlock", "seccomp", "cgroup", "audit")  # audit: the hook reports only
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Limits:
     cpu_seconds: float = field(default_factory=lambda: 1800.0 * max(1, (os.cpu_count() or 2) // 2))
     processes: int = field(default_factory=lambda: max(512, 16 * (os.cpu_count() or 1)))
     disk_bytes: int = 4 << 30  # scratch directory, new builds included (watched every half second)
-    build_bytes: int = buildcache.BUILD_BYTES  # what one worker may publish into the shared build cache
+    build_bytes: int = buildcache.BUILD_BYTES  # what one worker's new builds may add to the shared build cache
     cache_bytes: int = field(default_factory=buildcache.cache_bytes_default)  # the shared cache's bound (LRU)
     isolation: bool = True  # False: rlimits, session and environment only (debugging; never for untrusted code)
     isolation_off: tuple = ()  # layers to leave off, from LAYERS

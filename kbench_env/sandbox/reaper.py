@@ -1,6 +1,4 @@
-"""Clean-up after workers, in the background and in order: scratch directories removed (right after a worker with
-namespaces exits, removing the overlay's work directory waits for the kernel to retire the worker's mounts), a
-closed worker's wait for its processes and its release, the build cache brought back under its bound.
+"""Clean-up after workers, in the background and in order: scratch directories removed, a closed worker's wait for its processes and its release, the build cache brought back under its bound.
 ``flush_cleanups`` waits for all of it (tests, and at exit)."""
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ class SpareWorkers:
     evaluations on the same GPU may overlap it, as any worker's start would.
     """
 
-    def __init__(self, backend: str, device: str, build_root: str, limits: Limits):
+    def __init__(self, backend: str, device: str, build_root: str, limits: Limits, builder=None):
         self._args = (backend, device, build_root, limits)
+        self._builder = builder
         self._refill_at_take = Device.parse(device).is_cpu
         self._lock = threading.Lock()
         self._spare: Worker | None = None
@@ -52,7 +53,7 @@ class SpareWorkers:
                 spare.close()
         if self._refill_at_take:
             self.refill()
-        return worker if worker is not None else Worker(source, *self._args)
+        return worker if worker is not None else Worker(source, *self._args, builder=self._builder)
 
     def evaluation_over(self) -> None:
         """The caller's evaluation (its timed runs included) has ended: on a GPU, the replacement starts now."""
@@ -69,7 +70,7 @@ class SpareWorkers:
 
     def _start_one(self) -> None:
         try:
-            worker = Worker(None, *self._args)
+            worker = Worker(None, *self._args, builder=self._builder)
         except Exception:  # noqa: BLE001 - no spare this time: the next take starts its own worker
             worker = None
         with self._lock:

@@ -1,64 +1,86 @@
-"""A worker's build, on the trusted side: its source's own directory of the build cache held for the worker's
-lifetime (buildcache.Claim); one build of a source at a time in this process (builds are private to a worker until
-it has loaded, in its overlay of the cache, so a worker for a source that another worker is building waits for that
-build to be published, as torch's build lock made it wait before); and publishing what the worker built."""
+"""A worker's builds, on the trusted side: each BUILD request the worker sends is checked (builder/requests.py),
+relayed to the trusted builder (builder/client.py) within the worker's quota and deadline, and answered with BUILT;
+the builds the worker was given are claimed (buildcache.Claim) until it is gone, so eviction passes over them.
+
+The worker never writes the cache and never talks to the builder: what it sends is read here as any of its
+messages (bounded, JSON only), normalised, and only then forwarded. Its quota: at most ``MAX_REQUESTS`` requests
+and ``Limits.build_bytes`` of new builds in all.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import threading
+import time
+from concurrent.futures import TimeoutError as FutureTimeout
 
+from kbench_env.builder.client import BuilderError
+from kbench_env.builder.errors import BuildRefused
+from kbench_env.builder.requests import normalise
+from kbench_env.protocol import messages
 from kbench_env.sandbox import buildcache
 from kbench_env.sandbox.policy import Limits
 
-_INFLIGHT_LOCK = threading.Lock()
-_INFLIGHT: dict = {}  # build key -> Event set once the worker building that source has published it
+MAX_REQUESTS = 64
+_REPLY_MARGIN_S = 0.5  # the builder's deadline ends this much before the worker's, so its answer still arrives
 
 
-class WorkerBuild:
-    """The build of one worker's source: claimed once the worker has its source, published when it is over."""
+class WorkerBuilds:
+    """The build requests of one worker (see the module docstring)."""
 
-    def __init__(self, backend: str, device: str, build_root: str, limits: Limits):
-        self._backend, self._device, self._root, self._limits = backend, device, build_root, limits
-        self.key = self._event = self._claim = self.path = None
-        self.done = False  # the build finished (or never will)
-        self.built = False  # the worker reported a build it made (not found in the cache)
-        self.published: list = []
+    def __init__(self, builder, build_root: str, limits: Limits):
+        self._builder, self._root, self._limits = builder, build_root, limits
+        self._claims: dict = {}
+        self.requests = 0
+        self.new_bytes = 0
+        self.built = False  # a build was made for this worker (the cache grew)
+        self.units: list = []  # the builds it was given, in order
 
-    def claim(self, source: str) -> None:
-        """Hold the source's directory of the cache, for the worker's lifetime; if another worker of this process
-        is building the same source, wait first for it to publish its build."""
-        self._claim = buildcache.Claim(self._root, buildcache.source_key(str(source)))
-        self.path = self._claim.path
-        key = "\0".join((self._backend, self._device, self._root, str(source)))
-        self.key = hashlib.sha256(key.encode()).hexdigest()
-        with _INFLIGHT_LOCK:
-            first = _INFLIGHT.get(self.key)
-            self._event = None if first is not None else _INFLIGHT.setdefault(self.key, threading.Event())
-        if first is not None:
-            first.wait(timeout=self._limits.build_timeout)
+    def serve(self, worker, header: dict, deadline: float) -> None:
+        """Answer one BUILD request of ``worker`` (a sandbox.Worker) with BUILT, watching the worker meanwhile."""
+        worker.send({"type": messages.BUILT, **self._reply(worker, header, deadline)})
 
-    def publish(self, scratch: str | None, protections: dict) -> None:
-        """Publish what the worker built under its own source's directory, within ``Limits.build_bytes`` (on the
-        CPU; a GPU worker has no overlay and wrote into the shared cache itself)."""
-        if scratch is not None and self._claim is not None and \
-                "build_cache_overlay" in protections.get("active", {}):
-            self.published += buildcache.publish(scratch, self._root, os.path.basename(self._claim.path),
-                                                 self._limits.build_bytes)
-
-    def let_waiters_go(self) -> None:
-        """Workers of the same source that wait for this build go on."""
-        if self._event is not None:
-            with _INFLIGHT_LOCK:
-                if _INFLIGHT.get(self.key) is self._event:
-                    del _INFLIGHT[self.key]
-            self._event.set()
+    def _reply(self, worker, header: dict, deadline: float) -> dict:
+        if self._builder is None:
+            return {"ok": False, "message": "this worker cannot build (a reference worker)"}
+        self.requests += 1
+        if self.requests > MAX_REQUESTS:
+            return {"ok": False, "message": f"more than {MAX_REQUESTS} build requests from one candidate"}
+        try:
+            request = normalise({k: v for k, v in header.items() if k != "type"})
+        except BuildRefused as exc:
+            return {"ok": False, "refused": True, "message": f"the builder refused the request: {exc}"}
+        left = min(self._limits.build_timeout, deadline - time.monotonic() - _REPLY_MARGIN_S)
+        if left <= 0:
+            return {"ok": False, "message": "no time left for a build (the stage's deadline has passed)"}
+        room = max(0, self._limits.build_bytes - self.new_bytes)
+        fut = self._builder.submit(request, left, max_bytes=room)
+        while True:
+            try:
+                reply = fut.result(timeout=0.5)
+                break
+            except FutureTimeout:
+                worker.watch()  # the worker waits for the answer: its memory and scratch are still watched
+                if time.monotonic() > deadline:
+                    return {"ok": False, "message": f"the builder did not answer within {left:.0f} s"}
+        if reply.get("internal"):  # kbench's failure: an internal error, not the candidate's build error
+            raise BuilderError(reply.get("message"))
+        if not reply.get("ok"):
+            return {k: reply.get(k) for k in ("ok", "message", "refused", "seconds")}
+        if not reply.get("cached"):
+            self.built = True
+            self.new_bytes += int(reply.get("bytes") or 0)
+        unit = reply["unit"]
+        if unit not in self._claims:
+            self._claims[unit] = buildcache.Claim(self._root, unit)
+        self.units.append(unit)
+        path = os.path.join(self._root, unit, os.path.basename(reply["artifact"]))
+        return {"ok": True, "path": path, "module": reply.get("module"), "cached": bool(reply.get("cached")),
+                "python_module": bool(reply.get("python_module", True)), "seconds": reply.get("seconds")}
 
     def release(self) -> bool:
-        """Let the source's directory go. Returns whether the cache grew (then it must be brought back under its
+        """Let the claimed builds go. Returns whether the cache grew (then it must be brought back under its
         bound)."""
-        if self._claim is not None:
-            self._claim.release()
-            self._claim = None
-        return bool(self.published or self.built)
+        for claim in self._claims.values():
+            claim.release()
+        self._claims.clear()
+        return self.built

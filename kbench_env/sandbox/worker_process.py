@@ -13,9 +13,10 @@ hook); this side
 - reads and writes the worker's connection with deadlines, and refuses what it sends beyond what is expected
   (wire.py): half a message, a worker that stops reading, or a reply that would swell this process end that worker,
 - watches resident memory (GPU workers) and the scratch directory's size on disk,
-- kills the process group and the cgroup on a timeout or at the end, publishes the builds the worker made in its
-  private overlay of the build cache under its own source's directory (worker_build.py, buildcache.py: new ones
-  only, within a quota; the cache kept within its bound), removes the scratch (reaper.py, in the background).
+- relays the worker's build requests to the trusted builder and answers them (worker_build.py: the worker never
+  compiles nor writes the build cache, which it sees read-only), claims the builds it loads against eviction,
+- kills the process group and the cgroup on a timeout or at the end, keeps the cache within its bound
+  (buildcache.py), removes the scratch (reaper.py, in the background).
 
 A dead or hung worker becomes a ``WorkerError`` (diagnosis.py) with its exit signal and the tail of its own output;
 the caller turns that into an EvalResult.
@@ -42,7 +43,7 @@ from kbench_env.sandbox.memory import Freezer, ProcessMemory
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.reaper import REAPER
 from kbench_env.sandbox.reports import ReportChannel
-from kbench_env.sandbox.worker_build import WorkerBuild
+from kbench_env.sandbox.worker_build import WorkerBuilds
 from kbench_env.worker import loop as worker_mod
 
 
@@ -50,14 +51,14 @@ class Worker:
     """One sandboxed candidate process. Use as a context manager; ``close()`` always reaps it."""
 
     def __init__(self, source: str | None, backend: str, device: str, build_root: str, limits: Limits | None = None,
-                 scratch_root: str | None = None, audit: bool = True):
+                 scratch_root: str | None = None, audit: bool = True, builder=None):
         """``source=None`` starts a spare: confined (and on a GPU, with CUDA started) but waiting for its candidate,
-        which ``assign`` hands it (SpareWorkers keeps one ready)."""
+        which ``assign`` hands it (SpareWorkers keeps one ready). ``builder`` (builder.Builder) compiles what the
+        candidate builds; without one (a reference worker) every build request is refused."""
         self.limits = limits or Limits()
         self._device = device
-        self._build = WorkerBuild(backend, device, build_root, self.limits)
-        if source is not None:
-            self._build.claim(source)
+        self._builds = WorkerBuilds(builder, build_root, self.limits)
+        self._assigned = source is not None
         self.busy_seconds = 0.0  # time the worker reported spending on requests (build excluded)
         # With $KBENCH_TRACE set, per message: what, seconds to pack and send or to wait for the reply, bytes, the
         # worker's busy seconds; written there as a JSON line when the worker closes (where an evaluation's time
@@ -70,21 +71,16 @@ class Worker:
         self._cgroup = self._report = self.proc = self.scratch = None
         self._hands = None
         try:
-            self._start(source, backend, device, build_root, scratch_root, audit)
+            self._start(source, backend, device, build_root, scratch_root, audit, builder is not None)
         except BaseException:
             if self.proc is None or self.proc.pid is None:
                 self._release()  # nothing was started: give back the cgroup, the scratch and waiting workers
             raise
 
     @property
-    def build_dir(self) -> str | None:
-        """The source's own directory of the build cache (None until the worker has a source)."""
-        return self._build.path
-
-    @property
-    def published(self) -> list:
-        """The builds this worker published into the shared cache."""
-        return self._build.published
+    def builds(self) -> list:
+        """The build units (directories of the cache) the worker was given, in order."""
+        return list(self._builds.units)
 
     @property
     def protections(self) -> dict:
@@ -103,14 +99,14 @@ class Worker:
         """Give a spare (started with ``source=None``) its candidate; it then builds and loads it as a worker
         started with the source does. Raises WorkerError if the spare is gone (it leaves after
         ``policy.SPARE_IDLE_S``)."""
-        if self._build.key is not None or self._closed:
+        if self._assigned or self._closed:
             raise ValueError("assign() is for an unused spare worker")
         if self.proc.exitcode is not None:
             raise WorkerError("the spare worker has exited", self.log_tail())
-        self._build.claim(source)
-        self.send({"type": messages.SOURCE, "source": source, "build_dir": self.build_dir})
+        self._assigned = True
+        self.send({"type": messages.SOURCE, "source": source})
 
-    def _start(self, source, backend, device, build_root, scratch_root, audit) -> None:
+    def _start(self, source, backend, device, build_root, scratch_root, audit, builds: bool) -> None:
         self.scratch = os.path.realpath(tempfile.mkdtemp(prefix="kbench-worker-",
                                                          dir=scratch_root or self.limits.scratch_root))
         if self.limits.isolation and "cgroup" not in self.limits.isolation_off and self.limits.processes:
@@ -123,8 +119,8 @@ class Worker:
         # Everything from the worker is read through these, never waiting past a deadline nor reading more than the
         # caller expects (wire.FrameReader); requests go out through wire.send_frame, bounded in time as well.
         self._reader = wire.FrameReader(self.conn.fileno(), wire.HEADROOM)
-        job = worker_job(self.limits, source, backend, device, self.scratch, build_root, self.build_dir, audit,
-                         report_w, self._cgroup.path if self._cgroup else None)
+        job = worker_job(self.limits, source, backend, device, self.scratch, build_root, audit, report_w,
+                         self._cgroup.path if self._cgroup else None, builds)
         proc = ctx.Process(target=worker_mod.main, args=(child, job), daemon=True)
         try:
             with spawning():
@@ -212,13 +208,12 @@ class Worker:
                     if self.trace is not None:
                         self.trace.append({"recv": what, "bytes": len(data), "s": round(time.monotonic() - t0, 4),
                                            "busy_s": round(float(header.get("busy_s") or 0.0), 4)})
-                    if not self._build.done and header.get("type") in (messages.LOADED, messages.ERROR):
-                        self._build.built = header.get("cached") is False
-                        self._build_over()  # the build result: publish it now, for workers waiting on it
-                    return header, payload
                 except Exception as exc:  # a malformed message is the candidate's doing
                     self.kill()
                     raise WorkerError(f"the worker sent an unreadable message during {what}: {exc}", self.log_tail()) from None
+                if header["type"] != messages.BUILD:
+                    return header, payload
+                self._builds.serve(self, header, deadline)  # a build the candidate asked for, inside this exchange
             elif ready:
                 raise WorkerError(self._death(f"during {what}"), self.log_tail())
 
@@ -242,6 +237,13 @@ class Worker:
         return self._report.violations() if self._report is not None else []
 
     # ------------------------------------------------------------------ watchdogs
+    def watch(self) -> None:
+        """The watchdogs' checks while waiting on the worker: its memory, its scratch directory's size, its death."""
+        self._check_memory()
+        self._check_disk()
+        if self.proc.exitcode is not None:
+            raise WorkerError(self._death("while waiting for it"), self.log_tail())
+
     def _check_memory(self) -> None:
         """Resident-memory watchdog (the GPU path, where an address-space limit cannot be used)."""
         rss = rss_bytes(self.proc.pid)
@@ -280,8 +282,6 @@ class Worker:
                 text = f.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
-        if self.build_dir:
-            text = text.replace(self.build_dir, "<build>")
         return text.replace(self.build_root, "<build>").replace(self.scratch, "<scratch>")
 
     # ------------------------------------------------------------------ life cycle
@@ -304,8 +304,8 @@ class Worker:
     def close(self) -> None:
         if self._closed:
             return
-        # No graceful exit: the worker holds nothing to save (its reports are in the channel, its builds published
-        # once loaded), and waiting for its interpreter to shut down would be much of a cached CPU step.
+        # No graceful exit: the worker holds nothing to save (its reports are in the channel, its builds were made
+        # by the builder), and waiting for its interpreter to shut down would be much of a cached CPU step.
         self._drain_reports()
         self._closed = True
         self._write_trace()
@@ -343,30 +343,16 @@ class Worker:
         except OSError:
             pass
 
-    def _build_over(self) -> None:
-        """The build finished (or never will): publish it and let waiting workers of the same source go on."""
-        if self._build.done:
-            return
-        self._build.done = True
-        try:
-            self._drain_reports()
-            self._build.publish(self.scratch, self.protections)
-        finally:
-            self._build.let_waiters_go()
-
     def _release(self) -> None:
-        """After the last process of the worker is gone: publish its new builds, let its source's directory of the
-        cache go (and keep the cache within its bound), drop its cgroup and scratch."""
+        """After the last process of the worker is gone: let its builds go (and keep the cache within its bound),
+        drop its cgroup and scratch."""
         if self._cgroup is not None:
             self._cgroup.kill_all()
             self._cgroup.remove()
             self._cgroup = None
         if self._report is not None:
             self._report.close()
-        if self._build.done:  # builds made after loading (a fast-path kernel compiled in forward)
-            self._build.publish(self.scratch, self.protections)
-        self._build_over()
-        if self._build.release():  # the cache grew: back under its bound, in the background
+        if self._builds.release():  # the cache grew: back under its bound, in the background
             root, bound = self.build_root, self.limits.cache_bytes
             REAPER.submit(lambda: buildcache.enforce_bound(root, bound))
         if self.scratch is not None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import resource
 import signal
 import sys
@@ -29,14 +28,15 @@ from kbench_env.device import Device
 from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
 from kbench_env.worker import executor, timing
 from kbench_env.backends import get_backend
+from kbench_env.builder.errors import trim_compiler_output
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.task import DTYPES
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.confine import confinement
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
+from kbench_env.worker.builds import BuildClient
 
 CANDIDATE_FILE = "candidate.py"
-_COMMAND = re.compile(r"\S*(?:c\+\+|g\+\+|gcc|clang\+\+|nvcc|ld)\s+-.*")
 
 
 # ---------------------------------------------------------------------- process set-up
@@ -66,31 +66,6 @@ def format_exception(exc: BaseException, build_root: str = "") -> str:
     text = f"{type(exc).__name__}: {exc}"
     lines.append(trim_compiler_output(text, build_root))
     return "\n".join(lines)
-
-
-def trim_compiler_output(text: str, build_root: str = "", max_lines: int = 40) -> str:
-    """Keep the compiler's own messages (errors first), drop build noise and random paths."""
-    if build_root:
-        text = text.replace(build_root, "<build>")
-    # Compiler command lines (hundreds of characters of flags) say nothing the candidate can act on.
-    lines = [_COMMAND.sub("<compiler command>", line) if (" -isystem " in line or " -shared " in line) else line
-             for line in text.splitlines()]
-    if len(lines) <= max_lines:
-        return "\n".join(lines)
-    key = [i for i, line in enumerate(lines) if "error" in line.lower() and "error: command" not in line.lower()]
-    keep: list[int] = []
-    for i in key:
-        keep.extend(range(max(0, i - 2), min(len(lines), i + 4)))
-    keep = sorted(set(keep))[:max_lines] or list(range(max_lines))
-    out = [lines[0]] if keep[0] != 0 else []
-    prev = -1
-    for i in keep:
-        if prev >= 0 and i != prev + 1:
-            out.append("  ...")
-        out.append(lines[i])
-        prev = i
-    out.append(f"  ... ({len(lines) - len(keep)} more lines)")
-    return "\n".join(out)
 
 
 # ---------------------------------------------------------------------- the worker loop
@@ -302,7 +277,6 @@ def _await_source(conn, job: dict) -> str | None:
     header, _ = unpack(conn.recv_bytes())
     if header.get("type") != msg.SOURCE:
         return None
-    job["build_dir"] = header["build_dir"]
     return header["source"]
 
 
@@ -326,17 +300,17 @@ def main(conn, job: dict) -> None:
                                           (type(backend), "sync"), (type(backend), "poison")])
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
+    builds = BuildClient(conn)
     try:
-        # Builds go under the source's own directory of the cache (sandbox.Worker, buildcache.py): only they are
-        # published, and only this source loads them.
-        backend.prepare_worker(job["build_dir"])
+        # The candidate's builds are made by the trusted builder (worker/builds.py); this process loads them.
+        backend.prepare_worker(builds)
         mod = _load_candidate(source)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a message
-        stage = "build" if backend.last_build_failed() else "load"
-        send({"type": msg.ERROR, "stage": stage, "message": format_exception(exc, job["build_dir"])})
+        stage = "build" if builds.failed else "load"
+        send({"type": msg.ERROR, "stage": stage, "message": format_exception(exc, job["build_root"])})
         return
     own_namespaces = _op_namespaces() - namespaces_before
-    send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": backend.build_was_cached(),
+    send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(),
           "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds,
           "harness_patched": guard.changed()})
     _serve(_Session(conn, job, backend, mod, own_namespaces), guard)
@@ -360,6 +334,6 @@ def _serve(s: _Session, guard) -> None:
         except BaseException as exc:  # noqa: BLE001
             traceback.clear_frames(exc.__traceback__)  # free what the failing frames hold (a memory bomb's hoard)
             send({"type": msg.ERROR, "stage": _ERROR_STAGE.get(kind, "timing"),
-                  "config": header.get("config"), "message": format_exception(exc, s.job["build_dir"])})
+                  "config": header.get("config"), "message": format_exception(exc, s.job["build_root"])})
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 return

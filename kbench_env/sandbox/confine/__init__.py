@@ -1,7 +1,7 @@
 """Confinement of a candidate's worker process, applied by the worker to itself before any candidate code runs.
 
 The operating-system side of the sandbox (the parent's side, ``sandbox.worker_process`` and the modules beside it,
-owns the policy, the cgroup, the report channel, publishing new builds, the watchdogs). Every layer is applied where
+owns the policy, the cgroup, the report channel, relaying build requests to the trusted builder, the watchdogs). Every layer is applied where
 this machine allows it; ``confinement.apply`` runs them in order and returns which ones are active, and the parent
 reports them (``kbench doctor``). In the order applied, one module each:
 
@@ -11,14 +11,13 @@ reports them (``kbench doctor``). In the order applied, one module each:
    credential; the fork server it was forked from started with no more), stdout/stderr to a log.
 2. Namespaces (namespaces.py; root, or unprivileged user namespaces): a network namespace with no interface up (no
    network at all, loopback included); a mount namespace in which every mount is read-only except the scratch
-   directory and the build cache, the build cache being an overlay whose writes land in the scratch directory (the
-   parent publishes the new builds under the worker's own source's directory, buildcache.py; existing builds are
-   never changed); /run hidden (daemon sockets), and the home directory hidden where the Landlock layer is missing.
+   directory (the build cache is read-only: the trusted builder writes it, kbench_env/builder); /run hidden (daemon
+   sockets), the compilers' own programs hidden from a candidate's worker (the builder compiles for it), and the
+   home directory hidden where the Landlock layer is missing.
 3. Resource limits (rlimits.py): address space, CPU seconds, file size, open files, no core files, processes
    (RLIMIT_NPROC where not root: root ignores it, so a root parent uses the pids cgroup instead).
 4. Landlock (landlock.py, with the allowed paths of paths.py): reads only from system, Python and kbench
-   directories, the scratch directory and the build cache; writes only to the scratch directory and the build
-   cache; programs run only from system and Python directories; TCP bind/connect denied (ABI 4+); signals and
+   directories, the scratch directory and the build cache; writes only to the scratch directory; programs run only from system and Python directories; TCP bind/connect denied (ABI 4+); signals and
    abstract unix sockets scoped to the worker (ABI 6+); and Landlock's ptrace rules make /proc/<pid>/environ and
    /mem of processes outside the sandbox unreadable.
 5. Capabilities (privileges.py; root): bounding and ambient sets emptied, SECBIT_NOROOT locked, every capability
@@ -30,8 +29,7 @@ reports them (``kbench doctor``). In the order applied, one module each:
    clone3 reports ENOSYS (glibc falls back to clone, whose namespace flags are refused); 32-bit and x32 system
    calls kill.
 7. A Python audit hook (audit_hook.py) that refuses, and reports to the parent on a channel of its own, what the
-   candidate's Python code tries outside the sandbox: opening files outside it, writing into the build cache from
-   candidate code, sockets, running programs other than the compiler tool chain, reading another process's /proc
+   candidate's Python code tries outside the sandbox: opening files outside it, writing into the build cache, sockets, running programs other than the compiler tool chain, reading another process's /proc
    entries. It is a report layer, not the wall: native code (a C++ kernel, ctypes) bypasses it; the layers above do
    not.
 

@@ -31,7 +31,7 @@ class Guard:
 
     def __init__(self, scratch: str, build_root: str, read_roots: list, report=None, enforce: bool = True):
         self.scratch, self.build_root = scratch, build_root
-        self.write_roots = (scratch, build_root)
+        self.write_roots = (scratch,)
         self.read_roots = tuple(read_roots)
         self.report = report
         self.enforce = enforce
@@ -119,10 +119,10 @@ class Guard:
     def _check_write(self, p):
         if p is None or p.startswith("/dev/") and p in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty"):
             return None
+        if self._inside(p, (self.build_root,)) and not self._inside(p, (self.scratch,)):
+            return (f"write into the build cache ({p}): only the trusted builder writes it", True)
         if not self._inside(p, self.write_roots):
             return (f"write {p} (outside the scratch directory)", True)
-        if self._inside(p, (self.build_root,)) and not self._inside(p, (self.scratch,)) and self._candidate_frame():
-            return (f"write into the build cache from candidate code ({p})", True)
         return None
 
     def _check_read(self, p):

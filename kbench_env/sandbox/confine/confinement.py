@@ -20,13 +20,14 @@ _PR_SET_PDEATHSIG = 1
 LIMITATIONS = (
     "native code (C++ kernels, ctypes) is not seen by the audit hook: its blocked attempts fail but are not reported",
     "the candidate can read other candidates' cached builds (sources and binaries), not change them",
-    "a worker's new builds are published as it left them, but only under its own source's directory of the cache: "
-    "what a candidate plants there is loaded only by the same source",
+    "the compiler runs on the candidate's sources in the trusted builder (flags checked, confined by Landlock and "
+    "without network): a compiler bug that a source can exploit would run in the builder",
     "/bin/sh stays executable (ninja runs its commands through it); the audit hook refuses shells from Python only",
     "other processes' command lines (/proc/<pid>/cmdline) stay readable",
     "CUDA workers have no mount namespace and no Landlock (CUDA does not start under them): their native code can "
-    "read and write files wherever the user running kbench can (the shared build cache included: no quota, and "
-    "builds of other sources can be replaced), and AF_UNIX sockets are allowed (no network)",
+    "read and write files wherever the user running kbench can, the shared build cache included (the builder "
+    "rebuilds a build whose library no longer matches its digest, but cannot stop a change made between its check "
+    "and a load), and AF_UNIX sockets are allowed (no network)",
     "CUDA workers can connect to the fork server's socket (AF_UNIX allowed, its directory not hidden without the "
     "mount namespace): a bare connection stops the fork server, and a crafted request would have it fork a process "
     "outside the sandbox",
@@ -67,7 +68,7 @@ def apply(job: dict, keep_fds=()) -> dict:
     rlimits.set_limits(limits, device, act, miss, cgroup=bool(sb.get("cgroup")))
     read_roots, exec_roots = allowed_paths(scratch, build_root, device, sb.get("extra_read", ()))
     if use_landlock:
-        restrict(scratch, build_root, read_roots, exec_roots, device, act, miss)
+        restrict([scratch], read_roots, exec_roots, device, act, miss)  # the build cache: read-only
     elif isolate:
         miss["landlock"] = ("turned off (Limits.isolation_off)" if "landlock" in off else
                             "not available on this kernel: reads outside the sandbox are stopped only where the mount "
@@ -137,8 +138,8 @@ def _namespace_layer(sb: dict, off: set, isolate: bool, use_landlock: bool, home
         if not use_landlock:  # nothing else keeps reads in: hide what holds users' files
             hide += [h for h in {home, os.path.expanduser("~root"), "/home", "/root", "/tmp", "/var/tmp", "/mnt",
                                  "/media", "/srv"} if h]
-        namespaces.enter(scratch, build_root, sb.get("overlay") if "overlay" not in off else None, hide, act, miss,
-                         user_ns=os.geteuid() != 0 or bool(sb.get("userns")), net_only=bool(sb.get("netns_only")))
+        namespaces.enter(scratch, build_root, hide, act, miss, user_ns=os.geteuid() != 0 or bool(sb.get("userns")),
+                         net_only=bool(sb.get("netns_only")))
 
 
 def _await_cgroup(name: str, timeout: float = 10.0) -> bool:

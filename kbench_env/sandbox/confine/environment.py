@@ -53,7 +53,7 @@ def scrub(scratch: str, build_root: str, threads: int, env: dict | None = None) 
     keep = scrubbed_environment(os.environ if env is None else env, worker=True)
     os.environ.clear()
     os.environ.update(keep)
-    os.environ.update({"HOME": scratch, "TMPDIR": scratch, "TORCH_EXTENSIONS_DIR": build_root,
+    os.environ.update({"HOME": scratch, "TMPDIR": scratch, "TORCH_EXTENSIONS_DIR": os.path.join(scratch, "torch_extensions"),
                        "OMP_NUM_THREADS": str(threads), "XDG_CACHE_HOME": os.path.join(scratch, ".cache"),
                        "TRITON_CACHE_DIR": os.path.join(scratch, ".triton"),
                        "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor")})

@@ -27,9 +27,10 @@ def landlock_abi() -> int:
     return int(r) if r > 0 else 0
 
 
-def restrict(scratch: str, build_root: str, reads: list, execs: list, device: str, act: dict, miss: dict) -> None:
-    """Restrict this process to reading ``reads``, running programs from ``execs`` and writing the scratch
-    directory and the build cache (plus the GPU's device files on ``cuda``)."""
+def restrict(writes: list, reads: list, execs: list, device: str, act: dict, miss: dict) -> None:
+    """Restrict this process to reading ``reads``, running programs from ``execs`` and writing ``writes`` (a
+    worker: its scratch directory; the builder: its scratch directory and the build cache), plus the GPU's device
+    files on ``cuda``."""
     abi = landlock_abi()
     if abi < 1:
         miss["landlock"] = "not available on this kernel (reads, writes and signals rely on the other layers)"
@@ -45,7 +46,7 @@ def restrict(scratch: str, build_root: str, reads: list, execs: list, device: st
     fd = int(fd)
     read = _LL_READ_FILE | _LL_READ_DIR
     rules = [(p, read) for p in reads] + [(p, _LL_EXECUTE) for p in execs]
-    rules += [(p, fs & ~_LL_EXECUTE) for p in (scratch, build_root)]
+    rules += [(p, fs & ~_LL_EXECUTE) for p in writes]
     rules += [(p, _LL_READ_FILE | _LL_WRITE_FILE) for p in ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty")]
     if Device.parse(device).is_cuda:
         rules += [(f"/dev/{n}", _LL_READ_FILE | _LL_WRITE_FILE) for n in os.listdir("/dev")
@@ -84,5 +85,5 @@ def restrict(scratch: str, build_root: str, reads: list, execs: list, device: st
     else:
         miss["landlock_scoping"] = f"Landlock ABI {abi} < 6: signals to same-uid processes outside are not scoped"
     act["landlock"] = (f"ABI {abi}: reads from {len(reads)} system/Python/kbench paths + scratch + cache, writes to "
-                       f"scratch + cache only, programs from system/Python paths only"
+                       f"{' and '.join(writes)} only, programs from system/Python paths only"
                        + ("; " + "; ".join(extra) if extra else ""))

@@ -1,6 +1,6 @@
 """The namespace layer: a network namespace with no interface up, and a mount namespace in which every mount is
-read-only but the scratch directory and the build cache (an overlay whose writes land in the scratch directory),
-with chosen directories hidden under an empty tmpfs."""
+read-only but the scratch directory (the build cache among them: only the trusted builder writes it), with chosen
+directories hidden under an empty tmpfs."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ def _mount(src, target, fstype, flags, data=None) -> None:
         raise OSError(ctypes.get_errno(), err(f"mount {target}"))
 
 
-def enter(scratch: str, build_root: str, overlay: dict | None, hide: list, act: dict, miss: dict,
-          user_ns: bool = False, net_only: bool = False) -> None:
+def enter(scratch: str, build_root: str, hide: list, act: dict, miss: dict, user_ns: bool = False,
+          net_only: bool = False) -> None:
     """Enter the namespaces (a network namespace only with ``net_only``); what is active goes into ``act``, what
     is not and why into ``miss``."""
     flags = _CLONE_NEWNET if net_only else _CLONE_NEWNS | _CLONE_NEWNET
@@ -38,7 +38,7 @@ def enter(scratch: str, build_root: str, overlay: dict | None, hide: list, act: 
             miss["mount_namespace"] = why
         return
     if net_only:
-        miss["mount_namespace"] = miss["build_cache_overlay"] = "network namespace only (Limits.netns_only)"
+        miss["mount_namespace"] = "network namespace only (Limits.netns_only)"
     if user_ns:
         try:
             _write("/proc/self/setgroups", "deny")
@@ -57,18 +57,6 @@ def enter(scratch: str, build_root: str, overlay: dict | None, hide: list, act: 
         miss["mount_namespace"] = str(exc)
         return
     notes = []
-    if overlay:  # the build cache as an overlay: new builds and any change land in the scratch directory
-        os.makedirs(overlay["upper"], exist_ok=True)
-        os.makedirs(overlay["work"], exist_ok=True)
-        opts = f"lowerdir={build_root},upperdir={overlay['upper']},workdir={overlay['work']},volatile"
-        try:
-            _mount("overlay", build_root, "overlay", _MS_NOSUID | _MS_NODEV, opts + (",userxattr" if user_ns else ""))
-            act["build_cache_overlay"] = ("builds of others read-only: the cache is an overlay whose writes stay in the "
-                                          "worker's scratch; the parent publishes new builds after the worker is gone")
-        except OSError as exc:
-            miss["build_cache_overlay"] = f"{exc} (the build cache is writable by the candidate)"
-    else:
-        miss["build_cache_overlay"] = "turned off (Limits.isolation_off): the build cache is writable by the candidate"
     keep = [scratch, build_root] + [p for p in python_roots() if os.path.isdir(p)]
     for h in hide:
         h = os.path.realpath(h)
@@ -79,18 +67,15 @@ def enter(scratch: str, build_root: str, overlay: dict | None, hide: list, act: 
             notes.append(h)
         except OSError as exc:
             miss[f"hide {h}"] = str(exc)
-    # Every mount read-only, then the two writable places made writable again.
+    # Every mount read-only (the build cache included), then the scratch directory made writable again.
     try:
         attr = struct.pack("QQQQ", _MOUNT_ATTR_RDONLY, 0, 0, 0)
         if libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, b"/", _AT_RECURSIVE, attr, len(attr)) != 0:
             raise OSError(ctypes.get_errno(), err("mount_setattr(/, read-only, recursive)"))
         _mount(scratch, scratch, None, _MS_BIND | _MS_REC)
         _mount(None, scratch, None, _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV)
-        if "build_cache_overlay" not in act:
-            _mount(build_root, build_root, None, _MS_BIND | _MS_REC)
-        _mount(None, build_root, None, _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV)
         os.chdir(scratch)  # the working directory must be the writable mount, not the one beneath it
-        act["mount_namespace"] = ("every mount read-only except scratch and build cache"
+        act["mount_namespace"] = ("every mount read-only except scratch (the build cache included)"
                                   + ("; hidden: " + ", ".join(notes) if notes else ""))
     except OSError as exc:
         miss["mount_namespace"] = f"read-only remount failed: {exc}"

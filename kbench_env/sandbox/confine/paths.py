@@ -3,9 +3,12 @@ mount namespace keeps visible when it hides a directory)."""
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
+import subprocess
 import sys
+from functools import lru_cache
 
 from kbench_env.device import Device
 
@@ -50,3 +53,24 @@ def allowed_paths(scratch: str, build_root: str, device: str, extra=()) -> tuple
         reads += ["/etc/nvidia", "/var/lib/nvidia"]
     reads = [os.path.realpath(p) for p in reads if p and os.path.exists(p)]
     return sorted(set(reads) | {scratch, build_root}), sorted({os.path.realpath(p) for p in execs if os.path.exists(p)})
+
+
+@lru_cache(maxsize=1)
+def compiler_dirs() -> list:
+    """Directories that hold only the compilers' own programs (g++'s cc1plus and collect2, nvcc's bin and nvvm):
+    hidden from a candidate's worker, which the trusted builder compiles for (the run-time libraries, libgomp and
+    libstdc++, live elsewhere)."""
+    found = []
+    cxx = os.environ.get("CXX", "c++")
+    try:
+        prog = subprocess.run([cxx, "-print-prog-name=cc1plus"], capture_output=True, text=True, timeout=10).stdout
+        if os.path.isabs(prog.strip()):
+            found.append(os.path.dirname(os.path.realpath(prog.strip())))
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    homes = [os.environ.get(k) for k in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda", "/opt/cuda"]
+    for home in homes + glob.glob("/usr/local/cuda-*"):
+        if home and os.path.isfile(os.path.join(home, "bin", "nvcc")):
+            home = os.path.realpath(home)
+            found += [os.path.join(home, "bin"), os.path.join(home, "nvvm")]
+    return sorted({d for d in found if os.path.isdir(d) and d not in ("/usr/bin", "/bin", "/usr/local/bin")})
