@@ -35,6 +35,13 @@ def test_revealed_inputs_follow_from_their_key_only():
         assert (x != orig).float().mean() > 0.99
 
 
+def test_revealed_inputs_keep_each_dtype():
+    inputs = [torch.randn(8, dtype=torch.float64), torch.randn(8).half(), torch.randn(BANK_ABOVE + 1).bfloat16()]
+    made = RevealedInputs(inputs, 1e-2).make(RevealedInputs.draw())
+    assert [x.dtype for x in made] == [torch.float64, torch.float16, torch.bfloat16]
+    assert not torch.equal(made[0], made[0].float().double())  # float64 inputs are not rounded to float32
+
+
 def test_revealed_inputs_of_another_instance_differ():
     """The noise bank and the keys come from ``secrets``: a second instance (another evaluation, or a worker that
     copied the code) does not make the same inputs for the same key."""

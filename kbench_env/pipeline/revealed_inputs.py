@@ -67,5 +67,6 @@ class RevealedInputs:
                 noise = torch.roll(self._bank[i][row], shift).view(x.shape)
             else:
                 noise = torch.randn(x.shape, generator=g).to(x.device)
-            out.append(torch.add(x.float(), noise, alpha=self.noise * std).to(x.dtype))
+            wide = x if x.dtype == torch.float64 else x.float()  # half precision perturbed in float32, as rounded last
+            out.append(torch.add(wide, noise.to(wide.dtype), alpha=self.noise * std).to(x.dtype))
         return out
