@@ -1,6 +1,6 @@
 """What the trusted side's clock costs on the CPU (pipeline/blocks.py): the time of one block of one call of a
 trivial forward (relu of 16 floats, the shipped C++ solution), from the moment the trusted side resumes the worker to
-its DONE: the exchange that every timed block carries, against the 20 ms a block aims at.
+its DONE: the exchange that every timed block carries, against the 50 ms a block aims at.
 
     python bench/trusted_clock_cpu.py [--blocks 200]
 
