@@ -162,8 +162,8 @@ class _Run:
         for j in sorted(self.rng.sample(range(len(keys)), min(self.check_calls, len(keys)))):
             try:
                 out = read_outputs(self.mem, layout, table[j])
-            except (Unreadable, OSError) as exc:
-                return j, f"its output could not be read from the worker ({exc})"
+            except Exception as exc:  # noqa: BLE001 - whatever the worker described: an unreadable output is wrong
+                return j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
             why = self.check(out, self.inputs.make(keys[j]))
             if why is not None:
                 return j, why
