@@ -1,0 +1,109 @@
+"""Issue #21's attack table, one adversarial candidate per row (tests/data/attacks/, each file says what it does),
+evaluated on the CPU for level1/logsumexp_rows beside the shipped honest solution for that task.
+
+Rows 1 to 7 attack the timing and the checks of the timed outputs. Each must earn nothing: be flagged, fail
+correctness, or be paid no more than ``MARGIN`` times the honest kernel's speedup, measured by the same evaluator
+(the best of two honest evaluations, one before the attack and one after). The attacks claim about 4x the honest
+speedup (each keeps its claim under the trusted side's re-timing threshold, 10x, as an attacker aware of it would);
+1.5x sits between that and the spread of one honest kernel's speedup between two evaluations on a busy machine
+(up to ~1.5x, and the best of two is taken). An attack whose trick finds nothing to act on falls back to the
+honest computation, so it passes here by being no faster.
+
+Row 8 gains nothing by design (PyTorch compute where the forward audit did not look): it must be flagged.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT, read
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.sandbox.policy import Limits
+from kbench_env.tasks.suite import resolve_task
+
+ATTACKS = ROOT / "tests" / "data" / "attacks"
+TASK = resolve_task("level1/logsumexp_rows")
+HONEST = read(ROOT / "tasks/solutions/cpu/level1/logsumexp_rows.py")
+MARGIN = 1.5
+SEED = 21
+#: Enough repetitions for a stable median of ~0.1 ms calls, little enough to keep each evaluation under a second.
+TIMING = {"warmup": 2, "min_reps": 10, "max_reps": 60, "min_seconds": 0.02}
+
+
+@pytest.fixture(scope="module")
+def ev(evaluator):
+    return Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=TIMING,
+                     limits=Limits(build_timeout=600, run_timeout=60, time_timeout=60))
+
+
+@pytest.fixture(scope="module")
+def honest(ev):
+    r = ev.evaluate(TASK, HONEST, seed=SEED)
+    assert r.correct and not r.integrity_flags and r.speedup, r.feedback()
+    return r
+
+
+def _evaluate(ev, name: str):
+    r = ev.evaluate(TASK, read(ATTACKS / f"{name}.py"), seed=SEED)
+    # the attack must have loaded and run: a candidate that fails to build proves nothing about the checks
+    assert r.compiled and r.error_stage not in ("screen", "build", "load"), r.feedback()
+    return r
+
+
+def _earns_nothing(ev, honest, name: str) -> None:
+    r = _evaluate(ev, name)
+    if r.integrity_flags or not r.correct:
+        assert r.reward <= 0, r.feedback()
+        return
+    again = ev.evaluate(TASK, HONEST, seed=SEED)
+    best = max(honest.speedup, again.speedup or 0.0)
+    assert r.speedup <= MARGIN * best, (
+        f"{name}: unflagged, correct and paid {r.speedup:.2f}x (reward {r.reward:.2f}) against the honest kernel's "
+        f"{best:.2f}x (evaluations {honest.speedup:.2f}x and {again.speedup or 0.0:.2f}x)\n{r.feedback()}")
+
+
+def _flagged(ev, name: str, kinds: tuple) -> None:
+    r = _evaluate(ev, name)
+    got = [f.split(":", 1)[0] for f in r.integrity_flags]
+    assert any(k in got for k in kinds), f"{name}: flags {r.integrity_flags}, expected one of {list(kinds)}\n{r.feedback()}"
+    assert r.reward < 0, r.feedback()
+
+
+def test_attack_row1_summarize_patched(ev, honest):
+    _earns_nothing(ev, honest, "row1_summarize_patched")
+
+
+def test_attack_row2_pack_wrapped(ev, honest):
+    _earns_nothing(ev, honest, "row2_pack_wrapped")
+
+
+def test_attack_row3_guard_emptied_clock_slowed(ev, honest):
+    _earns_nothing(ev, honest, "row3_guard_emptied_clock_slowed")
+
+
+def test_attack_row4_fingerprints_cut(ev, honest):
+    _earns_nothing(ev, honest, "row4_fingerprints_cut")
+
+
+def test_attack_row5_future_inputs_derived(ev, honest):
+    _earns_nothing(ev, honest, "row5_future_inputs_derived")
+
+
+def test_attack_row6_work_when_read(ev, honest):
+    _earns_nothing(ev, honest, "row6_work_when_read")
+
+
+def test_attack_row7_native_thread_and_callback(ev, honest):
+    _earns_nothing(ev, honest, "row7_native_thread_and_callback")
+
+
+def test_attack_row8_helper_thread(ev):
+    _flagged(ev, "row8_helper_thread", ("pytorch_compute_in_forward",))
+
+
+def test_attack_row8_cpp_record_function_switch(ev):
+    _flagged(ev, "row8_cpp_record_function_switch", ("audit_blinded",))
+
+
+def test_attack_row8_record_function_left_off(ev):
+    _flagged(ev, "row8_record_function_left_off", ("audit_blinded",))
