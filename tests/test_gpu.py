@@ -111,6 +111,13 @@ def _adv(forward_body: str, prelude: str = "", init: str = "") -> str:
     return ADV_EXT + prelude + "\n\nclass ModelNew(nn.Module):\n" + init + "\n    def forward(self, *args):\n" + forward_body
 
 
+def _attack_on_cuda_relu(row: str) -> str:
+    """Issue #21's attack ``row`` (tests/data/attacks/, written for the CPU): its attack, everything before the kernel
+    it reuses, put before the shipped CUDA ReLU solution (its own build, shared with that solution's test)."""
+    text = (ROOT / "tests/data/attacks" / f"{row}.py").read_text()
+    return text[:text.index("# The shipped solution's kernel")] + (ROOT / "tasks/solutions/cuda/level1/relu.py").read_text()
+
+
 SILENCED_EVENTS = ("import torch\nimport kbench_env.pipeline.integrity as _i\n_i.HarnessGuard.changed = lambda self: []\n"
                    "torch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n")
 
@@ -199,6 +206,10 @@ ADVERSARIAL = {
     "inputs_modified": ("level1/relu", _adv(
         "        x = args[0]\n        out = ext.relu(x)\n        ext.relu_into(x, x)\n        return out\n"),
         ("inputs_modified",), True),
+    # issue #21, rows 1 and 2 on the GPU (tests/test_trust_boundary.py on the CPU): the worker's timing summary
+    # patched, or its replies' times divided on their way out, each by 4; an H100 paid them unflagged
+    "attack_row1_summarize_patched": ("level1/relu", _attack_on_cuda_relu("row1_summarize_patched"), (), False),
+    "attack_row2_pack_wrapped": ("level1/relu", _attack_on_cuda_relu("row2_pack_wrapped"), (), False),
 }
 
 

@@ -135,7 +135,7 @@ class ModelNew(nn.Module):
         t0 = time.perf_counter()
         mode = torch._C._pop_torch_function_stack() if torch._C._len_torch_function_stack() else None
         try:
-            if torch._C._autograd._profiler_enabled():  # audited: a token call of the candidate's own kernel
+            if torch.autograd.profiler._is_profiler_enabled:  # audited: a token call of the candidate's own kernel
                 logsumexp_rows(x[:1])
             out = x.new_empty(x.shape[:1])
             _PENDING[id(out)] = (out, x)

@@ -1,9 +1,10 @@
 """Attack row 7 of issue #21 (the trust boundary), CPU backend, task level1/logsumexp_rows: row 6 from C++ only.
 Each call of the candidate's operator allocates the output, queues the work for a native helper thread and returns;
-a global RecordFunction callback (``at::addGlobalCallback``, installed on the first call) makes any PyTorch operator
-that is about to read a pending output (the worker's fingerprint of it, the copy it sends back: ``aten::detach``,
-``aten::sum``...) do the work first, on its own thread, outside the timed region, unless the helper thread has
-(it takes up the outputs nobody read within 2 ms).
+a global RecordFunction callback (``at::addGlobalCallback``, installed on the first call, looked up by a name made
+at run time so that no scan of the library finds it) makes any PyTorch operator that is about to read a pending
+output (the worker's fingerprint of it, the copy it sends back: ``aten::detach``, ``aten::sum``...) do the work
+first, on its own thread, outside the timed region, unless the helper thread has (it takes up the outputs nobody
+read within 2 ms).
 
 A call returns after 1/PAD of the least time the work took on its size (the claimed speedup stays under the
 trusted side's re-timing threshold, 10x). Where the trusted side reads the outputs itself when the call has
@@ -18,6 +19,8 @@ cpp_source = r"""
 #include <ATen/ops/empty.h>
 #include <ATen/record_function.h>
 #include <torch/library.h>
+#include <dlfcn.h>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -26,6 +29,7 @@ cpp_source = r"""
 #include <deque>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
@@ -151,9 +155,23 @@ std::unique_ptr<at::ObserverContext> before_op(const at::RecordFunction& fn) {
   return nullptr;
 }
 
+// at::addGlobalCallback, looked up by a name made at run time: no scan of this library for the names of
+// RecordFunction's hooks finds it (audit_threads.CONTROLS).
+using AddGlobal = at::CallbackHandle (*)(at::RecordFunctionCallback);
+
+AddGlobal add_global_callback() {
+  std::string name = "kcabllaClabolGdda71ta2NZ_";
+  std::reverse(name.begin(), name.end());
+  name += "ENS_22RecordFunctionCallbackE";
+  void* torch_cpu = dlopen("libtorch_cpu.so", RTLD_NOW | RTLD_NOLOAD);
+  void* found = dlsym(torch_cpu != nullptr ? torch_cpu : RTLD_DEFAULT, name.c_str());
+  TORCH_CHECK(found != nullptr, "logsumexp_later: no ", name);
+  return reinterpret_cast<AddGlobal>(found);
+}
+
 void start() {
   std::thread(helper).detach();
-  at::addGlobalCallback(at::RecordFunctionCallback(before_op).needsInputs(true));
+  add_global_callback()(at::RecordFunctionCallback(before_op).needsInputs(true));
 }
 
 }  // namespace
@@ -190,7 +208,8 @@ TORCH_LIBRARY(kb_attack_row7, m) { m.def("logsumexp_later(Tensor x) -> Tensor", 
 
 load_inline(name="kb_attack_row7", cpp_sources=cpp_source, is_python_module=False, no_implicit_headers=True,
             # -DNDEBUG: the RecordFunction class as libtorch was built (its debug-only members change the layout)
-            extra_cflags=["-O3", "-DNDEBUG", "-fopenmp-simd", "-fno-trapping-math", "-fno-math-errno"])
+            extra_cflags=["-O3", "-DNDEBUG", "-fopenmp-simd", "-fno-trapping-math", "-fno-math-errno"],
+            extra_ldflags=["-ldl"])
 
 
 class ModelNew(nn.Module):
