@@ -48,13 +48,14 @@ NEVER_OWN = ("void at::", "at::", "Memcpy", "Memset")
 #: Rows of per-kernel device time the worker reports; the rest are summed into one row counted as not own.
 MAX_KERNEL_ROWS = 200
 _RUNTIME = ("cuda_runtime", "cuda_driver")
-_profiler_on = torch._C._autograd._profiler_enabled
+_profiler_on = torch._C._autograd._profiler_enabled  # this thread's profiler (not one of every thread: see own_call)
 
 
 def own_call(name: str):
     """The context a counted call into the candidate's compiled code runs in: a ``kbench_ext::`` profiler record
-    while the profiler runs (the audit), nothing otherwise."""
-    if _profiler_on():
+    while the profiler runs (the audit), nothing otherwise. The CPU audit's profiler of every thread
+    (audit_threads) is not this thread's: ``torch.autograd.profiler`` notes that one."""
+    if _profiler_on() or torch.autograd.profiler._is_profiler_enabled:
         return torch.profiler.record_function(EXT_RECORD_PREFIX + str(name))
     return contextlib.nullcontext()
 

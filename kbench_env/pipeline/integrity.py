@@ -19,6 +19,7 @@ import types
 import torch
 
 from kbench_env.device import Device
+from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline import fingerprint as _fingerprint
 from kbench_env.pipeline.fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
@@ -97,14 +98,19 @@ class ForwardAudit:
         # On a GPU, kineto with CUPTI also names the GPU kernels that ran (evidence of the candidate's own work
         # beside counted launches); mode "ops" (KBENCH_GPU_AUDIT=ops in the parent) audits PyTorch operators only,
         # with the legacy profiler, which starts in milliseconds (kineto takes over a second on first use): an A/B knob.
-        if Device.parse(self.device).is_cuda and self.mode != "ops":
+        # On the CPU, every thread's operators (audit_threads).
+        cuda = Device.parse(self.device).is_cuda
+        if cuda and self.mode != "ops":
             from torch.profiler import ProfilerActivity, profile
 
             self._prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        else:
+        elif cuda:
             from torch.autograd.profiler import profile
 
             self._prof = profile(use_kineto=False)
+        else:
+            self._prof = _threads.cpu_profiler()
+        self._prof_error = None
         self._prof.__enter__()
         self._overhead += _perf_counter() - t0
         return self
@@ -112,7 +118,12 @@ class ForwardAudit:
     def __exit__(self, *exc):
         if self._prof is not None:
             t0 = _perf_counter()
-            self._prof.__exit__(*exc)
+            with _threads.sentinel():  # missing from the profile: records were off on this thread (audit_threads)
+                pass
+            try:
+                self._prof.__exit__(*exc)
+            except RuntimeError as err:  # the candidate stopped the profiler itself
+                self._prof_error = str(err)[:200]
             self._calls1 = self.extension_calls()  # launches inside the audited call only
             self._overhead += _perf_counter() - t0
         return False
@@ -129,7 +140,8 @@ class ForwardAudit:
         forbidden: dict[str, int] = {}
         own_ops: set = set()
         kernels: set = set()
-        events = self._prof.events() if hasattr(self._prof, "events") else self._prof.function_events
+        events = [] if self._prof_error else (
+            self._prof.events() if hasattr(self._prof, "events") else self._prof.function_events)
         calls = getattr(self, "_calls1", self.extension_calls()) - self._calls0
         # Launch records (backends/triton.py) mark a kernel's own internals; more records than counted launches
         # means the candidate opened some itself (to hide PyTorch compute under the marker): none are trusted.
@@ -160,6 +172,8 @@ class ForwardAudit:
             "own_ops": sorted(own_ops),
             "extension_calls": calls,
             "gpu_kernels": sorted(kernels)[:50],
+            "threads": _threads.threads(events),
+            "blinded": _threads.blinding(events, self._prof_error),
             **_coverage.profile_times(events, self.namespaces, trust_records, self.device, ALLOWED_GLUE),
         }
 
@@ -187,6 +201,7 @@ def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(report["forbidden_ops"].items())[:6])
         flags.append(f"pytorch_compute_in_forward: forward ran PyTorch compute operators ({ops}) on configuration "
                      f"{config!r}; only allocation, views and data movement are allowed besides your kernels")
+    flags += _threads.flags(report, config)
     own_gpu = _coverage.own_device_kernels(report, torch_kernel_prefixes)
     if not report.get("own_ops") and not report.get("extension_calls") and not own_gpu:
         flags.append(f"no_kernel_launched: none of the candidate's own kernels ran in forward on configuration "
