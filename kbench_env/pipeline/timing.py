@@ -37,8 +37,7 @@ def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: 
                 return
             _speedup(cr, ref_times[cfg.name])
             continue
-        checks = timed_checks.for_config(task, cfg, i, seed, prepared, ev.device,
-                                                                ev.input_sets, ev.noise)
+        checks = timed_checks.for_config(task, cfg, i, seed, prepared, ev.device, ev.input_sets, ev.noise)
         made = checks.timed_inputs
         worker.send({"type": msg.TIME, "config": cfg.name, "backward": task.backward, "params": ev.timing,
                      "seed": made.seed, "noise": ev.noise, "base_seed": made.base_seed, "sets": ev.input_sets,
