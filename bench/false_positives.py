@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 VARIANTS = ROOT / "tests/data/honest_variants"
 BACKENDS = {"cpu": ("cpu",), "cuda": ("cuda", "triton")}
 #: Shorter than the Evaluator's default (warmup 3, 10-200 reps, 0.3 s): every timed call still gets fresh inputs
-#: and the sampled calls' outputs are still fingerprinted against the reference, which is what a campaign needs.
+#: and sampled calls' outputs are still checked against the reference, which is what a campaign needs.
 CAMPAIGN_TIMING = {"warmup": 1, "min_reps": 5, "max_reps": 30, "min_seconds": 0.05}
 ERROR_CHARS = 600
 
@@ -58,7 +58,16 @@ class Solution:
     kind: str  # "shipped" or "variant"
 
     @property
-    def name(self) -> str:  # "level1/sum_dim1" or "level1/sum_dim1__kahan"
+    def _checked(meta: dict) -> str:
+    """How the campaign's timed outputs were checked, as the record says it."""
+    if str(meta.get("device", "")).startswith("cpu"):
+        return (f"on the CPU the trusted side timed blocks by its own clock and read {meta['check_calls']} calls' "
+                f"outputs per block from the stopped worker, compared with the reference")
+    return (f"{meta['check_calls']} sampled timed calls plus the first and last have their outputs fingerprinted "
+            f"against the reference")
+
+
+def name(self) -> str:  # "level1/sum_dim1" or "level1/sum_dim1__kahan"
         return f"{self.path.parent.name}/{self.path.stem}"
 
     @property
@@ -225,8 +234,7 @@ def markdown(s: dict, meta: dict) -> str:
              + (f" (`--solutions {meta['spec']}`" + (f", `--sample {meta['sample']}`" if meta['sample'] else "")
                 + ")" if meta["spec"] else " (all)") + f" x {meta['seeds']} seeds ({meta['seed_list']})",
              f"- timing: {meta['timing']} (shorter than the Evaluator's default; every timed call still gets "
-             f"fresh inputs, and {meta['check_calls']} sampled timed calls plus the first and last have their "
-             f"outputs fingerprinted against the reference); torch.compile baseline: {meta['compile_baseline']}",
+             f"fresh inputs; {_checked(meta)}); torch.compile baseline: {meta['compile_baseline']}",
              f"- elapsed: {meta['elapsed_s']:.0f} s for {meta['ran']} evaluations run now"
              f" ({meta['resumed']} taken from the JSONL file); records: `{meta['jsonl']}`"]
     if meta.get("estimate_s") is not None and meta["selected"] < meta["available"]:
