@@ -48,6 +48,15 @@ CAMPAIGN_TIMING = {"warmup": 1, "min_reps": 5, "max_reps": 30, "min_seconds": 0.
 ERROR_CHARS = 600
 
 
+
+def _checked(meta: dict) -> str:
+    """How the campaign's timed outputs were checked, as the record says it."""
+    if str(meta.get("device", "")).startswith("cpu"):
+        return (f"on the CPU the trusted side timed blocks by its own clock and read {meta['check_calls']} calls' "
+                f"outputs per block from the stopped worker, compared with the reference")
+    return (f"{meta['check_calls']} sampled timed calls plus the first and last have their outputs fingerprinted "
+            f"against the reference")
+
 @dataclass(frozen=True)
 class Solution:
     """One honest solution file: which backend and task it is for, and whether it ships or is a variant."""
@@ -58,16 +67,7 @@ class Solution:
     kind: str  # "shipped" or "variant"
 
     @property
-    def _checked(meta: dict) -> str:
-    """How the campaign's timed outputs were checked, as the record says it."""
-    if str(meta.get("device", "")).startswith("cpu"):
-        return (f"on the CPU the trusted side timed blocks by its own clock and read {meta['check_calls']} calls' "
-                f"outputs per block from the stopped worker, compared with the reference")
-    return (f"{meta['check_calls']} sampled timed calls plus the first and last have their outputs fingerprinted "
-            f"against the reference")
-
-
-def name(self) -> str:  # "level1/sum_dim1" or "level1/sum_dim1__kahan"
+    def name(self) -> str:  # "level1/sum_dim1" or "level1/sum_dim1__kahan"
         return f"{self.path.parent.name}/{self.path.stem}"
 
     @property
