@@ -22,6 +22,7 @@ from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends.base import Backend
 from kbench_env.backends.cuda import CudaBackend
 from kbench_env.device import Device
+from kbench_env.pipeline.coverage import profiling
 
 #: Profiler record names that mark a launch of the candidate's own Triton kernel (see integrity.py).
 KERNEL_RECORD_PREFIX = "kbench_kernel::"
@@ -94,14 +95,13 @@ class TritonBackend(Backend):
         except ImportError:  # no triton: the candidate's `import triton` reports it
             return
         backend = self
-        profiler_on = torch._C._autograd._profiler_enabled
 
         def counted(original):
             def run(self, *args, grid, warmup=False, **kwargs):
                 if warmup:
                     return original(self, *args, grid=grid, warmup=warmup, **kwargs)
                 backend._extension_calls += 1
-                if profiler_on():
+                if profiling():  # the audit's profiler, this thread's or every thread's
                     name = getattr(getattr(self, "fn", None), "__name__", "kernel")
                     with torch.profiler.record_function(KERNEL_RECORD_PREFIX + name):
                         return original(self, *args, grid=grid, warmup=warmup, **kwargs)

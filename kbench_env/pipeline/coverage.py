@@ -51,11 +51,16 @@ _RUNTIME = ("cuda_runtime", "cuda_driver")
 _profiler_on = torch._C._autograd._profiler_enabled  # this thread's profiler (not one of every thread: see own_call)
 
 
+def profiling() -> bool:
+    """Whether an audit's profiler runs: this thread's, or the CPU audit's profiler of every thread
+    (audit_threads), which is not this thread's (``torch.autograd.profiler`` notes that one)."""
+    return bool(_profiler_on() or torch.autograd.profiler._is_profiler_enabled)
+
+
 def own_call(name: str):
     """The context a counted call into the candidate's compiled code runs in: a ``kbench_ext::`` profiler record
-    while the profiler runs (the audit), nothing otherwise. The CPU audit's profiler of every thread
-    (audit_threads) is not this thread's: ``torch.autograd.profiler`` notes that one."""
-    if _profiler_on() or torch.autograd.profiler._is_profiler_enabled:
+    while an audit's profiler runs (``profiling``), nothing otherwise."""
+    if profiling():
         return torch.profiler.record_function(EXT_RECORD_PREFIX + str(name))
     return contextlib.nullcontext()
 
