@@ -159,22 +159,12 @@ LATE_IMPORTS = {
         "the fork server imports the builder's server, and must not import cpp_extension (sandbox/forkserver.py)",
     ("kbench_env.worker.builds", "torch.utils.cpp_extension"):
         "the fork server imports the worker loop, and must not import cpp_extension (sandbox/forkserver.py)",
+    ("kbench_env.pipeline.integrity", "torch.utils.flop_counter"):
+        "a quarter of a second to import, for the roofline floor only (the trusted side, once per configuration)",
     ("kbench_env.fastpath", "kbench_env.builder.fast"):
         "only a process with no builder to ask (the builder itself, a test) builds in place; candidates import "
         "fastpath in the worker, which must not load the compiler's driver code",
 }
-
-#: In-function imports in the modules being rewritten for #20 (the lead's); each goes as its module is rewritten.
-BEING_REWRITTEN = {
-    ("kbench_env.pipeline.integrity", "torch.profiler"),
-    ("kbench_env.pipeline.integrity", "torch.autograd.profiler"),
-    ("kbench_env.pipeline.integrity", "sys"),
-    ("kbench_env.pipeline.integrity", "time"),
-    ("kbench_env.pipeline.integrity", "kbench_env.worker.timing"),
-    ("kbench_env.pipeline.integrity", "kbench_env.pipeline.compare"),
-    ("kbench_env.pipeline.integrity", "torch.utils.flop_counter"),
-}
-
 
 def _function_imports(source: str) -> list[tuple[int, str]]:
     """``(line, what)`` for each import inside a function: ``what`` is the module, or ``module.name`` for each name
@@ -197,7 +187,7 @@ def _late_import_allowed(module: str, what: str) -> bool:
     if what.split(".")[0] in OPTIONAL_PACKAGES:
         return True
     return any(m == module and (what == w or what.startswith(w + "."))
-               for m, w in set(LATE_IMPORTS) | BEING_REWRITTEN)
+               for m, w in LATE_IMPORTS)
 
 
 def test_the_checker_finds_imports_inside_functions():

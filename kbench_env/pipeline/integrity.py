@@ -13,10 +13,15 @@ called by ``forward`` or from inside the candidate's own extension (e.g. ``at::m
 
 from __future__ import annotations
 
+import sys
 import threading
+import time as _time
 import types
 
 import torch
+import torch.autograd.profiler
+import torch.profiler
+from torch.profiler import ProfilerActivity
 
 from kbench_env.device import Device
 from kbench_env.pipeline import audit_threads as _threads
@@ -24,6 +29,8 @@ from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline import fingerprint as _fingerprint
 from kbench_env.pipeline.fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
                           fingerprint_values, fingerprints_agree)
+from kbench_env.pipeline.compare import flatten_outputs
+from kbench_env.worker import timing
 from kbench_env.worker.timing import _perf_counter  # captured before any candidate code loads
 
 #: aten operators a candidate may call in forward: allocation, views, data movement, dtype/device casts.
@@ -101,13 +108,9 @@ class ForwardAudit:
         # On the CPU, every thread's operators (audit_threads).
         cuda = Device.parse(self.device).is_cuda
         if cuda and self.mode != "ops":
-            from torch.profiler import ProfilerActivity, profile
-
-            self._prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            self._prof = torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
         elif cuda:
-            from torch.autograd.profiler import profile
-
-            self._prof = profile(use_kineto=False)
+            self._prof = torch.autograd.profiler.profile(use_kineto=False)
         else:
             self._prof = _threads.cpu_profiler()
         self._prof_error = None
@@ -219,11 +222,6 @@ class HarnessGuard:
     integrity flag of its own (``harness_patched``) instead of a speedup that merely fails to pay."""
 
     def __init__(self, extra: list = ()):
-        import sys
-        import time as _time
-
-        from kbench_env.worker import timing
-
         me = sys.modules[__name__]
         targets = [(_time, "perf_counter"), (_time, "perf_counter_ns"), (_time, "monotonic"),
                    (timing, "_perf_counter"), (timing, "time_calls"), (me, "perturb"), (me, "TimedInputs"),
@@ -366,8 +364,6 @@ class TimedInputs:
 
 
 def output_bytes(out) -> int:
-    from kbench_env.pipeline.compare import flatten_outputs
-
     return sum(t.numel() * t.element_size() for t in flatten_outputs(out) if isinstance(t, torch.Tensor))
 
 
