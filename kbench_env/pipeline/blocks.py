@@ -89,7 +89,7 @@ def read_outputs(mem, layout: list, row: list) -> list:
             leaves.append(torch.empty(shape, dtype=dtype))
             continue
         span = 1 + sum((a - 1) * b for a, b in zip(shape, stride))
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = dtype.itemsize
         if span > 4 * numel + 4096 or span * itemsize > BLOCK_BYTES:
             raise Unreadable(f"an output's strides {stride} span {span} elements for {numel}")
         data = bytearray(mem.read(ptr, span * itemsize))
@@ -188,7 +188,7 @@ def _bytes_per_call(inputs: RevealedInputs, layout: list, row: list) -> int:
         if "ndim" in d:
             k = int(d["ndim"])
             dtype = _DTYPES.get(d.get("dtype"), torch.float32)
-            n += math.prod(max(0, v) for v in row[pos + 1:pos + 1 + k]) * torch.empty((), dtype=dtype).element_size()
+            n += math.prod(max(0, v) for v in row[pos + 1:pos + 1 + k]) * dtype.itemsize
             pos += 1 + 2 * k
     return n
 

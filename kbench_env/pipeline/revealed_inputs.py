@@ -17,20 +17,11 @@ import secrets
 
 import torch
 
+from kbench_env.pipeline.integrity import input_stds
+
 #: Tensors with more elements than this take their noise from the bank (rotations of secret noise vectors).
 BANK_ABOVE = 1 << 14
 BANK = 4
-
-
-def _stds(inputs: list) -> list:
-    out = []
-    for x in inputs:
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
-            xf = x.detach().float()
-            out.append(xf.std().item() if x.numel() > 1 else abs(xf.item()))
-        else:
-            out.append(None)
-    return out
 
 
 class RevealedInputs:
@@ -40,7 +31,7 @@ class RevealedInputs:
     def __init__(self, originals: list, noise: float):
         self.originals = [x.detach() if isinstance(x, torch.Tensor) else x for x in originals]
         self.noise = noise
-        self.stds = _stds(self.originals)
+        self.stds = input_stds(self.originals)
         self._bank: dict = {}
         for i, x in enumerate(self.originals):
             if self.stds[i] is not None and x.numel() > BANK_ABOVE:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import random
 
-from kbench_env.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline.compare import tolerance_for
 from kbench_env.pipeline.seeds import base_seed, fingerprint_seed, timed_seed
@@ -19,9 +18,9 @@ class TimedChecks:
     last timed), against the reference's for the same inputs, which this side derives itself
     (integrity.TimedInputs); the worker learns which calls were checked only from the verdict.
 
-    ``prepare`` does what needs no reply, the input sets, the reference model and the first call's reference
-    fingerprint: on the CPU, while the worker runs the configuration's untimed correctness run
-    (``check.check``); otherwise ``first_wrong`` does it."""
+    Used for a GPU's timing (the CPU's timed outputs are read by the trusted side itself: blocks.py). ``prepare``
+    makes the reference model and the first call's reference fingerprint once; ``first_wrong`` calls it. The input
+    sets are made as checked calls need them (GPU memory)."""
 
     def __init__(self, task: Task, cfg: Config, prepared: tuple, device: str, timed_inputs: integrity.TimedInputs,
                  fingerprint: integrity.Fingerprint):
@@ -35,8 +34,6 @@ class TimedChecks:
     def prepare(self) -> None:
         if self._reference is None:
             mod, init_inputs, init_seed, _ = self.prepared
-            if Device.parse(self.device).is_cpu:  # a GPU's sets are made as checked calls need them (memory)
-                self.timed_inputs.materialise()
             self._reference = self.task.reference_runner(mod, init_inputs, self.cfg, init_seed, self.device)
             self._first = self._fingerprint(0)
 
