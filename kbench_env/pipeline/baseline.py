@@ -8,7 +8,7 @@ import threading
 
 from kbench_env.device import Device
 from kbench_env.pipeline.blocks import time_blocks
-from kbench_env.pipeline.seeds import base_seed, fingerprint_seed
+from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.policy import Limits
@@ -93,15 +93,14 @@ class Baselines:
             if Device.parse(self.device).is_cpu:  # this side's clock, as the candidate's (blocks.py)
                 t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout).timing
                 h = {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms}
-            else:
-                w.send({"type": msg.TIME, "config": name, "backward": task.backward, "params": self.timing,
-                        "seed": fingerprint_seed(seed, i), "noise": self.noise,
-                        "base_seed": base_seed(seed, i), "sets": self.input_sets})
-                h = expect(w.recv(self.limits.time_timeout, f"reference timing ({label})"), task)
+            else:  # device events, as the candidate's; its figures bound the candidate's (gpu_blocks.py)
+                g = time_gpu(w, name, inputs, self.noise, self.timing, self.limits.time_timeout, self.device,
+                             backward=task.backward)
+                h = {"median_ms": g.timing.median_ms, "iqr_ms": g.timing.iqr_ms, "gpu": g.reference_figures()}
             if compiled:
                 out["compile_ms"] = h["median_ms"]
             else:
-                out.update(median_ms=h["median_ms"], iqr_ms=h["iqr_ms"])
+                out.update(h)
         return out
 
     def wallclock(self, task: Task, cfg: Config, prepared: dict, seed: int) -> float:

@@ -1,17 +1,17 @@
-"""The timing stage: the candidate timed in its worker, configuration by configuration, under the reference's
-conditions (the same input sets, every timed call on fresh inputs), with the outputs of timed calls checked on
-this side (timed_checks); the speedups over the reference's times (baseline). Also the wall-clock re-timing from
-this process that plausibility and baseline use."""
+"""The timing stage: the candidate timed configuration by configuration under the reference's conditions, every
+timed call on fresh inputs written by this side, the outputs of calls chosen after each block read and checked
+here (blocks.py on the CPU, gpu_blocks.py on a GPU); the speedups over the reference's times (baseline). Also the
+wall-clock re-timing from this process that plausibility and baseline use."""
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from kbench_env.device import Device
-from kbench_env.pipeline import blocks, integrity
-from kbench_env.pipeline import timed_checks
+from kbench_env.pipeline import blocks, gpu_blocks
 from kbench_env.pipeline.compare import compare_outputs
-from kbench_env.pipeline.reports import flag, note_reports
+from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.diagnosis import WorkerError
@@ -32,35 +32,8 @@ def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: 
                    result: EvalResult, ref_times: dict) -> None:
     for i, cfg in enumerate(configs):
         cr = result.configs[i]
-        if Device.parse(ev.device).is_cpu:
-            if not _time_on_trusted_clock(ev, task, cfg, cr, prepared, worker, result):
-                return
-            _speedup(cr, ref_times[cfg.name])
-            continue
-        checks = timed_checks.for_config(task, cfg, i, seed, prepared, ev.device, ev.input_sets, ev.noise)
-        made = checks.timed_inputs
-        worker.send({"type": msg.TIME, "config": cfg.name, "backward": task.backward, "params": ev.timing,
-                     "seed": made.seed, "noise": ev.noise, "base_seed": made.base_seed, "sets": ev.input_sets,
-                     "fingerprint_seed": checks.fingerprint.seed})
-        header, payload = worker.recv(ev.limits.time_timeout, f"timing of configuration {cfg.name!r}")
-        if note_reports(result, header, cfg.name):
+        if not _time_on_trusted_clock(ev, task, cfg, cr, prepared, worker, result, ref_times[cfg.name]):
             return
-        if header["type"] == msg.ERROR:
-            result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {header['message']}"
-            result.error_stage = "timing"
-            result.correct = False
-            return
-        with phase(result, "timed_output_checks"):
-            rows = payload.get("fingerprints") if isinstance(payload, dict) else None
-            reported = integrity.Reported(rows, header.get("fingerprint_counts"))
-            wrong = checks.first_wrong(reported, ev._rng, ev.check_calls)
-        if wrong is not None:
-            flag(result, f"timed_output_wrong: the output of timed call {wrong} on configuration "
-                         f"{cfg.name!r} does not match the reference for its inputs, although the "
-                         f"correctness run passed (cached, stale or deferred results): {checks.why}")
-            result.correct = False
-            return
-        cr.candidate_ms, cr.candidate_spread_ms = header["median_ms"], header["iqr_ms"]
         _speedup(cr, ref_times[cfg.name])
     _summarise(result)
 
@@ -72,9 +45,10 @@ def _speedup(cr, rt: dict) -> None:
 
 
 def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
-                           result: EvalResult) -> bool:
-    """Time one configuration by this side's clock with its outputs read and checked here (blocks.py); False when
-    the candidate failed or a checked output was wrong (``result`` says why)."""
+                           result: EvalResult, ref: dict) -> bool:
+    """Time one configuration with its outputs read and checked here: on the CPU by this side's clock
+    (blocks.py), on a GPU by device events bounded by this side's clock (gpu_blocks.py). False when the
+    candidate failed or a checked output was wrong (``result`` says why)."""
     mod, init_inputs, init_seed, inputs = prepared[cfg.name]
     reference = task.reference_runner(mod, init_inputs, cfg, init_seed, ev.device)
     dtype = DTYPES[cfg.dtype]
@@ -84,8 +58,13 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         return None if mismatch is None else mismatch.message
 
     try:
-        bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                check=check, check_calls=ev.check_calls)
+        if Device.parse(ev.device).is_cpu:
+            bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
+                                    check=check, check_calls=ev.check_calls)
+        else:
+            bt = gpu_blocks.time_gpu(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
+                                     ev.device, check=check, check_calls=ev.check_calls, reference=ref.get("gpu"),
+                                     backward=task.backward)
     except blocks.TimedCallFailed as exc:
         result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
         result.error_stage, result.correct = "timing", False
@@ -97,8 +76,17 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
                      f"stale or deferred results): {bt.wrong}")
         result.correct = False
         return False
+    if getattr(bt, "flagged", False):
+        flag(result, f"device_time_outside_trusted_bound: on configuration {cfg.name!r} the worker reported "
+                     f"{bt.outside} of {len(bt.walls_ms)} timed blocks faster than this side's clock allows "
+                     f"(median wall {_median(bt.walls_ms):.3f} ms, reported {_median(bt.device_ms):.3f} ms); "
+                     f"the bound was used")
     cr.candidate_ms, cr.candidate_spread_ms = bt.timing.median_ms, bt.timing.iqr_ms
     return True
+
+
+def _median(xs: list) -> float:
+    return statistics.median(xs) if xs else 0.0
 
 
 def _summarise(result: EvalResult) -> None:

@@ -11,6 +11,8 @@
     SLOTS             input buffers for timed blocks -> BUFFERS (their addresses; worker/executor.py)
     BLOCK             one timed block of calls       -> DONE (where the outputs are; the trusted side reads them)
     RELEASE           the block's outputs are read   -> RELEASED
+    GPU_SLOTS         a GPU block made and captured  -> GPU_BUFFERS (inter-process handles; worker/gpu_executor.py)
+    GPU_BLOCK         one timed GPU block            -> DONE (its device time; the trusted side reads the outputs)
 
 Inside any exchange, before its reply, the worker may ask for a build: it sends BUILD (a build request,
 builder/requests.py) and waits for BUILT ({"ok", "path", "module", "cached"} or {"ok": False, "message"}), which
@@ -31,6 +33,8 @@ CALIBRATE = "calibrate"
 SLOTS = "slots"
 BLOCK = "block"
 RELEASE = "release"
+GPU_SLOTS = "gpu_slots"
+GPU_BLOCK = "gpu_block"
 BUILT = "built"  # the answer to the worker's BUILD
 
 # replies: worker -> trusted side
@@ -43,6 +47,7 @@ DONE = "done"
 CALIBRATION = "calibration"
 BUFFERS = "buffers"
 RELEASED = "released"
+GPU_BUFFERS = "gpu_buffers"
 ERROR = "error"
 BUILD = "build"  # the worker's request for a build, inside any exchange
 
@@ -50,8 +55,10 @@ BUILD = "build"  # the worker's request for a build, inside any exchange
 WARM_UP = "warm-up"
 
 #: Messages by direction: trusted side -> worker, worker -> trusted side.
-REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE, BUILT})
-REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, BUFFERS, RELEASED, ERROR, BUILD})
+REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE, GPU_SLOTS, GPU_BLOCK,
+                      BUILT})
+REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, BUFFERS, RELEASED, GPU_BUFFERS, ERROR,
+                     BUILD})
 
 #: Where an ERROR reply says the failure happened.
 ERROR_STAGES = ("build", "load", "run", "timing", "calibrate", "protocol")

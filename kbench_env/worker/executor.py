@@ -59,8 +59,9 @@ def _block(s, header: dict, payload, grad, send) -> None:
 
 
 def _release(s, header: dict, payload, grad, send) -> None:
-    """RELEASE: the last block's outputs are no longer needed."""
+    """RELEASE: the last block's outputs are no longer needed (a GPU block's graph and buffers too)."""
     s.kept = None
+    s.gpu = None
     send({"type": msg.RELEASED, "config": header["config"]})
 
 

@@ -26,7 +26,7 @@ import torch
 
 from kbench_env.device import Device
 from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
-from kbench_env.worker import executor, timing
+from kbench_env.worker import executor, gpu_executor, timing
 from kbench_env.backends import get_backend
 from kbench_env.builder.errors import trim_compiler_output
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
@@ -165,6 +165,7 @@ class _Session:
         self.handed: dict = {}
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
+        self.gpu = None  # the GPU's timed block (gpu_executor.py)
 
 
 def _run(s: _Session, header: dict, payload, grad, send) -> None:
@@ -256,7 +257,7 @@ def _calibrate(s: _Session, header: dict, payload, grad, send) -> None:
 
 #: The requests a loaded worker serves, by kind.
 HANDLERS = {msg.RUN: _run, msg.TIME: _time, msg.WALLCLOCK: _wallclock, msg.CALIBRATE: _calibrate,
-            **executor.HANDLERS}
+            **executor.HANDLERS, **gpu_executor.HANDLERS}
 #: The ERROR stage of a request that failed (any other: "timing").
 _ERROR_STAGE = {msg.RUN: "run", msg.CALIBRATE: "calibrate"}
 

@@ -1,0 +1,299 @@
+"""A GPU configuration's timing as the trusted side drives it, block by block (the GPU's counterpart of blocks.py).
+
+The worker (worker/gpu_executor.py) captures a block of B calls as one CUDA graph on input buffers it exports to
+this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this side:
+
+1. makes the block's inputs on its own GPU memory from a secret seed drawn now (``BlockInputs``: the
+   configuration's inputs plus dense noise, every call its own);
+2. starts its clock, copies them into the worker's buffers, flushes the L2 cache, synchronises, and asks for the
+   block (GPU_BLOCK); stops its clock at DONE. Whatever the candidate computes once the inputs exist, it computes
+   inside this side's window;
+3. reads the outputs of ``check_calls`` calls chosen now straight from the worker's memory and compares them with
+   the reference's for those calls' inputs;
+4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall
+   clock is not) only down to this side's bound: the wall time less the block's fixed cost outside the device
+   work (``fixed_ms``: what the reference's blocks of the same size and shapes spent, the copy, the flush and the
+   exchange, measured by the same code) and a slack, over 1 + TOLERANCE. A reported time under the bound is
+   replaced by it; if the median block was reported under the bound by more than FLAG_RATIO, the attempt is
+   flagged (``outside_bound``).
+
+This side counts the calls, decides when the timing stops and computes the median and spread. The worker can lie
+about nothing that is believed beyond the bound: a forged device time gains at most the bound's slack.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import secrets
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
+from kbench_env.pipeline.integrity import input_stds
+from kbench_env.protocol import messages as msg
+from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
+from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.worker.gpu_executor import MAX_BLOCK
+from kbench_env.worker.timing import Timing, median_is_precise, summarize
+
+#: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
+#: fixed (the exchange's jitter, a share of the fixed cost's variation between workers); an eagerly run block
+#: (a candidate that cannot be captured) has its outputs exported inside the window: EAGER_MS_PER_CALL more slack.
+TOLERANCE = 0.2
+SLACK_MS = 0.05
+SLACK_SHARE = 0.1
+EAGER_MS_PER_CALL = 0.02
+#: A timing whose median block was reported under the bound by more than this factor is flagged.
+FLAG_RATIO = 1.5
+#: Stopping rule (as the worker-timed GPU timing had it: cuda.CudaBackend.time_calls).
+PRECISION = 0.005
+PRECISE_AFTER = 0.1
+CALL_BUDGET_BLOCK = 32
+L2_FLUSH_BYTES = 256 << 20
+_flush: dict = {}
+
+
+@dataclass
+class GpuTiming:
+    """A configuration's GPU timing: ``timing`` (per-call times, one per block) or ``wrong`` (why a checked
+    output did not match; ``wrong_call`` its number among the timed calls), the block size and method, this
+    side's wall time and the reported device time per block (ms), how many blocks were under the bound, and
+    ``fixed_ms``: the median of wall less device time (the reference's is the candidate's bound)."""
+
+    timing: Timing | None = None
+    wrong: str | None = None
+    wrong_call: int | None = None
+    block: int = 0
+    method: str = ""
+    walls_ms: list = field(default_factory=list)
+    device_ms: list = field(default_factory=list)
+    outside: int = 0
+    flagged: bool = False
+    check_seconds: float = 0.0
+
+    @property
+    def fixed_ms(self) -> float:
+        return statistics.median(w - d for w, d in zip(self.walls_ms, self.device_ms)) if self.walls_ms else 0.0
+
+    def reference_figures(self) -> dict:
+        """What a candidate's timing of the same configuration is bounded by."""
+        return {"block": self.block, "fixed_ms": self.fixed_ms, "method": self.method}
+
+
+class BlockInputs:
+    """Per block, every call's inputs at once: [B, *shape] per input tensor, the configuration's input plus noise
+    of ``noise`` times its standard deviation from a generator seeded with a secret drawn per block."""
+
+    def __init__(self, originals: list, noise: float, block: int, device):
+        self.originals = [x.detach().to(device) if isinstance(x, torch.Tensor) else x for x in originals]
+        self.stds = input_stds(self.originals)
+        self.noise, self.block = noise, block
+        self.gen = torch.Generator(device=device)
+
+    def draw(self) -> list:
+        self.gen.manual_seed(secrets.randbits(63))
+        out = []
+        for x, std in zip(self.originals, self.stds):
+            if not isinstance(x, torch.Tensor):
+                out.append(None)
+            elif std is None:
+                out.append(x.unsqueeze(0).expand(self.block, *x.shape).contiguous())
+            else:
+                wide = x if x.dtype == torch.float64 else x.float()
+                noise = torch.randn((self.block, *x.shape), generator=self.gen, device=x.device, dtype=wide.dtype)
+                out.append(noise.mul_(self.noise * std).add_(wide).to(x.dtype))
+        return out
+
+    def call(self, staged: list, b: int) -> list:
+        return [x if t is None else t[b] for x, t in zip(self.originals, staged)]
+
+
+def _flush_l2(device) -> None:
+    buf = _flush.get(str(device))
+    if buf is None:
+        buf = _flush[str(device)] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+    buf.zero_()
+
+
+def _reply(worker, timeout: float, what: str) -> tuple[dict, object]:
+    header, payload = worker.recv(timeout, what)
+    if header["type"] == msg.ERROR:
+        raise TimedCallFailed(header["message"])
+    return header, payload
+
+
+def _stop(times: list, total_s: float, elapsed_s: float, block: int, p: dict) -> bool:
+    min_blocks = max(5, -(-int(p.get("min_reps", 10)) // block))
+    max_blocks = max(min_blocks, -(-int(p.get("max_reps", 200)) * CALL_BUDGET_BLOCK // block))
+    min_seconds = float(p.get("min_seconds", 0.1))
+    if len(times) >= max_blocks or elapsed_s > float(p.get("max_seconds", 4.0)):
+        return True
+    precise = total_s >= PRECISE_AFTER * min_seconds and median_is_precise(times, float(p.get("precision", PRECISION)))
+    return len(times) >= min_blocks and (total_s >= min_seconds or precise)
+
+
+class _Run:
+    """One configuration's blocks in one worker: the mapped buffers, the inputs, the checks."""
+
+    def __init__(self, worker, config: str, originals: list, noise: float, timeout: float, check, check_calls: int,
+                 device, backward: bool):
+        self.worker, self.config, self.timeout, self.backward = worker, config, timeout, backward
+        self.originals, self.noise, self.device = originals, noise, torch.device(device)
+        self.check, self.check_calls = check, max(1, check_calls)
+        self.maps = Mappings(self.device)
+        self.rng = random.SystemRandom()
+        self.dsts: list = []
+        self.layout, self.outputs, self.handles = [], [], []
+        self.check_seconds = 0.0
+
+    def set_up(self, block: int, p: dict) -> tuple[int, str]:
+        self.worker.send({"type": msg.GPU_SLOTS, "config": self.config, "block": block, "backward": self.backward,
+                          "warmup": p.get("warmup", 3),
+                          "gap_ms": p.get("gap_ms", 0.0), "in_situ": p.get("in_situ", True)})
+        ready, _ = _reply(self.worker, self.timeout, f"timed block set-up of configuration {self.config!r}")
+        b, method = ready.get("block"), str(ready.get("method", ""))
+        if not isinstance(b, int) or not 1 <= b <= MAX_BLOCK or (block and b != block):
+            raise WorkerError(f"the worker set up timed blocks of {b!r} calls ({block or 'its choice'} asked)")
+        self.handles = list(ready.get("handles") or [])
+        self.inputs = BlockInputs(self.originals, self.noise, b, self.device)
+        entries = ready.get("inputs") or []
+        if len(entries) != len(self.inputs.originals):
+            raise WorkerError("the worker's input buffers do not match the configuration's inputs")
+        for x, e in zip(self.inputs.originals, entries):
+            if not isinstance(x, torch.Tensor):
+                self.dsts.append(None)
+                continue
+            nbytes = b * x.numel() * x.element_size()
+            if not (isinstance(e, list) and len(e) == 3 and e[2] == nbytes):
+                raise WorkerError(f"the worker's buffer for an input of {nbytes} bytes per block is {e!r}")
+            self.dsts.append(self.maps.bytes_at(self._handle(e[0]), e[1], nbytes))
+        self.layout, self.outputs = ready.get("layout") or [], ready.get("outputs") or []
+        return b, method
+
+    def _handle(self, i) -> str:
+        if not isinstance(i, int) or not 0 <= i < len(self.handles):
+            raise IpcError(f"the worker named memory handle {i!r} of {len(self.handles)}")
+        return self.handles[i]
+
+    def block(self, b: int) -> tuple[float, float, str, list]:
+        """One block: (wall ms by this side's clock, reported ms, method, the staged inputs)."""
+        staged = self.inputs.draw()
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        for dst, src in zip(self.dsts, staged):
+            if dst is not None and dst.numel():
+                dst.copy_(src.reshape(-1).view(torch.uint8))
+        _flush_l2(self.device)
+        torch.cuda.synchronize(self.device)
+        self.worker.send({"type": msg.GPU_BLOCK, "config": self.config, "backward": self.backward})
+        header, _ = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
+        wall = (time.perf_counter() - t0) * 1e3
+        if header["type"] == msg.ERROR:
+            raise TimedCallFailed(header["message"])
+        ms = header.get("ms")
+        if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
+            raise WorkerError(f"the worker reported a block time of {ms!r}")
+        method = str(header.get("method", ""))
+        if method == "eager-sync":
+            self.layout, self.outputs = header.get("layout") or [], header.get("outputs") or []
+            self.handles = list(header.get("handles") or [])
+        return wall, float(ms), method, staged
+
+    def verdict(self, staged: list, b: int) -> tuple[int, str] | None:
+        if self.check is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            for j in sorted(self.rng.sample(range(b), min(self.check_calls, b))):
+                try:
+                    out = self.read(j)
+                except Exception as exc:  # noqa: BLE001 - whatever the worker described: unreadable is wrong
+                    return j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
+                why = self.check(out, self.inputs.call(staged, j))
+                if why is not None:
+                    return j, why
+            return None
+        finally:
+            self.check_seconds += time.perf_counter() - t0
+
+    def read(self, j: int) -> list:
+        """Call ``j``'s output leaves, copied out of the worker's memory."""
+        row = self.outputs[j] if j < len(self.outputs) else None
+        if not isinstance(row, list):
+            raise IpcError("the worker described no output for this call")
+        leaves, k = [], 0
+        for d in self.layout:
+            if "ndim" not in d:
+                leaves.append(d.get("value"))
+                continue
+            e = row[k] if k < len(row) else None
+            k += 1
+            n, dtype = int(d["ndim"]), _DTYPES.get(d.get("dtype"))
+            if dtype is None or not isinstance(e, list) or len(e) != 2 + 2 * n or e[0] == -1:
+                raise IpcError(f"an output has no readable layout ({d}, {e})")
+            leaves.append(self.maps.tensor(self._handle(e[0]), e[1], dtype, e[2:2 + n], e[2 + n:]).clone())
+        return leaves
+
+    def close(self, release: bool) -> None:
+        """Unmap the worker's memory; with ``release`` (the exchange went well) tell the worker to free it."""
+        self.dsts = []
+        torch.cuda.synchronize(self.device)
+        self.maps.close()
+        if release:
+            self.worker.send({"type": msg.RELEASE, "config": self.config})
+            _reply(self.worker, self.timeout, "release of a timed block")
+
+
+def bound_ms(wall_ms: float, reference: dict, method: str, block: int) -> float:
+    """The least device time a block of wall time ``wall_ms`` may be reported to have taken (module docstring)."""
+    fixed = max(float(reference.get("fixed_ms", 0.0)), 0.0)
+    slack = SLACK_MS + SLACK_SHARE * fixed + (EAGER_MS_PER_CALL * block if method != "cuda-graph" else 0.0)
+    return max(0.0, wall_ms - fixed - slack) / (1.0 + TOLERANCE)
+
+
+def time_gpu(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,
+             check=None, check_calls: int = 1, reference: dict | None = None, backward: bool = False) -> GpuTiming:
+    """Time configuration ``config`` (already run in ``worker``) on the GPU. ``check(out_leaves, inputs)`` says
+    why an output is wrong for its inputs, or None; ``reference`` (the reference's ``reference_figures``) sets
+    the block size and bounds the reported times; without both (the reference's own timing) nothing is checked
+    or bounded. Raises TimedCallFailed if the candidate fails in a timed block, WorkerError (or IpcError) if the
+    worker breaks the exchange."""
+    run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward)
+    try:
+        b, method = run.set_up(int(reference["block"]) if reference else 0, params)
+        out = GpuTiming(block=b, method=method)
+        wall, ms, method, staged = run.block(b)  # warm-up block: checked, not a sample
+        wrong = run.verdict(staged, b)
+        times, ratios, calls, total, start = [], [], 0, 0.0, time.monotonic()
+        while wrong is None and not (times and _stop(times, total, time.monotonic() - start, b, params)):
+            wall, ms, method, staged = run.block(b)
+            wrong = run.verdict(staged, b)
+            if wrong is not None:
+                break
+            used = min(ms, wall)
+            if reference is not None:
+                floor = bound_ms(wall, reference, method, b)
+                ratios.append(floor / max(ms, 1e-9))
+                if floor > used:
+                    out.outside += 1
+                    used = floor
+            out.walls_ms.append(wall)
+            out.device_ms.append(ms)
+            times.append(used / b)
+            calls, total = calls + b, total + used / 1e3
+        out.method, out.check_seconds = method, run.check_seconds
+        if wrong is not None:
+            out.wrong_call, out.wrong = calls + wrong[0], wrong[1]
+        else:
+            t = summarize(times)
+            out.timing = Timing(t.median_ms, t.iqr_ms, calls, t.times_ms)
+            out.flagged = bool(ratios) and statistics.median(ratios) > FLAG_RATIO
+    except BaseException:
+        run.close(release=False)
+        raise
+    run.close(release=True)
+    return out

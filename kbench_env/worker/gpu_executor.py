@@ -1,0 +1,188 @@
+"""The GPU worker as an executor of timed blocks: it captures a block of calls on input buffers the trusted side
+fills, replays it when told, and leaves the outputs where the trusted side reads them. What it reports about time
+is checked against the trusted side's clock; what it reports about where its memory is, is only a pointer.
+
+The exchange (pipeline/gpu_blocks.py drives it; sandbox/cuda_ipc.py is both sides' access to the memory):
+
+    GPU_SLOTS {config, block, gap_ms, in_situ, warmup}
+                   warm the model up, make ``block`` sets of input buffers (one allocation per input: a
+                   [block, *shape] tensor whose row b is call b's input), capture the block as one CUDA graph
+                   (eagerly run blocks where the candidate cannot be captured)
+                   -> GPU_BUFFERS {block, method, handles, inputs, layout, outputs}: the inputs' and (graph) the
+                   outputs' allocations as inter-process handles and offsets; ``block`` 0 lets this side choose
+                   (the reference's worker: about 2 ms of device work, cuda.CudaBackend._block_size)
+    GPU_BLOCK      replay the block between two device events (the idle time between graph nodes subtracted, as
+                   cuda.CudaBackend.time_calls does), or run it eagerly timed by this process's clock
+                   -> DONE {ms, method} (+ where an eager block's outputs are)
+    RELEASE        drop the graph and the buffers -> RELEASED
+
+The trusted side writes a block's inputs and flushes the L2 cache after its clock has started, reads the checked
+outputs itself after DONE, and believes the reported device time only inside its own wall-clock bound.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kbench_env.pipeline import integrity
+from kbench_env.pipeline.compare import flatten_outputs
+from kbench_env.protocol import messages as msg
+from kbench_env.sandbox.cuda_ipc import Exporter
+from kbench_env.worker import timing
+
+#: Calls per block at most (as the worker-timed graphs before: cuda.MAX_BLOCK).
+MAX_BLOCK = 256
+
+
+class _Block:
+    """One configuration's timed block in this worker: the model, its input sets, the graph (or None: eager)."""
+
+    def __init__(self, model, big: list, sets: list, graph, outs, gap_ms: float, exporter: Exporter):
+        self.model, self.big, self.sets, self.graph, self.outs = model, big, sets, graph, outs
+        self.gap_ms, self.exporter = gap_ms, exporter
+        self.handed: list = []  # inputs given before the capture, alive so no buffer takes their addresses
+
+
+def _own_inputs(originals: list):
+    """Inputs for the warm-up, the block-size probe and the capture: this process's own perturbed copies (what
+    they hold does not matter: the trusted side writes every timed call's inputs)."""
+    stds = integrity.input_stds(originals)
+    return lambda j: integrity.perturb(originals, 7_000_003 + j, 1e-2, stds)
+
+
+def _buffers(originals: list, block: int) -> tuple[list, list]:
+    """Per input tensor one [block, *shape] allocation; per call its row of each (leaf views sharing storage)."""
+    big = [torch.empty((block, *x.shape), dtype=x.dtype, device=x.device) if isinstance(x, torch.Tensor) else None
+           for x in originals]
+    sets = []
+    for b in range(block):
+        one = []
+        for x, t in zip(originals, big):
+            if t is None:
+                one.append(x)
+            else:
+                row = t[b].detach()
+                one.append(row.requires_grad_(x.requires_grad) if row.is_floating_point() else row)
+        sets.append(one)
+    return big, sets
+
+
+def _capture(model, sets: list, make, handed: list):
+    """The block captured as one CUDA graph on ``sets`` (its outputs), or None where the candidate cannot be."""
+    try:
+        warm = [make(-1000 - k) for k in range(2)]
+        handed.extend(warm)
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for ins in warm:
+                model(*ins)
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = [model(*ins) for ins in sets]
+        torch.cuda.synchronize()
+        return g, outs
+    except Exception:  # noqa: BLE001 - not capturable: run the blocks eagerly instead
+        torch.cuda.synchronize()
+        return None
+
+
+def _describe(outs: list, exporter: Exporter) -> tuple[list, list]:
+    """The outputs' layout (per leaf of the first call: dtype and dimensions, or a Python number's value) and per
+    call, per tensor leaf, [handle index, byte offset, *shape, *strides] ([-1, ...] where a call's leaf does not
+    have the first call's layout: unreadable, so wrong if checked)."""
+    first = flatten_outputs(outs[0]) if outs else []
+    layout = []
+    for leaf in first:
+        if isinstance(leaf, torch.Tensor):
+            layout.append({"dtype": str(leaf.dtype).replace("torch.", ""), "ndim": leaf.dim()})
+        else:
+            layout.append({"value": leaf if isinstance(leaf, (int, float, bool)) else repr(leaf)})
+    table = []
+    for out in outs:
+        leaves = flatten_outputs(out)
+        row = []
+        for leaf, d in zip(leaves, layout):
+            if "ndim" not in d:
+                continue
+            ok = (isinstance(leaf, torch.Tensor) and leaf.is_cuda and leaf.dim() == d["ndim"]
+                  and str(leaf.dtype) == "torch." + d["dtype"] and leaf.numel() > 0)
+            if ok:
+                handle, offset = exporter.locate(leaf)
+                row.append([handle, offset, *leaf.shape, *leaf.stride()])
+            else:
+                row.append([-1, 0] + [0] * (2 * d["ndim"]))
+        table.append(row if len(leaves) == len(layout) else None)
+    return layout, table
+
+
+def _gpu_slots(s, header: dict, payload, grad, send) -> None:
+    """GPU_SLOTS: the configuration's block made and captured; its memory exported."""
+    cfg = header["config"]
+    s.gpu = None
+    model, originals = s.models[cfg], s.originals[cfg]
+    make = _own_inputs(originals)
+    handed = [make(-1 - i) for i in range(max(1, int(header.get("warmup", 3))))]
+    with grad:
+        for ins in handed:
+            model(*ins)
+        torch.cuda.synchronize()
+        block = int(header.get("block") or 0)
+        if block <= 0:
+            probe = make(-100)
+            handed.append(probe)
+            block = s.backend._block_size(model, make, probe, handed)
+        block = max(1, min(block, MAX_BLOCK))
+        big, sets = _buffers(originals, block)
+        for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)
+            integrity.copy_into(one, make(-200 - b))
+        captured = _capture(model, sets, make, handed)
+    exporter = Exporter()
+    gap = float(header.get("gap_ms") or 0.0)
+    graph, outs = captured if captured is not None else (None, None)
+    if graph is not None and gap > 0 and header.get("in_situ", True):
+        gap = s.backend._in_situ_gap(graph, block, gap)
+    st = _Block(model, big, sets, graph, outs, gap if graph is not None else 0.0, exporter)
+    st.handed = handed
+    s.gpu = st
+    inputs = [[*exporter.locate(t), t.numel() * t.element_size()] if t is not None else None for t in big]
+    reply = {"type": msg.GPU_BUFFERS, "config": cfg, "block": block,
+             "method": "cuda-graph" if graph is not None else "eager-sync", "inputs": inputs}
+    if graph is not None:
+        reply["layout"], reply["outputs"] = _describe(outs, exporter)
+    reply["handles"] = exporter.handles
+    send(reply)
+
+
+def _gpu_block(s, header: dict, payload, grad, send) -> None:
+    """GPU_BLOCK: one replay (or eager run) of the block; DONE with its time."""
+    st = s.gpu
+    if st is None:
+        raise RuntimeError("no timed block was set up (GPU_SLOTS first)")
+    if st.graph is not None:
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ev0.record()
+        st.graph.replay()
+        ev1.record()
+        torch.cuda.synchronize()
+        el = ev0.elapsed_time(ev1)
+        send({"type": msg.DONE, "config": header.get("config"), "method": "cuda-graph",
+              "ms": max(el - st.gap_ms * len(st.sets), 0.5 * el)})
+        return
+    clock = timing._perf_counter
+    torch.cuda.synchronize()
+    t0 = clock()
+    with grad:
+        outs = [st.model(*ins) for ins in st.sets]
+    torch.cuda.synchronize()
+    ms = (clock() - t0) * 1e3
+    st.outs = outs
+    layout, table = _describe(outs, st.exporter)
+    send({"type": msg.DONE, "config": header.get("config"), "method": "eager-sync", "ms": ms, "layout": layout,
+          "outputs": table, "handles": st.exporter.handles})
+
+
+#: The GPU executor's requests, by kind (worker.loop adds them to its dispatch table; RELEASE is executor.py's).
+HANDLERS = {msg.GPU_SLOTS: _gpu_slots, msg.GPU_BLOCK: _gpu_block}
