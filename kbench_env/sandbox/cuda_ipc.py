@@ -99,7 +99,8 @@ class Mappings:
     """The trusted side's side: a worker's allocations opened (each handle once) and views into them."""
 
     def __init__(self, device):
-        self.device = torch.device(device)
+        d = torch.device(device)
+        self.device = d if d.index is not None else torch.device("cuda", torch.cuda.current_device())
         self._open: dict = {}  # handle hex -> (base address, size)
 
     def _base(self, handle: str) -> tuple[int, int]:
