@@ -436,14 +436,7 @@ def test_triton_solution_is_correct_on_the_gpu(triton_results, path):
     assert why is None, f"{why}\n{r.feedback()}"
 
 
-#: Rows of issue #21's table the GPU does not stop yet: its timing is still the worker's (README, "The trust
-#: boundary"; bench/results/trust_gpu.md). Strict: once the GPU boundary lands they pass and must be unmarked.
-GPU_BOUNDARY_OPEN = {"attack_row1_summarize_patched", "attack_row2_pack_wrapped"}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(
-    strict=True, reason="#21: the GPU timing is still measured in the worker")) if n in GPU_BOUNDARY_OPEN else n
-    for n in ADVERSARIAL])
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
 def test_cuda_exploit_is_caught(cuda_results, name):
     r = cuda_results[1][name]
     why = exploit_problem(name, r, cuda_results[2])

@@ -227,8 +227,9 @@ class CudaBackend(ExtensionBackend):
         self.last_gap_ms = gap_ms if idle is None else min(idle, gap_ms + IN_SITU_CAP_MS)
         return self.last_gap_ms
 
-    def _block_size(self, fn, make_inputs, probe: list, handed: list) -> int:
-        """Calls per graph block: about 2 ms of device work, at most MAX_BLOCK calls and BLOCK_BYTES of static
+    def _block_size(self, fn, make_inputs, probe: list, handed: list, target_ms: float = 2.0,
+                    max_block: int = MAX_BLOCK) -> int:
+        """Calls per graph block: about ``target_ms`` of device work, at most ``max_block`` calls and BLOCK_BYTES of static
         inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
         L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess
         (bench/results/timing_fidelity_h100.md); longer blocks spread it thin. A call under 2 ms is estimated from
@@ -253,7 +254,7 @@ class CudaBackend(ExtensionBackend):
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         per_call = sum(x.numel() * x.element_size() for x in list(probe) + list(outs) if isinstance(x, torch.Tensor))
         by_bytes = BLOCK_BYTES // max(per_call, 1)
-        return int(max(1, min(MAX_BLOCK, by_bytes, 2.0 / max(est_ms, 1e-4))))
+        return int(max(1, min(max_block, by_bytes, target_ms / max(est_ms, 1e-4))))
 
     def _capture(self, fn, make_inputs, B: int, first: int = -300, handed: list | None = None):
         """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured.

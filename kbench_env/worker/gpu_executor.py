@@ -10,7 +10,7 @@ The exchange (pipeline/gpu_blocks.py drives it; sandbox/cuda_ipc.py is both side
                    (eagerly run blocks where the candidate cannot be captured)
                    -> GPU_BUFFERS {block, method, handles, inputs, layout, outputs}: the inputs' and (graph) the
                    outputs' allocations as inter-process handles and offsets; ``block`` 0 lets this side choose
-                   (the reference's worker: about 2 ms of device work, cuda.CudaBackend._block_size)
+                   (the reference's worker: about BLOCK_TARGET_MS of device work)
     GPU_BLOCK      replay the block between two device events (the idle time between graph nodes subtracted, as
                    cuda.CudaBackend.time_calls does), or run it eagerly timed by this process's clock
                    -> DONE {ms, method} (+ where an eager block's outputs are)
@@ -30,8 +30,11 @@ from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.cuda_ipc import Exporter
 from kbench_env.worker import timing
 
-#: Calls per block at most (as the worker-timed graphs before: cuda.MAX_BLOCK).
-MAX_BLOCK = 256
+#: Calls per block at most, and the device time a block aims at: long enough that the trusted side's fixed cost
+#: around a block (writing its inputs, flushing L2, the exchange: about 1 ms on an H200) and its jitter are small
+#: beside it, since they set how tight the bound on the reported time is (pipeline/gpu_blocks.py).
+MAX_BLOCK = 1024
+BLOCK_TARGET_MS = 5.0
 
 
 class _Block:
@@ -133,7 +136,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         if block <= 0:
             probe = make(-100)
             handed.append(probe)
-            block = s.backend._block_size(model, make, probe, handed)
+            block = s.backend._block_size(model, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK)
         block = max(1, min(block, MAX_BLOCK))
         big, sets = _buffers(originals, block)
         for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)

@@ -324,8 +324,10 @@ def _serve(s: _Session, guard) -> None:
         kind = header["type"]
         grad = torch.enable_grad() if header.get("backward") else torch.no_grad()
         busy0 = time.perf_counter()
+        # A timed block's reply ends the trusted side's clock: the guard's walk is left to the next reply.
+        patched = (lambda: []) if kind in (msg.BLOCK, msg.GPU_BLOCK) else guard.changed
         send = lambda h, p=None, _t=busy0: s.conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t,  # noqa: E731
-                                                                   "harness_patched": guard.changed()}, p))
+                                                                   "harness_patched": patched()}, p))
         try:
             handler = HANDLERS.get(kind)
             if handler is None:
