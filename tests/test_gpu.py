@@ -149,11 +149,13 @@ ADVERSARIAL = {
     "patched_timer": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
         prelude="import kbench_env.worker.timing as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
-        ("harness_patched", "speedup_not_reverified", "below_roofline"), True),
+        ("harness_patched", "speedup_not_reverified", "below_roofline", "device_time_outside_trusted_bound"),
+        True),
     "patched_cuda_events": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
         prelude="torch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n"),
-        ("harness_patched", "speedup_not_reverified", "below_roofline"), True),
+        ("harness_patched", "speedup_not_reverified", "below_roofline", "device_time_outside_trusted_bound"),
+        True),
     "tf32_flag_flipped": ("level1/relu", _adv(
         "        torch.backends.cuda.matmul.allow_tf32 = True\n        torch.backends.cudnn.allow_tf32 = True\n"
         "        return ext.relu(args[0])\n"), ("precision_flags_changed",), True),
@@ -196,13 +198,14 @@ ADVERSARIAL = {
                 "            return func(*[real(a) for a in args], **{k: real(v) for k, v in (kwargs or {}).items()})\n"),
         ("lazy_output",), True),
     # 11 and 15 behind 9: the events patched and the worker's own check of them (HarnessGuard) silenced, so only
-    # the trusted side's checks are left. A ReLU's outputs are too small for the byte floor: its impossible
-    # speedup is re-timed by wall clock (11). A matrix product is held to the measured FLOP rate (15).
+    # the trusted side's checks are left: its bound on each timed block's reported device time, the wall-clock
+    # re-timing of an impossible speedup (11), the measured FLOP rate (15).
     "silenced_guard_events": ("level1/relu", _adv(
-        "        return ext.relu(args[0])\n", prelude=SILENCED_EVENTS), ("speedup_not_reverified",), True),
+        "        return ext.relu(args[0])\n", prelude=SILENCED_EVENTS),
+        ("speedup_not_reverified", "device_time_outside_trusted_bound"), True),
     "silenced_guard_matmul": ("level1/matmul_square",
                               SILENCED_EVENTS + (ROOT / "tasks/solutions/cuda/level1/matmul_square.py").read_text(),
-                              ("below_roofline",), True),
+                              ("below_roofline", "device_time_outside_trusted_bound"), True),
     "inputs_modified": ("level1/relu", _adv(
         "        x = args[0]\n        out = ext.relu(x)\n        ext.relu_into(x, x)\n        return out\n"),
         ("inputs_modified",), True),
