@@ -245,7 +245,8 @@ class EvolutionaryAgent:
         return self.proposer.usage()
 
     def run_episode(self, env, task, seed: int | None = None, resume: list[dict] | None = None):
-        """Search on ``task``; yields ``(turn, info)`` per evaluated (or filtered) candidate.
+        """Search on ``task``; yields ``(turn, info)`` per evaluated (or filtered) candidate, and returns why it
+        stopped short of its budget (None when the budget was spent).
 
         ``resume``: attempt records of an interrupted episode (with ``source`` and ``eval``); they rejoin the
         population and count against the budget without being evaluated again.
@@ -358,6 +359,25 @@ class EvolutionaryAgent:
             stalls = 0
             for item in evaluate(children):
                 yield item
+        return self._stop_reason(state, population, stalls, time.time() - t0, max_proposals)
+
+    def _stop_reason(self, state: dict, population: list, stalls: int, seconds: float,
+                     max_proposals: int) -> str | None:
+        """Why an episode ended before its budget of evaluations (None: the budget was spent); ``kbench run``
+        writes it in its table's note and the task's JSONL record."""
+        if state["evals"] >= self.budget:
+            return None
+        if self.time_budget_s is not None and seconds > self.time_budget_s:
+            return f"time budget of {self.time_budget_s:g} s spent"
+        if not population:
+            return "no first kernel to start from (none proposed, or every one filtered)"
+        if stalls >= self.max_stalls:
+            if isinstance(self.proposer, OfflineProposer):
+                return "tuning space exhausted: every kbench-tune setting reachable was tried"
+            return f"no new candidate in {stalls} rounds of proposals in a row"
+        if state["proposals"] >= max_proposals:
+            return f"proposal limit reached ({state['proposals']} proposals, duplicates and filtered ones included)"
+        return "the search ended early"
 
     def _request(self, population: list[Candidate], rng: random.Random) -> tuple:
         def tournament() -> Candidate:
