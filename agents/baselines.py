@@ -73,6 +73,7 @@ class SingleShotAgent(_LLMAgent):
                                seed=seed)
         _, _, _, _, info = env.step(reply)
         yield 1, _with(info, source=_source(reply), origin="sample")
+        return "a single-shot agent makes one attempt"
 
 
 class BestOfNAgent(_LLMAgent):
@@ -141,7 +142,7 @@ class IterativeRefinementAgent(_LLMAgent):
             src = _source(reply)
             yield turn, _with(info, turn=turn, source=src, origin="refine")
             if terminated:
-                return
+                return f"the environment ended the episode after attempt {turn} (target speedup reached)"
             exchanges.append((f"```python\n{src}\n```", prompts.refine_user_turn(obs, turn, self.turns)))
 
 

@@ -10,14 +10,16 @@ Stages of one episode (one task):
    ones a soft verifier predicts to fail (``agents.soft_verify``), evaluate the batch in parallel with
    ``Evaluator.evaluate_many`` and keep the ``population_size`` fittest. The archive keeps the best per task.
 
-Proposers: ``LLMProposer`` (any ``agents.llm`` client; mutation and crossover prompts hold the parents' code and
-feedback: compile errors, mismatches, timings, integrity flags) and ``OfflineProposer`` (no model: starts from the
+Proposers (``agents.proposers``): ``LLMProposer`` (any ``agents.llm`` client; mutation and crossover prompts hold
+the parents' code and the policy's view of their feedback: compile errors, mismatches, timings, integrity flags,
+held-out configurations only as "held-out configuration k of n") and ``OfflineProposer`` (no model: starts from the
 suite's shipped solution and changes the constants marked ``// kbench-tune: v1 v2 ...``, see ``agents.tunables``).
 
 The agent talks to the environment through ``env.reset`` (the prompt) and ``env.unwrapped.evaluator``'s
 ``evaluate_many`` only. ``run_episode`` yields ``(turn, info)`` per evaluated candidate, with ``info["eval"]`` the
 EvalResult dict, plus ``source``, ``origin``, ``parents``, ``candidate``, ``generation`` and ``verifier``; a
-candidate the verifier filtered out is yielded with ``info["eval"] = None`` and ``info["filtered"] = True``.
+candidate the verifier filtered out is yielded with ``info["eval"] = None`` and ``info["filtered"] = True``. It
+returns why it stopped short of its budget, if it did (``kbench run`` notes it).
 """
 
 from __future__ import annotations
@@ -25,12 +27,10 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from dataclasses import dataclass, field
-
-from kbench_env.pipeline.screen import ScreenError, extract_source
-from kbench_env.tasks.suite import solution_path
+from dataclasses import dataclass
 
 from . import prompts, tunables
+from .proposers import EpisodeContext, LLMProposer, OfflineProposer
 
 
 # ====================================================================== candidates and archive
@@ -79,118 +79,6 @@ class Archive:
             self.best[task] = cand
             return True
         return False
-
-
-@dataclass
-class EpisodeContext:
-    """What a proposer may look at: the task, its prompt, the rng and what has been proposed already."""
-
-    task: object
-    prompt: str
-    backend: str
-    rng: random.Random
-    seen_sources: set = field(default_factory=set)
-    seen_genomes: set = field(default_factory=set)
-    best_speedup: float | None = None
-
-
-# ====================================================================== proposers
-class OfflineProposer:
-    """No model: the shipped solution as the first kernel, then moves among its ``kbench-tune`` values.
-
-    Args:
-        backend: which shipped solutions to start from (``tasks/solutions/<backend>/``).
-        solutions: ``{task name: source}`` starting points that override the shipped files.
-        neighbour_bias: probability that a mutation moves a value to an adjacent entry of its list.
-    """
-
-    name = "offline"
-
-    def __init__(self, backend: str = "cpu", solutions: dict | None = None, neighbour_bias: float = 0.7):
-        self.backend = backend
-        self.solutions = dict(solutions or {})
-        self.neighbour_bias = neighbour_bias
-
-    def start_source(self, task) -> str | None:
-        if task.name in self.solutions:
-            return self.solutions[task.name]
-        p = solution_path(task, self.backend)
-        return p.read_text() if p is not None else None
-
-    def has_start(self, task) -> bool:
-        return self.start_source(task) is not None
-
-    def translate(self, ctx: EpisodeContext, failures: list[str], n: int) -> list[str]:
-        if failures:  # the one starting point failed: there is nothing else to translate from
-            return []
-        src = self.start_source(ctx.task)
-        return [src] if src else []
-
-    def propose(self, ctx: EpisodeContext, requests: list[tuple]) -> list[str | None]:
-        out = []
-        for req in requests:
-            if req[0] == "crossover":
-                child = tunables.crossover(req[1].source, req[2].source, ctx.rng, ctx.seen_genomes)
-                if child is None:  # parents too alike: mutate the better one instead
-                    child = tunables.mutate(req[1].source, ctx.rng, ctx.seen_genomes, self.neighbour_bias)
-            else:
-                child = tunables.mutate(req[1].source, ctx.rng, ctx.seen_genomes, self.neighbour_bias)
-            if child is not None:
-                ctx.seen_genomes.add(tunables.key_of(child))
-            out.append(child)
-        return out
-
-    def usage(self) -> dict | None:
-        return None
-
-
-class LLMProposer:
-    """Candidates written by a language model (any ``agents.llm.LLMClient``).
-
-    Args:
-        client: the LLM client.
-        temperature: sampling temperature for new candidates.
-        max_tokens: completion limit per candidate.
-    """
-
-    name = "llm"
-
-    def __init__(self, client, temperature: float = 0.8, max_tokens: int | None = None):
-        self.client = client
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-
-    def has_start(self, task) -> bool:
-        return True
-
-    def _ask(self, batch: list[list[dict]], ctx: EpisodeContext) -> list[str | None]:
-        replies = self.client.complete_many(batch, temperature=self.temperature, max_tokens=self.max_tokens,
-                                            seed=ctx.rng.randrange(2**31))
-        out = []
-        for r in replies:
-            try:
-                out.append(extract_source(r) if r else None)
-            except ScreenError:
-                out.append(None)
-        return out
-
-    def translate(self, ctx: EpisodeContext, failures: list[str], n: int) -> list[str]:
-        msgs = prompts.translate_messages(ctx.prompt, failures)
-        return [s for s in self._ask([msgs] * n, ctx) if s]
-
-    def propose(self, ctx: EpisodeContext, requests: list[tuple]) -> list[str | None]:
-        batch = []
-        for req in requests:
-            if req[0] == "crossover":
-                a, b = req[1], req[2]
-                batch.append(prompts.crossover_messages(ctx.prompt, a.source, a.feedback, b.source, b.feedback))
-            else:
-                p = req[1]
-                batch.append(prompts.mutate_messages(ctx.prompt, p.source, p.feedback, p.valid, ctx.best_speedup))
-        return self._ask(batch, ctx)
-
-    def usage(self) -> dict | None:
-        return self.client.snapshot().to_dict()
 
 
 # ====================================================================== the agent
@@ -245,7 +133,8 @@ class EvolutionaryAgent:
         return self.proposer.usage()
 
     def run_episode(self, env, task, seed: int | None = None, resume: list[dict] | None = None):
-        """Search on ``task``; yields ``(turn, info)`` per evaluated (or filtered) candidate.
+        """Search on ``task``; yields ``(turn, info)`` per evaluated (or filtered) candidate, and returns why it
+        stopped short of its budget (None when the budget was spent).
 
         ``resume``: attempt records of an interrupted episode (with ``source`` and ``eval``); they rejoin the
         population and count against the budget without being evaluated again.
@@ -358,6 +247,25 @@ class EvolutionaryAgent:
             stalls = 0
             for item in evaluate(children):
                 yield item
+        return self._stop_reason(state, population, stalls, time.time() - t0, max_proposals)
+
+    def _stop_reason(self, state: dict, population: list, stalls: int, seconds: float,
+                     max_proposals: int) -> str | None:
+        """Why an episode ended before its budget of evaluations (None: the budget was spent); ``kbench run``
+        writes it in its table's note and the task's JSONL record."""
+        if state["evals"] >= self.budget:
+            return None
+        if self.time_budget_s is not None and seconds > self.time_budget_s:
+            return f"time budget of {self.time_budget_s:g} s spent"
+        if not population:
+            return "no first kernel to start from (none proposed, or every one filtered)"
+        if stalls >= self.max_stalls:
+            if isinstance(self.proposer, OfflineProposer):
+                return "tuning space exhausted: every kbench-tune setting reachable was tried"
+            return f"no new candidate in {stalls} rounds of proposals in a row"
+        if state["proposals"] >= max_proposals:
+            return f"proposal limit reached ({state['proposals']} proposals, duplicates and filtered ones included)"
+        return "the search ended early"
 
     def _request(self, population: list[Candidate], rng: random.Random) -> tuple:
         def tournament() -> Candidate:

@@ -1,9 +1,10 @@
 """The agents' own prompt text: translation retries, mutation, crossover and refinement messages.
 
 The task part of every prompt is ``kbench_env.env.prompt.build_prompt`` (reference program, shown configurations,
-hardware, backend rules); this module only wraps it with parents' code and their feedback. Feedback comes from
-the EvalResult (``EvalResult.feedback``), condensed by ``summarize_feedback`` so that a long compiler log does not
-crowd out the code.
+hardware, backend rules); this module only wraps it with parents' code and their feedback. Feedback is the
+policy's view of the EvalResult (``kbench_env.pipeline.feedback``: held-out configurations named only "held-out
+configuration k of n", without shapes or times, as in the env's observation), condensed by ``summarize_feedback``
+so that a long compiler log does not crowd out the code. Nothing here reads the held-out details of an EvalResult.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 
 from kbench_env.env.prompt import SYSTEM_PROMPT, build_prompt
+from kbench_env.pipeline.feedback import policy_config_name, policy_error, policy_feedback
 from kbench_env.pipeline.result import EvalResult
 
 
@@ -27,9 +29,10 @@ def summarize_error(ev, max_lines: int = 12, max_chars: int = 1500) -> str:
     r = _eval(ev)
     if r.integrity_flags:
         return "rejected by integrity checks: " + "; ".join(f.split(":", 1)[0] for f in r.integrity_flags)
-    if not r.error:
+    error = policy_error(r)
+    if not error:
         return "no error"
-    lines = [ln.rstrip() for ln in r.error.splitlines() if ln.strip()]
+    lines = [ln.rstrip() for ln in error.splitlines() if ln.strip()]
     errs = [ln for ln in lines if re.search(r"\berror\b|Error|undefined reference|mismatch", ln)]
     picked = (errs or lines)[:max_lines]
     text = f"{r.error_stage or 'evaluation'} failed: " + "\n".join(picked)
@@ -40,13 +43,13 @@ def summarize_feedback(ev, max_chars: int = 3000) -> str:
     """What the model sees about one evaluated candidate: the full table if correct, else the condensed error."""
     r = _eval(ev)
     if r.correct:
-        return r.feedback()[:max_chars]
+        return policy_feedback(r)[:max_chars]
     head = f"stage reached: {r.stage}; " + summarize_error(r)
     mism = [c for c in r.configs if c.correct is False]
     if mism:
         c = mism[0]
-        head += (f"\nfirst failing configuration: {c.name} (inputs {', '.join(c.inputs)}), "
-                 f"norm err {c.norm_err}, max err {c.max_err}")
+        where = policy_config_name(r, c) + ("" if c.held_out else f" (inputs {', '.join(c.inputs)})")
+        head += f"\nfirst failing configuration: {where}, norm err {c.norm_err}, max err {c.max_err}"
     return head[:max_chars]
 
 

@@ -19,8 +19,10 @@ class ShippedSolutionAgent:
         return solution_path(task, self.backend) is not None
 
     def run_episode(self, env, task, seed: int | None = None):
-        """Play one episode on ``task``; yields ``(turn, info)`` per attempt."""
+        """Play one episode on ``task``: one attempt, the shipped solution; yields ``(turn, info)`` and returns why
+        it stops there."""
         env.reset(seed=seed, options={"task": task})
         path = solution_path(task, self.backend)
         _, reward, terminated, truncated, info = env.step(path.read_text())
         yield 1, info
+        return "one attempt: the shipped solution"

@@ -1,8 +1,9 @@
 """``kbench run``: an agent over a suite, with a live progress bar, a resumable JSONL log and a final table.
 
-An agent is any object with ``name``, ``has_solution(task)`` and ``run_episode(env, task, seed)`` yielding
-``(turn, info)`` with ``info["eval"]`` an EvalResult dict (see ``agents/shipped.py``). Each yield is appended to
-the results file at once (``kind: "attempt"``; ``"filtered"`` for a candidate a soft verifier kept from the
+An agent is any object with ``name``, ``has_solution(task)`` and ``run_episode(env, task, seed)`` yielding ``(turn,
+info)`` with ``info["eval"]`` an EvalResult dict (see ``agents/shipped.py``), and returning, where it stops short of
+the budget, why (the ``task_done`` record's ``stopped_early`` and the table's note say so). Each yield is appended
+to the results file at once (``kind: "attempt"``; ``"filtered"`` for a candidate a soft verifier kept from the
 hardware), and a ``task_done`` record closes each task. A killed run resumes: finished tasks are skipped, and an
 unfinished task's recorded attempts are handed back to an agent whose ``run_episode`` takes ``resume=`` (the
 evolutionary agent and the baselines do), so that finished attempts are not evaluated again.
@@ -153,7 +154,8 @@ def _run_task(env, agent, task, prior: list[dict], log: RunLog, budget: int, see
                 best = r["eval"]
     attempts, filtered = len(prior), 0
     kwargs = {"resume": prior} if resumable else {}
-    for turn, info in agent.run_episode(env, task, seed=seed, **kwargs):
+    end: dict = {}
+    for turn, info in _episode(agent.run_episode(env, task, seed=seed, **kwargs), end):
         ev = info.get("eval")
         extra = {k: info[k] for k in _ATTEMPT_FIELDS if info.get(k) is not None}
         base = {"agent": agent.name, "task": task.name, "level": task.level, "turn": turn,
@@ -177,11 +179,25 @@ def _run_task(env, agent, task, prior: list[dict], log: RunLog, budget: int, see
            "best_coverage": best and best.get("kernel_coverage"),
            "best_reward": max([ev["reward"] for ev in [best, last] if ev] or [None]),
            "error": None if best else (last or {}).get("error"), "seconds": time.time() - t0,
-           "time": time.time()}
+           "stopped_early": _stopped_early(attempts, budget, end.get("reason")), "time": time.time()}
     usage = agent.usage() if hasattr(agent, "usage") else None
     if usage:
         rec["llm_usage"] = {k: round(v - (usage0 or {}).get(k, 0), 6) for k, v in usage.items()}
     return rec
+
+
+def _episode(episode, end: dict):
+    """The agent's ``(turn, info)`` items; what its ``run_episode`` returns (why it stopped) goes to
+    ``end["reason"]``."""
+    end["reason"] = yield from episode
+
+
+def _stopped_early(attempts: int, budget: int, reason) -> str | None:
+    """Why a task got fewer attempts than the budget (None when it got them all)."""
+    if attempts >= budget:
+        return None
+    why = str(reason) if reason else "the agent gave no reason"
+    return f"stopped after {attempts} of {budget} attempts: {why}"
 
 
 def _fmt(s) -> str:
@@ -201,7 +217,8 @@ def print_table(console, log: RunLog, agent: str, task_names: list[str]) -> None
         table.add_column(col, justify=just)
     rows = [done[(agent, n)] for n in task_names if (agent, n) in done]
     for r in rows:
-        note = escape((r.get("error") or "").splitlines()[0][:60]) if not r["correct"] and r.get("error") else ""
+        notes = [(r.get("error") or "").splitlines()[0][:60]] if not r["correct"] and r.get("error") else []
+        note = escape("; ".join(notes + ([r["stopped_early"]] if r.get("stopped_early") else [])))
         table.add_row(escape(r["task"]), "yes" if r["correct"] else "no", _fmt(r.get("first_speedup")),
                       _fmt(r.get("best_speedup")), _pct(r.get("best_coverage")), str(r["attempts"]),
                       f"{r['seconds']:.1f}", note)

@@ -230,6 +230,24 @@ def test_rollout_feeds_env_feedback_back(untimed, tokenizer, relu_solution):
         assert rollout.history[i]["attempts"] == ["not a kernel", relu_solution]
 
 
+def test_rollout_feedback_hides_held_out_configurations(untimed, tokenizer, relu_solution):
+    """A wrong first attempt reaches every configuration: the feedback sent back to the model names the held-out
+    ones only as "held-out configuration k of n", with no shape or name of theirs."""
+    import candidates
+
+    task = resolve_task(RELU)
+    rollout = MultiTurnRollout(untimed, [task], "cpu", "cpu", max_turns=2, keep_history=True)
+    trainer, _ = _fake_trainer(tokenizer, [candidates.WRONG_SHAPE, relu_solution])
+    out = rollout([task_messages(task, "cpu", "cpu")], trainer)
+    ids, mask = out["completion_ids"][0], out["env_mask"][0]
+    feedback = tokenizer.decode([t for t, m in zip(ids, mask) if m == 0])
+    assert "held-out configuration 1 of 2" in feedback, feedback
+    for c in task.configs_for("cpu"):
+        if c.held_out:
+            for secret in [*task.input_shapes(c), repr(c.name), f"{c.name} (held out)"]:
+                assert secret not in feedback, f"{secret!r} in the rollout's feedback:\n{feedback}"
+
+
 def test_rollout_episode_ends_when_env_terminates(evaluator, tokenizer, relu_solution):
     """With target_speedup, the env ends an episode at its first correct attempt that fast; across processes, every
     process still generates a full batch each turn (vLLM server mode slices the gathered batch by process)."""

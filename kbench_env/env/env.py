@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from kbench_env.device import resolve_device
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.env.prompt import build_prompt
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.reward import get_reward_fn
@@ -19,15 +20,22 @@ from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
 from kbench_env.tasks.suite import load_suite, resolve_task
 from kbench_env.tasks.task import Task
 
-#: Characters an observation or action may hold. Observations are sanitised into it; actions outside it
-#: (non-ASCII text) are still accepted by ``step``.
+#: Characters an action may hold (actions outside it, non-ASCII text, are still accepted by ``step``).
 CHARSET = string.printable
+#: Characters an observation may hold: printable ASCII and the non-ASCII signs the feedback prints ("±" of a
+#: time's spread). Other characters of a compiler's or a program's text are written as ASCII: typographic quotes
+#: and dashes as their plain forms, anything else as its Python escape (``\u00e9``), so nothing is lost.
+OBSERVATION_CHARSET = string.printable + "±"
 MAX_OBSERVATION_CHARS = 64_000
+_PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-",
+                        "\u2014": "-", "\u2026": "...", "\u00a0": " "})
 
 
 def sanitize(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
-    allowed = set(CHARSET)
-    out = "".join(ch if ch in allowed else "?" for ch in text)
+    """``text`` within ``OBSERVATION_CHARSET`` and ``limit`` characters (an overlong text says it was cut)."""
+    allowed = set(OBSERVATION_CHARSET)
+    out = "".join(ch if ch in allowed else ch.encode("ascii", "backslashreplace").decode("ascii")
+                  for ch in text.translate(_PLAIN))
     if len(out) > limit:
         out = out[: limit - 40] + "\n... (truncated)"
     return out
@@ -74,14 +82,19 @@ class KBenchEnv(gym.Env):
     error observation and the "invalid" reward, without building anything.
 
     ## Observation Space
-    ``Text(max_length=64_000, min_length=0, charset=string.printable)``; characters outside the charset are
-    replaced by ``?`` and an overlong text is truncated. After ``reset``: the task prompt (reference program, shown
-    configurations, target hardware, backend rules, a one-shot example). After ``step``: the feedback on the
-    attempt: the stage reached, the compiler's or runtime's own error (trimmed), the first mismatching
-    configuration with its error figures, or the timing table, speedup and kernel coverage.
+    ``Text(max_length=64_000, min_length=0, charset=string.printable + "±")``; other characters are written as
+    ASCII (typographic quotes as plain ones, anything else as its ``\\uXXXX`` escape) and an overlong text is
+    truncated. After ``reset``: the task prompt (reference program, shown configurations, target hardware,
+    backend rules, a one-shot example). After ``step``: the feedback on the attempt
+    (``pipeline.feedback.policy_feedback``): the stage reached, the compiler's or runtime's own error (trimmed),
+    the first mismatching configuration with its error figures, or the timing table, speedup and kernel coverage.
+    A held-out configuration appears only as "held-out configuration k of n": whether it passed and how it failed
+    (wrong values with the error figures, a crash, a timeout), never its name, shapes, dtype or times.
 
     ``info`` always holds ``task``, ``turn``, ``max_turns`` and ``best_speedup`` (the best verified speedup of the
     episode, None until one); after ``step`` also ``eval``, the full ``EvalResult`` as a JSON-serialisable dict.
+    ``info`` is the researcher's record: ``eval`` names the held-out configurations with their shapes and times,
+    so a policy must read the observation only, never ``info``.
 
     ## Rewards
     Per step, the reward of that attempt's EvalResult. The default preset, "tiered"
@@ -191,7 +204,8 @@ class KBenchEnv(gym.Env):
         self.target_speedup = target_speedup
         self.render_mode = render_mode
         self.action_space = spaces.Text(max_length=MAX_SOURCE_CHARS, min_length=0, charset=CHARSET)
-        self.observation_space = spaces.Text(max_length=MAX_OBSERVATION_CHARS, min_length=0, charset=CHARSET)
+        self.observation_space = spaces.Text(max_length=MAX_OBSERVATION_CHARS, min_length=0,
+                                             charset=OBSERVATION_CHARSET)
         self.task: Task | None = None
         self.turn = 0
         self.best_speedup: float | None = None
@@ -235,7 +249,7 @@ class KBenchEnv(gym.Env):
         terminated = bool(result.correct and self.target_speedup is not None and result.speedup is not None
                           and result.speedup >= self.target_speedup and not result.integrity_flags)
         truncated = bool(not terminated and self.turn >= self.max_turns)
-        text = result.feedback()
+        text = policy_feedback(result)
         if not (terminated or truncated):
             text += f"\n\nAttempt {self.turn} of {self.max_turns}. Send an improved ModelNew."
         self._last_obs = sanitize(text)

@@ -142,7 +142,7 @@ class Evaluator:
         task.require_configs(self.device)
         t0 = time.perf_counter()
         result = EvalResult(task=task.name, backend=self.backend_name, device=self.device, baseline=self.baseline,
-                            rules=self.rules)
+                            rules=self.rules, held_out_count=sum(c.held_out for c in task.configs_for(self.device)))
         try:
             self._evaluate(task, action, seed, result)
         except Exception as exc:  # an evaluator bug must not take the caller down; it is reported, not hidden

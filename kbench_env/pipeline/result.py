@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 
-from kbench_env.device import Device
+from kbench_env.pipeline.feedback import full_feedback
 
 #: Stages in order; ``EvalResult.stage`` is the last one passed ("none": rejected by the screen).
 STAGES = ("none", "screened", "built", "ran", "correct", "timed")
@@ -55,6 +55,7 @@ class EvalResult:
     error: str | None = None
     error_stage: str | None = None  # "screen", "build", "load", "run", "correctness", "timing", "integrity"
     configs: list = field(default_factory=list)  # list[ConfigResult]
+    held_out_count: int | None = None  # held-out configurations of the task on this device (some may not have run)
     candidate_ms: float | None = None  # geometric mean over timed configurations
     reference_ms: float | None = None
     speedup: float | None = None  # geometric mean of per-configuration speedups vs eager
@@ -92,55 +93,10 @@ class EvalResult:
         return EvalResult(**{k: v for k, v in d.items() if k in known})
 
     # ------------------------------------------------------------------ feedback text
-    def feedback(self, show_held_out_names: bool = True) -> str:
-        """What a kernel engineer wants to see next: the error, the first mismatch, or the timing table."""
-        lines = [f"Task {self.task} | backend {self.backend} on {self.device} | stage reached: {self.stage}"]
-        if self.integrity_flags:
-            lines.append("REJECTED by integrity checks:")
-            lines += [f"  - {f}" for f in self.integrity_flags]
-        if self.error:
-            lines.append(f"ERROR during {self.error_stage or 'evaluation'}:")
-            lines.append(_indent(self.error))
-        if self.configs:
-            lines.append("")
-            lines.append(f"{'configuration':<16}{'inputs':<34}{'correct':<9}{'norm err':>10}{'yours ms':>12}{'ref ms':>11}{'speedup':>9}")
-            for c in self.configs:
-                name = c.name + (" (held out)" if c.held_out else "")
-                shapes = ", ".join(c.inputs)[:32]
-                ok = "-" if c.correct is None else ("yes" if c.correct else "NO")
-                lines.append(
-                    f"{name:<16}{shapes:<34}{ok:<9}{_f(c.norm_err, '.2e'):>10}"
-                    f"{_ms(c.candidate_ms, c.candidate_spread_ms):>12}{_ms(c.reference_ms, None):>11}{_f(c.speedup, '.2f', 'x'):>9}"
-                )
-        if self.kernel_coverage is not None:
-            per = ", ".join(f"{c.name} {c.kernel_coverage:.0%}" for c in self.configs if c.kernel_coverage is not None)
-            where = "CPU" if Device.parse(self.device).is_cpu else "device"
-            lines.append(f"Kernel coverage (share of forward's {where} time in your own kernels; rules "
-                         f"{self.rules}): {self.kernel_coverage:.0%} ({per}).")
-        if self.correct and self.speedup is not None:
-            lines.append("")
-            extra = f", {self.speedup_compile:.2f}x vs torch.compile" if self.speedup_compile else ""
-            lines.append(f"Correct on all configurations. Speedup {self.speedup:.3f}x vs eager PyTorch{extra}.")
-        lines.append(f"Reward: {self.reward:.3f}")
-        return "\n".join(lines)
-
-
-def _indent(text: str, pad: str = "  ") -> str:
-    return "\n".join(pad + line for line in text.splitlines())
-
-
-def _f(v, fmt: str, suffix: str = "") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and math.isinf(v):
-        return "inf"
-    return format(v, fmt) + suffix
-
-
-def _ms(v, spread) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.3f}" if spread is None else f"{v:.3f}±{spread / 2:.3f}"[:12]
+    def feedback(self) -> str:
+        """The researcher's feedback text: the error, the first mismatch, or the timing table, every
+        configuration shown as it is (``feedback.policy_feedback`` is what a policy reads)."""
+        return full_feedback(self)
 
 
 def _clean(o):
