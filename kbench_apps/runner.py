@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kbench_apps.cli_output import plural
+from kbench_apps.cli_output import is_terminal, plural
 from kbench_apps.runlog import RunLog
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
@@ -81,7 +81,7 @@ def _valid(ev: dict | None) -> bool:
 
 
 def run_suite(args) -> int:
-    console = Console()
+    console = Console(soft_wrap=not is_terminal())  # piped: whole lines, not wrapped at 80 columns
     budget = _opt(args, "budget", 4)
     max_turns = _opt(args, "max_turns", None) or max(1, budget)
     timing = TIMING_PRESETS.get(_opt(args, "timing", "default"))
@@ -112,7 +112,7 @@ def run_suite(args) -> int:
     skipped = len(runnable) - len(tasks)
     console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {plural(len(tasks), 'task')} on "
                   f"{env.evaluator.device} "
-                  f"({backend} backend, {env.evaluator.rules} rules), budget {budget} evaluations per task; "
+                  f"({backend} backend, {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
                   f"{len(tasks) - len(todo)} already done"
                   f"{f', {len(partial)} partly done' if partial else ''} in {log.path}"
                   f"{_skipped_note(skipped)}")
