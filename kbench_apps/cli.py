@@ -12,12 +12,15 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from kbench_apps.cli_output import HelpFormatter, is_terminal, plural, quiet_closed_pipe, require_device
 from kbench_apps.report import main as report_main
 from kbench_apps.runlog import RunLog
 from kbench_apps.runner import run_suite
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.sandbox.doctor import doctor, format_doctor
 from kbench_env.tasks.suite import load_suite, resolve_task
@@ -36,21 +39,33 @@ def _add_rules(p) -> None:
 
 def cmd_tasks(args) -> int:
     tasks = load_suite(args.suite, dtype=args.dtype)
-    if args.json:
-        print(json.dumps([_task_dict(t) for t in tasks]))
+    if args.json:  # JSON Lines: one task object per line, whole
+        for t in tasks:
+            print(json.dumps(_task_dict(t)))
         return 0
-    table = Table(title=f"kbench suite {args.suite!r}: {len(tasks)} tasks")
-    for col in ("task", "level", "pass", "configurations (* held out)", "dtypes"):
-        table.add_column(col)
-    for t in tasks:
-        try:
-            cfgs = ", ".join(f"{c.name}{'*' if c.held_out else ''}[{'/'.join(c.devices)}]" for c in t.configs)
-            dtypes = ", ".join(sorted({c.dtype for c in t.configs}))
-        except ValueError as exc:  # a configuration derivation that failed: this task's row says why
-            cfgs, dtypes = f"error: {exc}", ""
-        table.add_row(t.name, str(t.level), "backward" if t.backward else "forward", cfgs, dtypes)
+    header = ("task", "level", "pass", "configurations (* held out)", "dtypes")
+    rows = [_task_row(t) for t in tasks]
+    if not is_terminal():  # a pipe or a file: tab-separated lines, nothing cut
+        print("\t".join(header))
+        for row in rows:
+            print("\t".join(row))
+        return 0
+    table = Table(title=escape(f"kbench suite {args.suite!r}: {plural(len(tasks), 'task')}"))
+    for col in header:
+        table.add_column(col, no_wrap=col == "task", overflow="fold")
+    for row in rows:
+        table.add_row(*map(escape, row))
     Console().print(table)
     return 0
+
+
+def _task_row(t) -> tuple[str, ...]:
+    try:
+        cfgs = ", ".join(f"{c.name}{'*' if c.held_out else ''}[{'/'.join(c.devices)}]" for c in t.configs)
+        dtypes = ", ".join(sorted({c.dtype for c in t.configs}))
+    except ValueError as exc:  # a configuration derivation that failed: this task's row says why
+        cfgs, dtypes = f"error: {exc}", ""
+    return t.name, str(t.level), "backward" if t.backward else "forward", cfgs, dtypes
 
 
 def _task_dict(task) -> dict:
@@ -62,8 +77,9 @@ def _task_dict(task) -> dict:
 
 
 def cmd_eval(args) -> int:
+    require_device(args.device)
     task = resolve_task(args.task, dtype=args.dtype)
-    source = Path(args.solution).read_text(encoding="utf-8", errors="replace")
+    source = _read_solution(args.solution)
     ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules)
     task.require_configs(ev.device)  # the task's error (exit 2), not the candidate's
     result = ev.evaluate(task, source, seed=args.seed)
@@ -74,7 +90,18 @@ def cmd_eval(args) -> int:
     return 0 if result.correct else 1
 
 
+def _read_solution(path: str) -> str:
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"--solution {path} is a folder; give the file that holds the ModelNew source (or the "
+                         f"LLM reply holding it)")
+    if not p.is_file():
+        raise ValueError(f"--solution {path}: no such file")
+    return p.read_text(encoding="utf-8", errors="replace")
+
+
 def cmd_run(args) -> int:
+    require_device(args.device)
     return run_suite(args)
 
 
@@ -97,38 +124,41 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kbench", description="KBench-v0: kernels as actions, verified speedup as reward")
     sub = p.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("tasks", help="list the tasks of a suite")
+    t = sub.add_parser("tasks", formatter_class=HelpFormatter, help="list the tasks of a suite")
     t.add_argument("--suite", default="all", help="suite name (all, default, level1..3, robust), folder or file")
-    t.add_argument("--json", action="store_true", help="print a JSON list, one object per task")
+    t.add_argument("--json", action="store_true", help="print JSON Lines: one JSON object per task and line "
+                                                         "(without it: a table on a terminal, tab-separated "
+                                                         "lines with a header when piped)")
     t.add_argument("--dtype", **_DTYPE_ARG)
     t.set_defaults(fn=cmd_tasks)
 
-    e = sub.add_parser("eval", help="evaluate one solution file on one task")
+    e = sub.add_parser("eval", formatter_class=HelpFormatter, help="evaluate one solution file on one task")
     e.add_argument("--task", required=True, help="task name (level1/relu) or path to a KernelBench-format file")
     e.add_argument("--solution", required=True, help="file with the ModelNew source (or an LLM reply)")
     e.add_argument("--device", default="auto", help=_device_help())
-    e.add_argument("--backend", default=None, help="cpu, cuda or triton (default from the device)")
-    e.add_argument("--reward", default="tiered", help="reward preset")
+    e.add_argument("--backend", default=None, help="cpu, cuda or triton (default: from the device)")
+    e.add_argument("--reward", default="tiered", choices=sorted(PRESETS), help="reward preset (see README)")
     e.add_argument("--seed", type=int, default=None, help="fix the evaluation's random inputs (default: fresh)")
     e.add_argument("--dtype", **_DTYPE_ARG)
     e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
     _add_rules(e)
     e.set_defaults(fn=cmd_eval)
 
-    r = sub.add_parser("run", help="run an agent over a suite; results go to an append-only JSONL file")
+    r = sub.add_parser("run", formatter_class=HelpFormatter, help="run an agent over a suite; results go to an append-only JSONL file")
     r.add_argument("--suite", default="default", help="suite name, level, folder, file or comma list")
     r.add_argument("--agent", default="auto", help="auto (evolutionary with the offline proposer when available, "
                                                    "else shipped), shipped, evolutionary, single_shot, best_of_n, "
                                                    "refine, or any agent installed in the kbench.agents "
                                                    "entry-point group")
     r.add_argument("--device", default="auto", help=_device_help())
-    r.add_argument("--backend", default=None)
-    r.add_argument("--reward", default="tiered")
+    r.add_argument("--backend", default=None, help="cpu, cuda or triton (default: from the device)")
+    r.add_argument("--reward", default="tiered", choices=sorted(PRESETS), help="reward preset (see README)")
     r.add_argument("--budget", type=int, default=6, help="evaluations per task (best_of_n: samples; refine: turns)")
     r.add_argument("--max-turns", type=int, default=None, help="env turns per episode (default: the budget)")
     r.add_argument("--out", default="runs/run.jsonl", help="results file (appended; a rerun resumes)")
     r.add_argument("--fresh", action="store_true", help="start the results file anew instead of resuming")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=0, help="seed of each episode (the evaluations' random inputs "
+                                                       "and the agent's choices)")
     r.add_argument("--dtype", **_DTYPE_ARG)
     r.add_argument("--timing", default="default", choices=["default", "quick"],
                    help="timing repetitions: the Evaluator's defaults, or few (smoke runs)")
@@ -149,8 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                         "(default $KBENCH_LLM_BASE_URL)")
     m.add_argument("--llm-model", default=None, help="model name (default $KBENCH_LLM_MODEL); key: $OPENAI_API_KEY")
     m.add_argument("--llm-path", default=None, help="local model folder for --llm transformers")
-    m.add_argument("--llm-temperature", type=float, default=None)
-    m.add_argument("--llm-max-tokens", type=int, default=None)
+    m.add_argument("--llm-temperature", type=float, default=None, help="sampling temperature (default: the agent's)")
+    m.add_argument("--llm-max-tokens", type=int, default=None, help="longest reply in tokens (default: the agent's)")
     m.add_argument("--llm-concurrency", type=int, default=None, help="requests in flight at once (default 4)")
     m.add_argument("--llm-timeout", type=float, default=None, help="seconds per request (default 300)")
     m.add_argument("--llm-retries", type=int, default=None, help="retries per request (default 3)")
@@ -158,14 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--llm-price-out", type=float, default=None, help="USD per million completion tokens")
     r.set_defaults(fn=cmd_run)
 
-    rp = sub.add_parser("report", help="fast_p, correctness and speedup tables, plots and a Markdown report "
+    rp = sub.add_parser("report", formatter_class=HelpFormatter, help="fast_p, correctness and speedup tables, plots and a Markdown report "
                                        "from run results")
     rp.add_argument("results", nargs="+", help="JSONL results files of kbench run (several agents side by side)")
     rp.add_argument("--out-dir", default="reports/latest", help="where report.md and the PNG plots go")
     rp.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
     rp.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     rp.set_defaults(fn=cmd_report)
-    d = sub.add_parser("doctor", help="which sandbox protections are active on this machine (and which are not)")
+    d = sub.add_parser("doctor", formatter_class=HelpFormatter, help="which sandbox protections are active on this machine (and which are not)")
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
     d.set_defaults(fn=cmd_doctor)
     return p
@@ -175,6 +205,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
+    except BrokenPipeError:  # the reader closed the pipe (| head): it has what it wanted
+        return quiet_closed_pipe()
     except KeyboardInterrupt:
         print("interrupted; finished results are in the results file", file=sys.stderr)
         return 130

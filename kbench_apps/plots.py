@@ -3,6 +3,7 @@ best speedup over evaluations, drawn from the per-task outcomes of ``kbench_apps
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 
@@ -11,12 +12,40 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display needed
 
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
 
 from kbench_apps.results import P_VALUES, TaskOutcome, fast_p, outcomes, summarize  # noqa: E402
 from kbench_env.tasks.task import geomean  # noqa: E402
 
 TIMES = FuncFormatter(lambda v, _pos: f"{v:g}x")
+
+#: Tick mantissas per decade, coarse to fine: the finest that keeps a log speedup axis to ``_MAX_TICKS`` labels is
+#: used, so that a run whose best is 1.3x still gets labels between 1x and its best.
+_MANTISSAS = ((1,), (1, 2, 5), (1, 1.5, 2, 3, 5, 7), (1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6, 8),
+              (1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.75, 2, 2.5, 3, 3.5, 4, 5, 6, 7, 8, 9))
+_MAX_TICKS = 12
+
+
+def speedup_ticks(lo: float, hi: float) -> list[float]:
+    """Labelled ticks for a log speedup axis from ``lo`` to ``hi``: 1x and round values, as many as fit."""
+    lo, hi = max(lo, 1e-6), max(hi, lo * 1.01)
+    decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+    best = [1.0] if lo <= 1 <= hi else []
+    for mantissas in _MANTISSAS:
+        ticks = sorted({round(m * 10.0 ** d, 6) for d in decades for m in mantissas} | {1.0})
+        ticks = [t for t in ticks if lo <= t <= hi]
+        if len(ticks) > _MAX_TICKS:
+            break
+        best = ticks
+    return best
+
+
+def _speedup_axis(axis) -> None:
+    """A log speedup axis labelled at round values within its current limits (set them first)."""
+    lo, hi = sorted(axis.get_view_interval())
+    axis.set_major_locator(FixedLocator(speedup_ticks(lo, hi)))
+    axis.set_major_formatter(TIMES)
+    axis.set_minor_formatter(NullFormatter())
 
 
 def make_plots(records: list[dict], out_dir: Path, p_values=P_VALUES) -> dict:
@@ -74,9 +103,7 @@ def _speedup_distribution(mine: dict[str, list[TaskOutcome]], colors: dict, _p_v
             ax.plot([gm, gm], [row - 0.35, row + 0.35], color="black", lw=2)
     ax.axvline(1.0, color="grey", ls=":", lw=1)
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(TIMES)
-    ax.xaxis.set_minor_formatter(TIMES)
-    ax.tick_params(axis="x", which="minor", labelsize=7)
+    _speedup_axis(ax.xaxis)
     ax.set_yticks(range(len(agents)))
     ax.set_yticklabels(agents, fontsize=8)
     ax.set_ylim(-0.6, len(agents) - 0.4)
@@ -86,6 +113,11 @@ def _speedup_distribution(mine: dict[str, list[TaskOutcome]], colors: dict, _p_v
     if agents:
         ax.legend(fontsize=8, loc="best")
     return fig
+
+
+#: Up to this many tasks per agent, each thin line gets its own legend entry (told apart by line style).
+_NAMED_TASK_LINES = 8
+_STYLES = ("-", "--", "-.", ":")
 
 
 def _best_over_evaluations(mine: dict[str, list[TaskOutcome]], colors: dict, _p_values):
@@ -98,23 +130,25 @@ def _best_over_evaluations(mine: dict[str, list[TaskOutcome]], colors: dict, _p_
         n = max(len(c) for c in curves)
         ext = [c + [c[-1]] * (n - len(c)) for c in curves]  # a task that stopped keeps its last best
         evals = range(1, n + 1)
-        for c in ext:
-            ax1.plot(evals, [v if v is not None else float("nan") for v in c], color=colors[a], alpha=0.25, lw=1)
+        named = [o.task for o in outs if o.curve]
+        for i, (task, c) in enumerate(zip(named, ext)):
+            # few tasks: each line named; many: one legend entry stands for the agent's thin lines
+            label = f"{a}: {task}" if len(ext) <= _NAMED_TASK_LINES else (f"{a}: each task" if i == 0 else None)
+            ax1.plot(evals, [v if v is not None else float("nan") for v in c], color=colors[a], alpha=0.35, lw=1,
+                     ls=_STYLES[i % len(_STYLES)] if len(ext) <= _NAMED_TASK_LINES else "-", label=label)
         gm = [geomean([c[k] for c in ext]) for k in range(n)]
         ax1.plot(evals, [g if g is not None else float("nan") for g in gm], color=colors[a], lw=2.5,
-                 marker="o", ms=3, label=a)
+                 marker="o", ms=3, label=f"{a}: geomean")
         ax2.plot(evals, [sum(1 for c in ext if c[k] is not None) / len(ext) for k in range(n)],
                  color=colors[a], lw=2.5, marker="o", ms=3, label=a)
     ax1.axhline(1.0, color="grey", ls=":", lw=1)
     ax1.set_yscale("log")
-    ax1.yaxis.set_major_formatter(TIMES)
-    ax1.yaxis.set_minor_formatter(TIMES)
-    ax1.tick_params(axis="y", which="minor", labelsize=7)
+    _speedup_axis(ax1.yaxis)
     ax1.set_xlabel("evaluations spent on the task")
     ax1.set_ylabel("best speedup so far (thin: tasks; thick: geomean)")
     ax1.set_title("best speedup over evaluations")
     ax1.grid(alpha=0.3)
-    ax1.legend(fontsize=8, loc="best")
+    ax1.legend(fontsize=7, loc="best")
     ax2.set_xlabel("evaluations spent on the task")
     ax2.set_ylabel("fraction of tasks with a correct kernel")
     ax2.set_ylim(-0.02, 1.02)

@@ -73,13 +73,16 @@ def markdown(summary: dict, sources: list[str], plots: dict | None, out_dir: Pat
     if summary["verifier"]:
         parts += ["## Soft verifiers", "", "Predictions against real outcomes of evaluated candidates (filtered "
                   "candidates that were not audited have no outcome). `any`: the filter as a whole (a failure "
-                  "predicted vs. the candidate not correct).", ""]
+                  "predicted vs. the candidate not correct). `unparsed`: replies no verdict could be read from; they "
+                  "predicted nothing and are not scored.", ""]
         vrows = []
         for a, acc in summary["verifier"].items():
             for check, m in acc.items():
-                vrows.append([a, check, str(m["n"]), f"{m['tp']}/{m['fp']}/{m['fn']}/{m['tn']}", _f(m["precision"]),
-                              _f(m["recall"]), _f(m["accuracy"])])
-        parts += [_md_table(["agent", "check", "n", "tp/fp/fn/tn", "precision", "recall", "accuracy"], vrows), ""]
+                vrows.append([a, check, str(m["n"]), str(m.get("unparsed", 0)),
+                              f"{m['tp']}/{m['fp']}/{m['fn']}/{m['tn']}", _f(m["precision"]), _f(m["recall"]),
+                              _f(m["accuracy"])])
+        parts += [_md_table(["agent", "check", "scored", "unparsed", "tp/fp/fn/tn", "precision", "recall",
+                             "accuracy"], vrows), ""]
     if plots:
         parts += ["## Plots", ""]
         titles = {"fast_p": "fast_p curves", "speedup_distribution": "Speedup distribution",
@@ -110,10 +113,11 @@ def print_summary(summary: dict, console=None) -> None:
             table(f"level {lv}", per)
     for a, acc in summary["verifier"].items():
         t = Table(title=f"soft verifiers: {escape(a)}")
-        for c in ("check", "n", "precision", "recall", "accuracy"):
+        for c in ("check", "scored", "unparsed", "precision", "recall", "accuracy"):
             t.add_column(c, justify="right")
         for check, m in acc.items():
-            t.add_row(check, str(m["n"]), _f(m["precision"]), _f(m["recall"]), _f(m["accuracy"]))
+            t.add_row(check, str(m["n"]), str(m.get("unparsed", 0)), _f(m["precision"]), _f(m["recall"]),
+                      _f(m["accuracy"]))
         console.print(t)
 
 

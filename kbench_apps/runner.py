@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kbench_apps.cli_output import is_terminal, plural
 from kbench_apps.runlog import RunLog
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
@@ -81,7 +82,7 @@ def _valid(ev: dict | None) -> bool:
 
 
 def run_suite(args) -> int:
-    console = Console()
+    console = Console(soft_wrap=not is_terminal())  # piped: whole lines, not wrapped at 80 columns
     budget = _opt(args, "budget", 4)
     max_turns = _opt(args, "max_turns", None) or max(1, budget)
     timing = TIMING_PRESETS.get(_opt(args, "timing", "default"))
@@ -110,16 +111,27 @@ def run_suite(args) -> int:
         if r.get("kind") == "attempt" and r.get("agent") == agent.name and (agent.name, r["task"]) not in done:
             partial.setdefault(r["task"], []).append(r)
     skipped = len(runnable) - len(tasks)
-    console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {len(tasks)} tasks on {env.evaluator.device} "
-                  f"({backend} backend, {env.evaluator.rules} rules), budget {budget} evaluations per task; "
+    console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {plural(len(tasks), 'task')} on "
+                  f"{env.evaluator.device} "
+                  f"({backend} backend, {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
                   f"{len(tasks) - len(todo)} already done"
                   f"{f', {len(partial)} partly done' if partial else ''} in {log.path}"
-                  f"{f' ({skipped} tasks skipped: the agent has no starting point for them)' if skipped else ''}")
+                  f"{_skipped_note(skipped)}")
     best_overall = max([r.get("best_speedup") or 0 for r in done.values() if r.get("agent") == agent.name] or [0])
+    _run_tasks(console, env, agent, log, [t.name for t in tasks], todo, partial, budget, args.seed, best_overall)
+    print_table(console, log, agent.name, [t.name for t in tasks])
+    return 0
+
+
+def _run_tasks(console, env, agent, log: RunLog, names: list[str], todo: list, partial: dict, budget: int, seed,
+               best_overall: float) -> None:
+    """Runs the tasks still to do, with a live bar on a terminal and a plain line per attempt and task elsewhere."""
     resumable = _takes_resume(agent)
+    plain = not console.is_terminal  # a log file or a pipe: a line per event instead of a bar's last frame
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[status]}"), console=console) as progress:
-        bar = progress.add_task("tasks", total=len(tasks), completed=len(tasks) - len(todo), status="")
+                  TextColumn("{task.fields[status]}"), console=console, disable=plain) as progress:
+        bar = progress.add_task("tasks", total=len(names), completed=len(names) - len(todo), status="")
+        current = ""
 
         def status(attempts: int, ev: dict, best: dict | None) -> None:
             nonlocal best_overall
@@ -127,14 +139,21 @@ def run_suite(args) -> int:
                 best_overall = max(best_overall, ev["speedup"])
             progress.update(bar, status=f"attempt {attempts}/{budget}, best {_fmt(best and best['speedup'])}, "
                                         f"run best {best_overall:.2f}x")
+            if plain:
+                print(f"{current}: attempt {attempts}/{budget}: {_outcome(ev)}; task best "
+                      f"{_fmt(best and best['speedup'])}", flush=True)
 
-        for task in todo:
+        for i, task in enumerate(todo, start=len(names) - len(todo) + 1):
+            current = task.name
             progress.update(bar, description=task.name)
             prior = partial.get(task.name, []) if resumable else []
-            log.append(_run_task(env, agent, task, prior, log, budget, args.seed, resumable, status))
+            rec = _run_task(env, agent, task, prior, log, budget, seed, resumable, status)
+            log.append(rec)
             progress.advance(bar)
-    print_table(console, log, agent.name, [t.name for t in tasks])
-    return 0
+            if plain:
+                print(f"{task.name}: done ({i}/{len(names)}): {_task_outcome(rec)}, "
+                      f"{plural(rec['attempts'], 'attempt')} in {rec['seconds']:.1f} s; run best "
+                      f"{best_overall:.2f}x", flush=True)
 
 
 def _run_task(env, agent, task, prior: list[dict], log: RunLog, budget: int, seed, resumable: bool,
@@ -198,6 +217,24 @@ def _stopped_early(attempts: int, budget: int, reason) -> str | None:
         return None
     why = str(reason) if reason else "the agent gave no reason"
     return f"stopped after {attempts} of {budget} attempts: {why}"
+
+
+def _skipped_note(skipped: int) -> str:
+    return f" ({plural(skipped, 'task')} skipped: the agent has no starting point for them)" if skipped else ""
+
+
+def _outcome(ev: dict) -> str:
+    """One attempt's outcome in a few words, for the plain log lines."""
+    if _valid(ev):
+        return f"correct, {_fmt(ev['speedup'])}"
+    if ev.get("correct"):
+        return f"correct but flagged ({', '.join(ev.get('integrity_flags') or [])})"
+    first = (ev.get("error") or "").strip().splitlines()
+    return f"failed at {ev.get('error_stage') or 'evaluation'}" + (f": {first[0][:100]}" if first else "")
+
+
+def _task_outcome(rec: dict) -> str:
+    return f"correct, best {_fmt(rec['best_speedup'])}" if rec["correct"] else "no correct attempt"
 
 
 def _fmt(s) -> str:

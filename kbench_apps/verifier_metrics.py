@@ -31,8 +31,8 @@ def actual_outcome(ev: dict) -> dict:
     }
 
 
-def _pr(tp: int, fp: int, fn: int, tn: int) -> dict:
-    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": tp + fp + fn + tn,
+def _pr(tp: int, fp: int, fn: int, tn: int, unparsed: int = 0) -> dict:
+    return {"tp": tp, "fp": fp, "fn": fn, "tn": tn, "n": tp + fp + fn + tn, "unparsed": unparsed,
             "precision": tp / (tp + fp) if tp + fp else None, "recall": tp / (tp + fn) if tp + fn else None,
             "accuracy": (tp + tn) / (tp + fp + fn + tn) if tp + fp + fn + tn else None}
 
@@ -42,11 +42,13 @@ def verifier_accuracy(records: list[dict]) -> dict:
 
     ``records``: attempt records holding ``"verifier"`` (a prediction) and ``"eval"`` (the EvalResult dict); other
     records are ignored, and so are filtered candidates that were never evaluated (no outcome to compare with).
-    Returns ``{check: {tp, fp, fn, tn, n, precision, recall, accuracy}}`` for each check plus ``"any"``: the filter
-    as a whole (any check predicted vs. the candidate not being correct). Empty when no record qualifies.
+    Returns ``{check: {tp, fp, fn, tn, n, unparsed, precision, recall, accuracy}}`` for each check plus ``"any"``:
+    the filter as a whole (any check predicted vs. the candidate not being correct). A verdict whose reply could
+    not be parsed (``parsed`` False) predicted nothing: it is counted as ``unparsed`` and left out of the
+    confusion counts, not scored as "no failure predicted". Empty when no record qualifies.
     """
     counts = {c: [0, 0, 0, 0] for c in (*CHECKS, "any")}
-    n = 0
+    n = unparsed = 0
     for r in records:
         pred, ev = r.get("verifier"), r.get("eval")
         if not pred or not ev or r.get("kind", "attempt") != "attempt":
@@ -54,6 +56,9 @@ def verifier_accuracy(records: list[dict]) -> dict:
         if ev.get("stage") == "none" and ev.get("error_stage") == "screen":
             continue  # rejected by the free screen: not what the verifier is for
         n += 1
+        if pred.get("parsed") is False:
+            unparsed += 1
+            continue
         real = actual_outcome(ev)
         real["any"] = not ev.get("correct")
         guess = {c: bool(pred.get(c)) for c in CHECKS}
@@ -63,7 +68,7 @@ def verifier_accuracy(records: list[dict]) -> dict:
             counts[c][idx] += 1
     if not n:
         return {}
-    return {c: _pr(*v) for c, v in counts.items()}
+    return {c: _pr(*v, unparsed=unparsed) for c, v in counts.items()}
 
 
 __all__ = ["CHECKS", "actual_outcome", "verifier_accuracy"]

@@ -24,7 +24,7 @@ def kbench(*args, timeout=600):
 def test_tasks_json():
     p = kbench("tasks", "--json")
     assert p.returncode == 0, p.stderr
-    tasks = json.loads(p.stdout)
+    tasks = [json.loads(line) for line in p.stdout.splitlines()]  # JSON Lines
     assert len(tasks) >= 6
     for t in tasks:
         assert {"name", "level", "backward", "configs"} <= set(t)

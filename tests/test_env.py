@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import gymnasium as gym
 import pytest
@@ -53,10 +52,11 @@ def test_garbage_rejected_without_compiling(env):
     garbage = ["", "   ", "def f(:", "x" * 300_000, "import os\nprint('no model here')", "\x00\x01binary",
                "class ModelNew:\n    def forward(self, x):\n        return x\n"]  # no kernel: not a cpu candidate
     for action in garbage:
-        t0 = time.perf_counter()
         obs, reward, *_ , info = env.step(action)
-        assert time.perf_counter() - t0 < 0.1, action[:30]
-        assert info["eval"]["stage"] == "none" and info["eval"]["error_stage"] == "screen"
+        ev = info["eval"]
+        assert ev["stage"] == "none" and ev["error_stage"] == "screen"
+        # nothing built, no worker started: the screen alone answered
+        assert not ev["compiled"] and not ev["worker_seconds"] and set(ev["phase_seconds"]) <= {"screen"}, ev
         assert reward == pytest.approx(-0.6)
         assert "ERROR during screen" in obs
         env.reset()

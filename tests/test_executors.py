@@ -3,13 +3,15 @@ backend) and ``gym.make_vec``; batches share one evaluation pool."""
 
 from __future__ import annotations
 
+import inspect
+
 import gymnasium as gym
 import pytest
 
 import candidates as C
 import kbench_env  # noqa: F401
 from conftest import ROOT, read
-from kbench_env.executors import make_executor
+from kbench_env.executors import LocalExecutor, RayExecutor, make_executor
 from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
@@ -25,7 +27,7 @@ def _summary(results):
 
 @pytest.fixture(scope="module")
 def local_results(evaluator):
-    ex = make_executor("local", devices=["cpu"], cache_dir=evaluator.cache_dir, timing=TIMING)
+    ex = make_executor("local", device="cpu", cache_dir=evaluator.cache_dir, timing=TIMING)
     return ex.evaluate_many(ITEMS, seed=5)
 
 
@@ -34,9 +36,30 @@ def test_local_executor(local_results):
     assert local_results[1].error_stage == "screen" and local_results[2].error_stage == "correctness"
 
 
+def test_executors_take_the_same_arguments():
+    def params(cls):
+        return {n: p.default for n, p in inspect.signature(cls).parameters.items() if p.kind != p.KEYWORD_ONLY}
+    assert params(LocalExecutor) == params(RayExecutor)
+    assert list(params(LocalExecutor))[:2] == ["device", "workers"]
+
+
+@pytest.mark.parametrize("kind", ["local", "ray"])
+@pytest.mark.parametrize("wrong, right", [("devices", "device="), ("num_actors", "workers=")])
+def test_a_misnamed_argument_names_the_right_one(kind, wrong, right):
+    with pytest.raises(TypeError, match=right):
+        make_executor(kind, **{wrong: 1})
+
+
+def test_local_takes_the_ray_executors_options_only_by_name():
+    with pytest.raises(TypeError, match="Ray executor only"):
+        make_executor("local", device="cpu", address="auto")
+    assert make_executor("local", device="cpu", workers=3).devices == ["cpu"]
+    assert make_executor("local", device=["cpu"]).devices == ["cpu"]
+
+
 def test_ray_executor_matches_local(local_results, evaluator):
     pytest.importorskip("ray")
-    ex = make_executor("ray", device="cpu", num_actors=2, cpus_per_actor=1, cache_dir=str(evaluator.cache_dir),
+    ex = make_executor("ray", device="cpu", workers=2, cpus_per_actor=1, cache_dir=str(evaluator.cache_dir),
                        timing=TIMING)
     try:
         ray_results = ex.evaluate_many(ITEMS, seed=5)

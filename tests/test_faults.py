@@ -9,7 +9,7 @@ import time
 import pytest
 
 import candidates as C
-from conftest import ROOT, read
+from conftest import ROOT, no_hang, read
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.sandbox.policy import Limits
 from kbench_env.tasks.suite import resolve_task
@@ -49,20 +49,18 @@ def test_fault_is_reported_and_next_evaluation_works(tight, source, stage, words
 
 
 def test_infinite_loop_times_out(tight):
-    t0 = time.perf_counter()
-    r = tight.evaluate(RELU, C.INFINITE_LOOP)
-    elapsed = time.perf_counter() - t0
-    assert not r.correct and "timed out" in r.error, r.feedback()
-    assert elapsed < tight.limits.run_timeout + 10
+    with no_hang(600):
+        r = tight.evaluate(RELU, C.INFINITE_LOOP)
+    # stopped by the run limit (the message names it), not by anything later
+    assert not r.correct and f"timed out after {tight.limits.run_timeout:.0f} s" in r.error, r.feedback()
     _then_ok(tight)
 
 
 def test_hang_at_import_times_out(evaluator):
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, limits=Limits(build_timeout=3))
-    t0 = time.perf_counter()
-    r = ev.evaluate(RELU, C.HANG_AT_IMPORT)
-    assert "timed out" in r.error and r.error_stage == "build", r.feedback()
-    assert time.perf_counter() - t0 < 15
+    with no_hang(600):
+        r = ev.evaluate(RELU, C.HANG_AT_IMPORT)
+    assert "timed out after 3 s" in r.error and r.error_stage == "build", r.feedback()
 
 
 def test_memory_bomb_is_contained(tight):
@@ -172,10 +170,9 @@ def test_fork_bomb_is_bounded_and_killed(evaluator):
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
                    limits=Limits(run_timeout=4, processes=48, memory_bytes=1 << 30))
     before = _processes_named("kbench-bomb")  # another session's test may run at the same time
-    t0 = time.perf_counter()
-    r = ev.evaluate(RELU, FORK_BOMB)
+    with no_hang(600):
+        r = ev.evaluate(RELU, FORK_BOMB)
     assert not r.correct and r.error_stage == "run", r.feedback()
-    assert time.perf_counter() - t0 < 30
     assert _gone("kbench-bomb", before=before), "fork-bomb processes outlived the evaluation"
     _then_ok(ev)
 
@@ -208,21 +205,19 @@ def test_file_size_limit(evaluator):
 def test_cpu_time_limit(evaluator):
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
                    limits=Limits(run_timeout=60, cpu_seconds=2, memory_bytes=1 << 30))
-    t0 = time.perf_counter()
-    r = ev.evaluate(RELU, C.INFINITE_LOOP)
-    assert "SIGXCPU" in r.error, r.feedback()
-    assert time.perf_counter() - t0 < 30
+    with no_hang(600):
+        r = ev.evaluate(RELU, C.INFINITE_LOOP)
+    assert "SIGXCPU" in r.error, r.feedback()  # the CPU-time limit (2 s) fired, not the 60 s run limit
     _then_ok(tight_for(evaluator))
 
 
 def test_hang_in_the_compiler_is_killed(evaluator):
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
                    limits=Limits(build_timeout=6, run_timeout=10, memory_bytes=1 << 30))
-    t0 = time.perf_counter()
-    r = ev.evaluate(RELU, COMPILE_HANG)
-    assert r.error_stage == "build" and "timed out" in r.error, r.feedback()
-    assert time.perf_counter() - t0 < 30
-    deadline = time.monotonic() + 5
+    with no_hang(600):
+        r = ev.evaluate(RELU, COMPILE_HANG)
+    assert r.error_stage == "build" and "timed out" in r.error and "the compiler was killed" in r.error, r.feedback()
+    deadline = time.monotonic() + 60  # a wait for the kill to land, not a speed limit
     while any("constexpr-loop-limit=2147483647" in _cmdline(p) for p in _all_pids()):  # zombies have none
         assert time.monotonic() < deadline, "the compiler outlived its worker"
         time.sleep(0.05)
@@ -259,6 +254,5 @@ def test_stale_torch_build_lock_does_not_hang_the_next_build(evaluator):
     assert dirs
     for d in dirs:
         (d / "lock").touch()
-    t0 = time.perf_counter()
-    _then_ok(ev)
-    assert time.perf_counter() - t0 < 30
+    with no_hang(600):
+        _then_ok(ev)  # a build that waited on the stale lock would reach its build timeout and fail here

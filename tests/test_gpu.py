@@ -379,8 +379,17 @@ def _evaluate_recorded(ev, items: list, names: list, backend: str, workers: int)
 # ---------------------------------------------------------------------- tests
 
 
-def test_a_gpu_is_present():
-    assert torch.cuda.is_available()
+def test_auto_picks_the_gpu_and_the_cli_refuses_one_that_is_not_there():
+    """What the CPU suite cannot see: with a GPU present, "auto" means it, and `--device cuda:N` past the last GPU
+    is refused up front while `--device cuda` is accepted."""
+    from kbench_apps.cli_output import require_device
+    from kbench_env.device import resolve_device
+
+    assert resolve_device("auto") == "cuda"
+    require_device("cuda")
+    require_device(f"cuda:{torch.cuda.device_count() - 1}")
+    with pytest.raises(ValueError, match="no such CUDA device"):
+        require_device(f"cuda:{torch.cuda.device_count()}")
 
 
 def solution_problem(r, every_config: bool = True) -> str | None:

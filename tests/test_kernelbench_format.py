@@ -186,7 +186,7 @@ def test_a_derivation_error_is_one_task_s_row(tmp_path):
     p = subprocess.run([sys.executable, "-m", "kbench_apps.cli", "tasks", "--suite", str(folder), "--json"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
-    rows = {r["name"]: r for r in json.loads(p.stdout)}
+    rows = {r["name"]: r for r in map(json.loads, p.stdout.splitlines())}  # JSON Lines
     assert "no inputs today" in rows["mixed/bad_inputs"]["error"]
     assert rows["mixed/tiny_sizes"]["configs"]
 
@@ -245,7 +245,7 @@ def test_dtype_option_of_suites_and_cli(tmp_path):
     p = subprocess.run([sys.executable, "-m", "kbench_apps.cli", "tasks", "--suite", str(folder), "--dtype",
                         "float16", "--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert {c["dtype"] for c in json.loads(p.stdout)[0]["configs"]} == {"float16"}
+    assert {c["dtype"] for c in json.loads(p.stdout.splitlines()[0])["configs"]} == {"float16"}
 
 
 # ---------------------------------------------------------------------- shape-only stand-ins

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import glob
 import importlib
+import importlib.metadata
 import inspect
 import re
 import tomllib
@@ -33,6 +34,24 @@ def test_core_dependencies_are_what_the_environment_needs():
     extras = PYPROJECT["project"]["optional-dependencies"]
     assert {"trl", "transformers"} <= {_name(r) for r in extras["train"]}
     assert {"openai", "transformers"} <= {_name(r) for r in extras["llm"]}
+
+
+def test_every_package_a_test_skips_without_is_in_the_test_extra():
+    """`scripts/setup.sh --test` installs the [test] extra (CI does the same): a package a test skips without must
+    come with it (listed, or required by a listed one), or that test never runs in CI."""
+    test_extra = {_name(r) for r in PYPROJECT["project"]["optional-dependencies"]["test"]}
+    brought = set(test_extra)
+    for dist in test_extra:
+        try:
+            reqs = importlib.metadata.requires(dist) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        brought |= {_name(r) for r in reqs if "extra ==" not in r}
+    skipped_without = set()
+    for f in (ROOT / "tests").glob("*.py"):
+        skipped_without |= set(re.findall(r'importorskip\("([A-Za-z_]+)"\)', f.read_text()))
+    missing = {m for m in skipped_without if m.replace("_", "-") not in brought and m not in brought}
+    assert not missing, f"tests skip without {sorted(missing)}, which the [test] extra does not install"
 
 
 def test_every_shipped_task_file_is_installed_as_data():

@@ -7,8 +7,6 @@ subsample of the input for reductions and losses) must each fail the task's own 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import torch
 
@@ -42,12 +40,10 @@ def test_configs_are_declared(task):
     assert len(shapes) >= 3, f"{task.name}: configurations must differ in shape"
 
 
-def test_reference_runs_fast_and_deterministic(task):
+def test_reference_runs_and_is_deterministic(task):
+    """(How long it takes is measured by bench/reference_cost.py, not asserted here.)"""
     cfg = _small_config(task)
-    t0 = time.perf_counter()
     _, out1 = task.reference(cfg, seed=1, init_seed=7, upcast=False)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 2.0, f"{task.name}/{cfg.name}: reference took {elapsed:.2f}s on the CPU"
     _, out2 = task.reference(cfg, seed=1, init_seed=7, upcast=False)
     for a, b in zip(flatten_outputs(out1), flatten_outputs(out2)):
         if isinstance(a, torch.Tensor):

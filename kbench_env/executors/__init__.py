@@ -1,7 +1,8 @@
 """Executors: where evaluations run. ``local`` (default): one Evaluator per device in this process, builds
 overlapping on the CPU cores; ``ray``: one actor per GPU (or CPU slot) of an existing or local Ray cluster. Both
 take ``[(task, action), ...]`` and return EvalResults in order; the Evaluator stays the only thing that compiles,
-runs or times candidate code."""
+runs or times candidate code. Both take the same arguments (``options.py``): ``device``, ``workers`` and the
+Evaluator's own; Ray adds its cluster's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from kbench_env.executors.ray_executor import RayExecutor  # ray itself (the [ra
 
 
 def make_executor(kind: str = "local", **kwargs):
+    """A "local" or "ray" executor; arguments as in ``kbench_env.executors.options``."""
     if kind == "local":
         return LocalExecutor(**kwargs)
     if kind == "ray":

@@ -7,22 +7,35 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from kbench_env.device import Device
+from kbench_env.executors.options import check_arguments
 from kbench_env.pipeline.evaluator import Evaluator
 
 
-def local_devices() -> list[str]:
+def local_devices(device: str | list[str] = "auto") -> list[str]:
+    """The devices ``device`` names here: "auto" every GPU, else the CPU; "cuda" every GPU; "cpu" or "cuda:N"
+    itself; a list, each of its entries."""
+    if isinstance(device, (list, tuple)):
+        return [str(Device.parse(d)) for d in device]
     n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return [f"cuda:{i}" for i in range(n)] or ["cpu"]
+    dev = Device.parse("cuda" if device == "auto" and n else "cpu" if device == "auto" else device)
+    if dev.is_cuda and dev.index is None:
+        if not n:
+            raise ValueError("device='cuda': this machine has no CUDA device; use device='cpu' or 'auto'")
+        return [f"cuda:{i}" for i in range(n)]
+    return [str(dev)]
 
 
 class LocalExecutor:
     """Evaluate batches on every local device. Each device's Evaluator runs and times one candidate at a time;
-    builds of the candidates in flight overlap on the CPU cores (``build_workers`` in total)."""
+    builds of the candidates in flight overlap on the CPU cores (``workers`` at once). Arguments: see
+    ``kbench_env.executors.options``."""
 
-    def __init__(self, devices: list[str] | None = None, build_workers: int | None = None, **evaluator_kwargs):
-        self.devices = devices or local_devices()
+    def __init__(self, device: str | list[str] = "auto", workers: int | None = None, **evaluator_kwargs):
+        check_arguments("local", evaluator_kwargs)
+        self.devices = local_devices(device)
         self.evaluators = [Evaluator(device=d, **evaluator_kwargs) for d in self.devices]
-        self.build_workers = build_workers or self.evaluators[0].build_workers
+        self.workers = workers or self.evaluators[0].build_workers
         self._load = [0] * len(self.evaluators)
         self._lock = threading.Lock()
 
@@ -41,7 +54,7 @@ class LocalExecutor:
                 self._load[i] -= 1
 
     def evaluate_many(self, items: list, seed: int | None = None) -> list:
-        with ThreadPoolExecutor(max_workers=max(1, self.build_workers)) as pool:
+        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
             return list(pool.map(lambda ta: self._run(ta[0], ta[1], seed), items))
 
     def evaluate(self, task, action, seed: int | None = None):

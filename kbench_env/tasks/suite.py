@@ -70,19 +70,25 @@ def task_from_path(path: Path, dtype: str | None = None) -> Task:
     return _load_cached(str(path.resolve()), path.stat().st_mtime, dtype)
 
 
-def resolve_task(name: str, dtype: str | None = None) -> Task:
-    """A task by suite name ("level1/relu") or by path to a file."""
+def _task_path(name: str) -> Path | None:
+    """Where the task called ``name`` (a suite name like "level1/relu", a bare stem, or a path) is; None if nowhere."""
     p = Path(name)
     if p.exists():
-        return task_from_path(p, dtype)
+        return p
     root = tasks_root()
     cand = root / (name if name.endswith(".py") else name + ".py")
     if cand.is_file():
-        return task_from_path(cand, dtype)
+        return cand
     matches = [f for d in SUITE_FOLDERS for f in _task_files(root / d) if f.stem == name]
-    if len(matches) == 1:
-        return task_from_path(matches[0], dtype)
-    raise TaskError(f"no task named {name!r} (try `kbench tasks`); tasks live under {root}")
+    return matches[0] if len(matches) == 1 else None
+
+
+def resolve_task(name: str, dtype: str | None = None) -> Task:
+    """A task by suite name ("level1/relu") or by path to a file."""
+    path = _task_path(name)
+    if path is None:
+        raise TaskError(f"no task named {name!r} (try `kbench tasks`); tasks live under {tasks_root()}")
+    return task_from_path(path, dtype)
 
 
 def load_suite(spec: str = "default", dtype: str | None = None) -> list[Task]:
@@ -102,13 +108,24 @@ def load_suite(spec: str = "default", dtype: str | None = None) -> list[Task]:
         elif Path(part).is_dir():
             tasks.extend(_folder(Path(part), dtype))
         else:
-            tasks.append(resolve_task(part, dtype))
+            tasks.append(_task_or_refuse(part, dtype, suites))
     seen, out = set(), []
     for t in tasks:
         if t.name not in seen:
             seen.add(t.name)
             out.append(t)
     return out
+
+
+def _task_or_refuse(part: str, dtype: str | None, suites: dict) -> Task:
+    """A suite spec's part that is no suite or folder: a task, else an error naming the suites there are."""
+    path = _task_path(part)
+    if path is None:
+        names = ", ".join(["all", *SUITE_FOLDERS, *suites])
+        raise TaskError(f"no suite named {part!r} (nor a task or folder of that name); suites: {names}. A suite "
+                        f"may also be a folder, a task file, a task name (level1/relu) or a comma list "
+                        f"(`kbench tasks` lists the tasks under {tasks_root()})")
+    return task_from_path(path, dtype)
 
 
 class SkippedTaskWarning(UserWarning):
