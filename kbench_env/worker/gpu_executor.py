@@ -126,6 +126,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     cfg = header["config"]
     s.gpu = None
     model, originals = s.models[cfg], s.originals[cfg]
+    cuda = getattr(s.backend, "_cuda", None) or s.backend  # (the Triton backend's GPU side is CUDA's)
     make = _own_inputs(originals)
     handed = [make(-1 - i) for i in range(max(1, int(header.get("warmup", 3))))]
     with grad:
@@ -136,7 +137,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         if block <= 0:
             probe = make(-100)
             handed.append(probe)
-            block = s.backend._block_size(model, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK)
+            block = cuda._block_size(model, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK)
         block = max(1, min(block, MAX_BLOCK))
         big, sets = _buffers(originals, block)
         for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)
@@ -146,7 +147,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     gap = float(header.get("gap_ms") or 0.0)
     graph, outs = captured if captured is not None else (None, None)
     if graph is not None and gap > 0 and header.get("in_situ", True):
-        gap = s.backend._in_situ_gap(graph, block, gap)
+        gap = cuda._in_situ_gap(graph, block, gap)
     st = _Block(model, big, sets, graph, outs, gap if graph is not None else 0.0, exporter)
     st.handed = handed
     s.gpu = st
