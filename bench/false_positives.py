@@ -54,8 +54,8 @@ def _checked(meta: dict) -> str:
     if str(meta.get("device", "")).startswith("cpu"):
         return (f"on the CPU the trusted side timed blocks by its own clock and read {meta['check_calls']} calls' "
                 f"outputs per block from the stopped worker, compared with the reference")
-    return (f"{meta['check_calls']} sampled timed calls plus the first and last have their outputs fingerprinted "
-            f"against the reference")
+    return (f"on a GPU the trusted side bounded each block's device time by its own clock and read "
+            f"{meta['check_calls']} calls' outputs per block through CUDA IPC, compared with the reference")
 
 @dataclass(frozen=True)
 class Solution:

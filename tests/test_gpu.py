@@ -183,7 +183,7 @@ ADVERSARIAL = {
         "        LAST[key] = ext.relu(x)\n        return LAST[key]\n",
         prelude="CALLS = [0]\nLAST = {}\n"), ("timed_output_wrong", "below_roofline", "speedup_not_reverified"), True),
     "stale_every_other": ("level1/relu", _adv(  # 13: every other call returns the previous call's output (its
-        # inputs differ by 1% noise only: caught by the fingerprint's random projection, not by its sums)
+        # inputs differ by 1% noise only: caught when a sampled call's output is read and compared)
         "        x = args[0]\n        CALLS[0] += 1\n        key = (tuple(x.shape), x.dtype)\n"
         "        if CALLS[0] % 2 == 0 and key in LAST:\n            return LAST[key]\n"
         "        LAST[key] = ext.relu(x)\n        return LAST[key]\n",
@@ -485,36 +485,3 @@ def test_kernelbench_rules_catch_a_forward_with_no_own_kernel_on_the_gpu(kernelb
     kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
     assert kinds == ["no_kernel_launched"] and r.reward < 0, r.feedback()
     assert r.kernel_coverage == 0.0, r.feedback()
-
-
-def test_block_fingerprints_and_written_inputs_match_per_call_ones():
-    """The timing's fast paths give what the per-call ones give, bit for bit, on a GPU: inputs written into a
-    captured graph's static buffers (``TimedInputs.write``) and the fingerprints of a block's static outputs
-    replayed as a graph of their own (``Fingerprint.pending_block``)."""
-    from kbench_env.pipeline import integrity
-
-    x = torch.randn(300, 1001, device="cuda")
-    ti = integrity.TimedInputs([x, torch.randn(7, device="cuda").half(), 3], 5, 2, 9).materialise()
-    for j in (0, 5):
-        dst = [torch.empty(300, 1001, device="cuda"), torch.empty(7, device="cuda").half(), 3]
-        ti.write(j, dst)
-        want = ti(j)
-        assert torch.equal(dst[0], want[0]) and torch.equal(dst[1], want[1])
-    ti32 = integrity.TimedInputs([x], 5, 2, 9).materialise()
-    static_in = [[torch.empty_like(x)] for _ in range(4)]
-    g = torch.cuda.CUDAGraph()
-    for b, dst in enumerate(static_in):
-        ti32.write(-10 - b, dst)
-    torch.cuda.synchronize()
-    with torch.cuda.graph(g):
-        static_out = [(torch.relu(ins[0]), ins[0] * 2) for ins in static_in]
-    fp = integrity.Fingerprint(123)
-    for block in range(3):
-        for b, dst in enumerate(static_in):
-            ti32.write(4 * block + b, dst)
-            assert torch.equal(dst[0], ti32(4 * block + b)[0])
-        g.replay()
-        torch.cuda.synchronize()
-        got = integrity.fingerprint_values(fp.pending_block(static_out, static=True))
-        assert got == integrity.fingerprint_values([fp.pending(o) for o in static_out]), block
-    assert fp._block is not None, "the block's fingerprints were never captured"  # noqa: SLF001

@@ -51,9 +51,6 @@ class Backend:
         """Wrap a compiled extension module so that calls into it are counted (decoy detection)."""
         return _CountingModule(module, self)
 
-    def time_calls(self, fn, make_inputs, on_output=None, **params) -> timing.Timing:
-        return timing.time_calls(fn, make_inputs, sync=self.sync, on_output=on_output, **params)
-
     def calibrate(self, device: str, dtypes: list) -> dict:
         """Measured copy bandwidth (bytes/s) and matrix-product rate (FLOP/s per dtype) of this device."""
         n = (64 << 20) // 4

@@ -2,21 +2,24 @@
 (``cuda_sources``). Any public KernelBench CUDA solution runs unchanged.
 
 Owns the GPU side of building (only the present GPU's architecture is compiled), synchronisation, memory
-poisoning (freed memory is filled with NaN so an output the kernel never writes cannot pass) and GPU timing:
+poisoning (freed memory is filled with NaN so an output the kernel never writes cannot pass), the graph capture,
+block sizing and idle-gap measurement a GPU worker's timed blocks use (worker/gpu_executor.py, driven and checked
+by the trusted side: pipeline/gpu_blocks.py), and ``time_calls``, the same method run in one process, which
+bench/timing_fidelity.py measures against the profiler:
 
 - every timed call gets fresh inputs (written into static buffers outside the timed region);
 - a block of B calls is captured once as a CUDA graph and replayed between a pair of events, so the time is the
   device time of the kernels, not launch overhead (one launch per event pair reads a few-microsecond kernel as
   several times its time); B is about 2 ms of device work, up to 256 calls (``_block_size``), so a block's fixed
   cost is spread thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not
-  in the graph, so its outputs come out wrong and the per-call output check fails;
+  in the graph, so its outputs come out wrong;
 - L2 is flushed before each replay;
 - the idle time between the graph's nodes, which no profiler counts as the kernel's, is subtracted per call: the
   calibrated gap between tiny kernels, or for calls under 0.2 ms the idle time CUPTI sees in one replay of the
   timed graph itself, at most 2 us above the calibrated gap (``graph_idle_ms``);
 - blocks are timed until 0.1 s of device time (or, after 0.01 s, until the median's 95% confidence interval is
   within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks); the wall time of a timing is a few
-  times its device time (fresh inputs and fingerprints per call). Fidelity: bench/results/timing_fidelity_h100.md;
+  times its device time (fresh inputs per call). Fidelity: bench/results/timing_fidelity_h100.md;
 - where capture fails (the candidate synchronises or reads values on the host), the block runs eagerly and is
   timed by the host clock around a device-wide synchronise, which sees every stream.
 """
@@ -135,10 +138,9 @@ class CudaBackend(ExtensionBackend):
             self._flush_buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
         self._flush_buf.zero_()
 
-    def time_calls(self, fn, make_inputs, on_output=None, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
+    def time_calls(self, fn, make_inputs, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                    min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
-                   gap_ms: float = 0.0, in_situ: bool = True, on_block=None,
-                   precision: float = PRECISION) -> timing.Timing:
+                   gap_ms: float = 0.0, in_situ: bool = True, precision: float = PRECISION) -> timing.Timing:
         """Per-call device time (see the module docstring). ``gap_ms`` is the measured idle time between two
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
         so a few-microsecond kernel is not read as half launch gap. With ``in_situ`` (and ``gap_ms`` > 0), calls
@@ -150,11 +152,8 @@ class CudaBackend(ExtensionBackend):
         ``precision`` of itself (its 95% confidence interval, ``timing.median_is_precise``) after a tenth of that
         device time. The floor is there because device time of very short blocks varies between timings more
         than within one: without it, few-microsecond kernels stopped after a handful of blocks that agreed with
-        each other while repeated timings disagreed.
-
-        ``on_block(j0, outs, static)``, where given, sees each block's outputs at once in place of ``on_output``
-        per call (``static``: the graph's own output tensors, rewritten by every replay); a ``make_inputs`` with a
-        ``write(j, dst)`` method fills the graph's static inputs in place."""
+        each other while repeated timings disagreed. Nothing here checks the outputs: an evaluation's timing is
+        pipeline/gpu_blocks.py's."""
         clock = timing._perf_counter
         # Every input handed to the candidate before the capture stays alive until the timing ends, so no static
         # buffer of the capture reuses the address of one it has seen: a cache keyed on pointers would find a hit
@@ -172,7 +171,6 @@ class CudaBackend(ExtensionBackend):
         self.last_gap_ms = gap_ms
         if graph is not None and gap_ms > 0 and in_situ:
             gap_ms = self._in_situ_gap(graph[0], B, gap_ms)
-        write = getattr(make_inputs, "write", None) or (lambda k, dst: integrity.copy_into(dst, make_inputs(k)))
         times, j, start, total = [], 0, clock(), 0.0
         min_blocks = max(5, -(-min_reps // B))
         max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
@@ -180,9 +178,9 @@ class CudaBackend(ExtensionBackend):
                 len(times) < min_blocks or (total < min_seconds and not (
                     total >= PRECISE_AFTER * min_seconds and timing.median_is_precise(times, precision)))):
             if graph is not None:
-                g, static_in, static_out = graph
+                g, static_in, _ = graph
                 for b, dst in enumerate(static_in):
-                    write(j + b, dst)
+                    integrity.copy_into(dst, make_inputs(j + b))
                 self.flush_l2(device)
                 ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 ev0.record()
@@ -190,22 +188,16 @@ class CudaBackend(ExtensionBackend):
                 ev1.record()
                 torch.cuda.synchronize()
                 ms = max(ev0.elapsed_time(ev1) - gap_ms * B, 0.5 * ev0.elapsed_time(ev1))
-                outs = static_out
                 self.last_method = "cuda-graph"
             else:
                 calls = [make_inputs(j + b) for b in range(B)]
                 self.flush_l2(device)
                 torch.cuda.synchronize()
                 t = clock()
-                outs = [fn(*c) for c in calls]
+                outs = [fn(*c) for c in calls]  # noqa: F841  (held until the next block: not freed in this one)
                 torch.cuda.synchronize()
                 ms = (clock() - t) * 1e3
                 self.last_method = "eager-sync"
-            if on_block is not None:
-                on_block(j, outs, graph is not None)
-            elif on_output is not None:
-                for b, out in enumerate(outs):
-                    on_output(j + b, out)
             times.append(ms / B)
             total += ms / 1e3
             j += B

@@ -123,13 +123,6 @@ class TritonBackend(Backend):
         if self._cuda is not None and Device.parse(device).is_cuda:
             self._cuda.poison(device)
 
-    def time_calls(self, fn, make_inputs, on_output=None, **params) -> timing.Timing:
-        if self._cuda is not None:
-            return self._cuda.time_calls(fn, make_inputs, on_output=on_output, **params)
-        params.pop("gap_ms", None)
-        params.pop("block", None)
-        return timing.time_calls(fn, make_inputs, sync=self.sync, on_output=on_output, **params)
-
     def calibrate(self, device: str, dtypes: list) -> dict:
         if self._cuda is not None and Device.parse(device).is_cuda:
             return self._cuda.calibrate(device, dtypes)

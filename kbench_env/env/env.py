@@ -141,12 +141,12 @@ class KBenchEnv(gym.Env):
     | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.policy`)      |
     | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
     |                    |                 |             | `~/.cache/kbench`                                          |
-    | `input_sets`       | int             | `3`         | Input sets the timed calls are perturbed copies of         |
+    | `input_sets`       | int             | `3`         | Kept on the evaluator; no longer shapes the timing         |
     | `noise`            | float           | `1e-2`      | Relative size of the per-call perturbation of timed inputs |
-    | `check_calls`      | int             | `4`         | Timed calls, drawn afterwards, whose outputs are checked   |
-    |                    |                 |             | (the first and last timed call always are)                 |
-    | `timing`           | dict, None      | `None`      | Keywords for `worker.timing.time_calls` (warmup, min_reps, |
-    |                    |                 |             | max_reps, min_seconds)                                     |
+    | `check_calls`      | int             | `4`         | Timed calls per block, drawn afterwards, whose outputs are |
+    |                    |                 |             | checked by the trusted side                                |
+    | `timing`           | dict, None      | `None`      | The timing's stopping rule (warmup, min_reps, max_reps,    |
+    |                    |                 |             | min_seconds: pipeline/blocks.py, gpu_blocks.py)            |
     | `time_candidates`  | bool            | `True`      | False: correctness only, speedup stays None                |
     | `compile_baseline` | bool, None      | `None`      | Also time the reference under torch.compile; None: on for  |
     |                    |                 |             | GPUs, off on CPU, or `KBENCH_COMPILE_BASELINE=0/1`         |

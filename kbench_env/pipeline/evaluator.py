@@ -4,9 +4,10 @@ It holds the stage order and the evaluator-wide state (device lock, spare worker
 each stage is a module of its own: screen (parent, milliseconds) -> build (the trusted builder compiles,
 kbench_env/builder; the sandboxed worker loads) -> check (run every configuration on fresh random inputs in the
 worker and compare with the reference here, with a runtime audit of what forward executed) -> timing (candidate
-and reference, ``baseline``, under the same conditions, every timed call on fresh inputs; on the CPU by this
-process's clock with the inputs written into and the outputs read out of the stopped worker here, ``blocks``; on a
-GPU by device events with the outputs' fingerprints checked here, ``timed_checks``) -> plausibility (roofline
+and reference, ``baseline``, under the same conditions, every timed call on fresh inputs written by this side and
+sampled calls' outputs read and checked here; on the CPU by this process's clock around each block of the stopped
+worker, ``blocks``; on a GPU by the worker's device events bounded by this process's clock, through CUDA IPC,
+``gpu_blocks``) -> plausibility (roofline
 floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI) calls
 this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does: every
 failure is a result.
@@ -57,13 +58,12 @@ class Evaluator:
         baseline: "eager" or "compile": the reference the reward's speedup is measured against.
         limits: sandbox limits and per-stage timeouts (sandbox.Limits).
         cache_dir: where builds are kept (default $KBENCH_CACHE or ~/.cache/kbench); shared by all workers.
-        input_sets: input sets the timed calls are derived from (perturbed copies of the checked inputs, made in
-            the worker; each call gets a further perturbed fresh copy).
+        input_sets: accepted and kept on the evaluator, but no longer shapes the timing: every timed call's inputs
+            are drawn per block by this side (revealed_inputs.py, gpu_blocks.py).
         noise: relative size of the per-call perturbation of the timed inputs.
-        check_calls: on the CPU, timed calls per timed block whose outputs are read and checked (chosen once the
-            block has run); on a GPU, timed calls per configuration, chosen after the timing reply (the first and the
-            last always are).
-        timing: keyword arguments for timing.time_calls (warmup, min_reps, max_reps, min_seconds).
+        check_calls: timed calls per timed block whose outputs this side reads and checks (chosen once the block
+            has run), on the CPU and on a GPU.
+        timing: the timing's stopping rule (warmup, min_reps, max_reps, min_seconds; blocks.py, gpu_blocks.py).
         time_candidates: set False to skip timing (correctness only; speedup stays None).
         compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU;
             the environment variable KBENCH_COMPILE_BASELINE=0 or 1 sets the default).

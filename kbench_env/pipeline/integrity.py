@@ -1,9 +1,9 @@
 """Integrity checks: what makes a speedup real. Owns the runtime audit of ``ModelNew.forward``, the per-call input
-perturbation, pinned precision flags and the roofline floor; the timed calls' output fingerprints live in
-``fingerprint`` (re-exported here).
+perturbation, pinned precision flags, the worker's check for replaced harness functions and the roofline floor.
+The timed calls' outputs are read and checked by the trusted side itself (blocks.py, gpu_blocks.py).
 
-The worker side (audit, fingerprints, flags) runs inside the candidate's process but holds nothing the candidate
-could use: no reference output. The parent side compares what the worker reports with what it computes itself.
+The worker side (audit, flags) runs inside the candidate's process but holds nothing the candidate could use: no
+reference output. The parent side compares what the worker reports with what it computes itself.
 
 Allowed glue inside ``forward`` (the only PyTorch operators a candidate may call in place of its own kernels):
 allocation (``empty``, ``empty_like``, ``zeros``...), views and reshapes, ``contiguous``/``clone``/``copy_``
@@ -26,9 +26,6 @@ from torch.profiler import ProfilerActivity
 from kbench_env.device import Device
 from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import coverage as _coverage
-from kbench_env.pipeline import fingerprint as _fingerprint
-from kbench_env.pipeline.fingerprint import (Fingerprint, Reported, fingerprint_mismatch, fingerprint_table,  # noqa: F401
-                          fingerprint_values, fingerprints_agree)
 from kbench_env.pipeline.compare import flatten_outputs
 from kbench_env.worker import timing
 from kbench_env.worker.timing import _perf_counter  # captured before any candidate code loads
@@ -216,25 +213,21 @@ def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str
 
 
 class HarnessGuard:
-    """The functions a worker times and checks with, as they were before the candidate loaded; ``changed()`` names
-    those the candidate has replaced since (``timing._perf_counter = ...``, ``torch.cuda.Event.elapsed_time =
-    ...``). The timing does not rely on this: it is re-verified from the trusted side; this makes the attempt an
-    integrity flag of its own (``harness_patched``) instead of a speedup that merely fails to pay."""
+    """The functions a worker times, audits and checks with, as they were before the candidate loaded;
+    ``changed()`` names those the candidate has replaced since (``timing._perf_counter = ...``,
+    ``torch.cuda.Event.elapsed_time = ...``). The timing does not rely on this: the trusted side times or bounds
+    every block itself; this makes the attempt an integrity flag of its own (``harness_patched``) instead of a
+    speedup that merely fails to pay."""
 
     def __init__(self, extra: list = ()):
         me = sys.modules[__name__]
         targets = [(_time, "perf_counter"), (_time, "perf_counter_ns"), (_time, "monotonic"),
-                   (timing, "_perf_counter"), (timing, "time_calls"), (me, "perturb"), (me, "TimedInputs"),
-                   (me, "Fingerprint"), (me, "fingerprint_values"), (me, "fingerprints_agree"), (me, "ForwardAudit"),
-                   (me, "fingerprint_table"),
+                   (timing, "_perf_counter"), (timing, "time_calls"), (me, "perturb"), (me, "ForwardAudit"),
                    (torch, "cuda"), (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "CUDAGraph"),
                    (torch.cuda, "graph")]
         for cls_name, attrs in (("Event", ("record", "elapsed_time", "synchronize")), ("CUDAGraph", ("replay",))):
             cls = getattr(torch.cuda, cls_name, None)
             targets += [(cls, a) for a in attrs] if cls is not None else []
-        targets += [(Fingerprint, a) for a in ("pending", "pending_block", "_leaf", "_positions", "_hash_weights")]
-        targets += [(_fingerprint, a) for a in ("Fingerprint", "fingerprint_table", "fingerprint_values")]
-        targets += [(TimedInputs, "write"), (TimedInputs, "__call__")]
         targets += [(ForwardAudit, a) for a in ("__enter__", "__exit__", "report", "_report")]
         targets += [(_coverage, a) for a in ("profile_times", "own_call", "is_record", "_cpu_times", "_device_rows")]
         self._refs = [(owner, attr, getattr(owner, attr)) for owner, attr in [*targets, *extra] if hasattr(owner, attr)]
@@ -247,16 +240,15 @@ class HarnessGuard:
         return names + [f"{fn.__qualname__}.__code__" for fn, code in self._code if fn.__code__ is not code]
 
 
-# ---------------------------------------------------------------------- timed-call inputs and fingerprints
+# ---------------------------------------------------------------------- timed-call inputs
 
 
 _GENERATORS = threading.local()
 
 
 def _generator(device) -> torch.Generator:
-    """This thread's generator for ``device``, made once: a new CUDA generator per timed call costs more host time
-    than a small call's kernel. One per thread, as the parent checks evaluations in several threads and each seeds
-    before it draws."""
+    """This thread's generator for ``device``, made once: a new CUDA generator per call costs more host time than a
+    small call's kernel. One per thread, so a seed set in one thread is never drawn from in another."""
     cache = getattr(_GENERATORS, "by_device", None)
     if cache is None:
         cache = _GENERATORS.by_device = {}
@@ -269,9 +261,9 @@ def _generator(device) -> torch.Generator:
 def perturb(inputs: list, seed: int, scale: float = 1e-2, stds: list | None = None) -> list:
     """A fresh copy of ``inputs`` with dense noise of ``scale`` times each floating tensor's std added.
 
-    Every timed call gets its own perturbed copy (new storage, new content), so neither pointer- nor
-    content-keyed caching can return a stored result; the parent regenerates the same copy to check outputs.
-    ``stds`` (from ``input_stds(inputs)``) saves recomputing the standard deviations, and a device
+    Every call of a wall-clock re-timing gets its own perturbed copy (new storage, new content), so neither
+    pointer- nor content-keyed caching can return a stored result; a GPU worker makes its warm-up and capture
+    calls' inputs this way too (worker/gpu_executor.py). ``stds`` (from ``input_stds(inputs)``) saves recomputing the standard deviations, and a device
     synchronisation, on every call: the result is the same.
     """
     stds = stds if stds is not None else input_stds(inputs)
@@ -288,8 +280,7 @@ def perturb(inputs: list, seed: int, scale: float = 1e-2, stds: list | None = No
 
 
 def _noise(seed: int, i: int, out: torch.Tensor) -> torch.Tensor:
-    """``out`` (float32) filled with input ``i``'s standard normal draw for ``seed``: the one draw ``perturb`` and
-    ``TimedInputs.write`` both make."""
+    """``out`` (float32) filled with input ``i``'s standard normal draw for ``seed`` (``perturb``'s noise)."""
     g = _generator(out.device)
     g.manual_seed((seed * 1000003 + i) % (2**63))
     return torch.randn(out.shape, generator=g, out=out)
@@ -311,53 +302,6 @@ def input_stds(inputs: list) -> list:
         else:
             out.append(None)
     return out
-
-
-class TimedInputs:
-    """The inputs of timed call ``j`` (negative ``j``: warm-up and capture calls): a perturbed copy of input set
-    ``j % sets``, itself a perturbed copy of a configuration's inputs. The worker (every set, then the inputs are
-    dropped: ``materialise``) and the parent (only the sets its checked calls came from) derive them the same way
-    from the inputs both already hold, so no GPU-sized input set travels between them."""
-
-    def __init__(self, inputs: list, base_seed: int, sets: int, seed: int, scale: float = 1e-2):
-        self._inputs, self.base_seed, self.sets, self.seed, self.scale = inputs, base_seed, max(1, sets), seed, scale
-        # Every set and call is scaled by the configuration's own input stds, computed once: a set's stds differ
-        # from them by the 1% perturbation only, and recomputing them per set is a large share of the parent's
-        # timed-output checks on a cached CPU step.
-        self._stds = input_stds(inputs)
-        self._bases: dict = {}  # k -> input set k
-
-    def _base(self, k: int) -> list:
-        if k not in self._bases:
-            self._bases[k] = perturb(self._inputs, self.base_seed + 7919 * k, self.scale, self._stds)
-        return self._bases[k]
-
-    def materialise(self) -> "TimedInputs":
-        """Make every input set now and let go of the configuration's inputs (bounded memory on the GPU)."""
-        for k in range(self.sets):
-            self._base(k)
-        self._inputs = None
-        return self
-
-    def __call__(self, j: int) -> list:
-        return perturb(self._base(j % self.sets), self.seed + j, self.scale, self._stds)
-
-    def write(self, j: int, dst: list) -> None:
-        """Call ``j``'s inputs written into ``dst`` (tensors shaped like them: a timed graph's static inputs), with
-        the values ``self(j)`` returns, bit for bit. A contiguous float32 tensor gets its noise drawn in place (the
-        same draw, scaled and added in the same order as ``perturb``), which saves the copy and an allocation per
-        input per timed call; anything else is copied from ``self(j)``."""
-        base = self._base(j % self.sets)
-        drawn = [isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0 for x in base]
-        if not all(x.dtype == torch.float32 == d.dtype and d.is_contiguous()
-                   for x, d, draw in zip(base, dst, drawn) if draw):
-            copy_into(dst, self(j))
-            return
-        for i, (x, d, draw) in enumerate(zip(base, dst, drawn)):
-            if draw:
-                _noise(self.seed + j, i, d).mul_(self.scale * self._stds[i]).add_(x)
-            elif isinstance(d, torch.Tensor):
-                d.copy_(x)
 
 
 # ---------------------------------------------------------------------- roofline floor

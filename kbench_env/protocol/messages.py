@@ -5,7 +5,6 @@
     SOURCE            a spare worker's candidate (no reply: the worker builds and loads it)
     build and load    worker sends LOADED (build seconds, cache hit, warm-up) or ERROR (stage build or load)
     RUN               one configuration's run        -> OUTPUT (the candidate's output, audit, reports)
-    TIME              timed calls of a configuration -> TIMING (median, spread, fingerprints of the outputs)
     WALLCLOCK         inputs for a re-timing         -> READY; then GO (the trusted side's clock starts) -> DONE
     CALIBRATE         the device's capacity          -> CALIBRATION (bandwidth, FLOP rates, graph-node gap)
     SLOTS             input buffers for timed blocks -> BUFFERS (their addresses; worker/executor.py)
@@ -26,7 +25,6 @@ from __future__ import annotations
 # requests: trusted side -> worker
 SOURCE = "source"
 RUN = "run"
-TIME = "time"
 WALLCLOCK = "wallclock"
 GO = "go"
 CALIBRATE = "calibrate"
@@ -41,7 +39,6 @@ BUILT = "built"  # the answer to the worker's BUILD
 HELLO = "hello"
 LOADED = "loaded"
 OUTPUT = "output"
-TIMING = "timing"
 READY = "ready"
 DONE = "done"
 CALIBRATION = "calibration"
@@ -55,10 +52,8 @@ BUILD = "build"  # the worker's request for a build, inside any exchange
 WARM_UP = "warm-up"
 
 #: Messages by direction: trusted side -> worker, worker -> trusted side.
-REQUESTS = frozenset({SOURCE, RUN, TIME, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE, GPU_SLOTS, GPU_BLOCK,
-                      BUILT})
-REPLIES = frozenset({HELLO, LOADED, OUTPUT, TIMING, READY, DONE, CALIBRATION, BUFFERS, RELEASED, GPU_BUFFERS, ERROR,
-                     BUILD})
+REQUESTS = frozenset({SOURCE, RUN, WALLCLOCK, GO, CALIBRATE, SLOTS, BLOCK, RELEASE, GPU_SLOTS, GPU_BLOCK, BUILT})
+REPLIES = frozenset({HELLO, LOADED, OUTPUT, READY, DONE, CALIBRATION, BUFFERS, RELEASED, GPU_BUFFERS, ERROR, BUILD})
 
 #: Where an ERROR reply says the failure happened.
 ERROR_STAGES = ("build", "load", "run", "timing", "calibrate", "protocol")

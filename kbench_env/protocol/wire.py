@@ -30,8 +30,8 @@ import zipfile
 
 import torch
 
-#: The JSON header of one message (the timing reply's per-call fingerprints are its largest honest part: ~90 bytes
-#: per call and output, 6,400 calls at the CUDA timer's default bound).
+#: The JSON header of one message (a GPU block's table of where each call's outputs are is its largest honest
+#: part: a few dozen bytes per call and output, up to 1,024 calls a block: worker/gpu_executor.py).
 MAX_HEADER_BYTES = 16 << 20
 #: The JSON tree that describes a payload's values and tensors.
 MAX_META_BYTES = 4 << 20

@@ -1,4 +1,6 @@
-"""The candidate's worker process: loads untrusted candidate code, runs it on inputs it is sent, times it.
+"""The candidate's worker process: loads untrusted candidate code and runs it on inputs it is sent, or on
+inputs the trusted side writes into its buffers (the timed blocks: worker/executor.py on the CPU,
+worker/gpu_executor.py on a GPU), leaving the outputs where the trusted side reads them.
 
 Runs in its own process (started by sandbox/worker_process.py), in its own session and scratch directory, with
 resource limits and a scrubbed environment. It never receives the reference's output: it sends the candidate's outputs back and
@@ -6,8 +8,8 @@ the trusted parent compares them. Everything it sends is JSON plus raw tensor by
 serialised with ``torch.save`` that the parent reads with ``weights_only=True``, so a hostile candidate cannot make
 the parent unpickle objects; the parent bounds what it reads (wire.py).
 
-This module must import nothing that runs candidate code at import; the clock is captured (timing.py) before the
-candidate loads.
+This module must import nothing that runs candidate code at import; the clock an eagerly run GPU block is timed by
+is captured (timing.py) before the candidate loads.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ def _to_cpu(out):
 
 def _subclass_outputs(out) -> set:
     """Names of tensor subclasses among forward's outputs: a subclass can compute its values when they are read
-    (by the fingerprint, the copy back or the comparison), outside the timed region."""
+    (by the copy back or the comparison), outside the timed region."""
     return {type(x).__name__ for x in flatten_outputs(out) if isinstance(x, torch.Tensor) and type(x) is not torch.Tensor}
 
 
@@ -158,10 +160,9 @@ class _Session:
         self.device = job["device"]
         self.own_namespaces = own_namespaces
         self.models: dict = {}
-        self.originals: dict = {}  # config -> the inputs as received (timing input sets are derived from them)
-        # config -> the inputs forward was given in its correctness runs, alive until that configuration is timed,
-        # so the timing's buffers never take their addresses (a cache keyed on pointers would find hits;
-        # cuda.time_calls)
+        self.originals: dict = {}  # config -> the inputs as received (the timed blocks' buffers are shaped by them)
+        # config -> the inputs forward was given in its correctness runs, kept alive so no timed block's buffer
+        # takes their addresses (a cache keyed on pointers would find hits while a GPU block is captured)
         self.handed: dict = {}
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
@@ -213,28 +214,6 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
           "lazy_output": sorted(lazy)}, reply)
 
 
-def _time(s: _Session, header: dict, payload, grad, send) -> None:
-    """TIME: the configuration's timed calls on its input sets, their outputs fingerprinted; reply TIMING."""
-    model = s.models[header["config"]]
-    make_inputs = integrity.TimedInputs(s.originals.pop(header["config"]), header["base_seed"],
-                                        header["sets"], header["seed"], header["noise"]).materialise()
-    fps: list = []
-    lazy = set()
-    fingerprint = integrity.Fingerprint(header.get("fingerprint_seed", 0))  # (reference timings: unchecked)
-
-    def on_block(j0, outs, static):
-        for o in outs:
-            lazy.update(_subclass_outputs(o))
-        fps.extend(fingerprint.pending_block(outs, static=static and not lazy))
-
-    with grad:
-        t = s.backend.time_calls(model, make_inputs, on_block=on_block, **header.get("params", {}))
-    s.handed.pop(header["config"], None)
-    rows, counts = integrity.fingerprint_table(fps)
-    send({"type": msg.TIMING, "config": header["config"], **t.to_dict(), "times_ms": t.times_ms,
-          "fingerprint_counts": counts, "lazy_output": sorted(lazy)}, {"fingerprints": rows})
-
-
 def _wallclock(s: _Session, header: dict, payload, grad, send) -> None:
     """WALLCLOCK: make the inputs, reply READY, wait for GO (the trusted side's clock), run, reply DONE."""
     model = s.models[header["config"]]
@@ -256,7 +235,7 @@ def _calibrate(s: _Session, header: dict, payload, grad, send) -> None:
 
 
 #: The requests a loaded worker serves, by kind.
-HANDLERS = {msg.RUN: _run, msg.TIME: _time, msg.WALLCLOCK: _wallclock, msg.CALIBRATE: _calibrate,
+HANDLERS = {msg.RUN: _run, msg.WALLCLOCK: _wallclock, msg.CALIBRATE: _calibrate,
             **executor.HANDLERS, **gpu_executor.HANDLERS}
 #: The ERROR stage of a request that failed (any other: "timing").
 _ERROR_STAGE = {msg.RUN: "run", msg.CALIBRATE: "calibrate"}
@@ -296,9 +275,9 @@ def main(conn, job: dict) -> None:
         if source is None:
             return
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
-    # what the worker times and checks with, before any candidate code runs (integrity.HarnessGuard)
-    guard = integrity.HarnessGuard(extra=[(sys.modules[__name__], "compare_outputs"), (type(backend), "time_calls"),
-                                          (type(backend), "sync"), (type(backend), "poison")])
+    # what the worker checks with, before any candidate code runs (integrity.HarnessGuard)
+    guard = integrity.HarnessGuard(extra=[(sys.modules[__name__], "compare_outputs"), (type(backend), "sync"),
+                                          (type(backend), "poison")])
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     builds = BuildClient(conn)

@@ -1,8 +1,9 @@
-"""Timing: warm-up, many repetitions over rotated input sets, median and spread.
+"""Timing figures: a list of per-call times summarised as median and spread (``Timing``), the stopping rule's
+precision test, and ``time_calls``, the simple per-call timer a backend calibrates its device with.
 
-Used on both sides under the same conditions: by the trusted parent for the reference, and by the sandboxed
-worker for the candidate. The clock and the synchronisation function are captured when this module is imported,
-before any candidate code is loaded, so a candidate cannot swap them out from Python.
+A candidate's timed blocks are timed by the trusted side (pipeline/blocks.py, pipeline/gpu_blocks.py), which
+summarises its own times here. The clock is captured when this module is imported, before any candidate code is
+loaded in a worker (a GPU worker's eagerly run blocks read it: worker/gpu_executor.py).
 """
 
 from __future__ import annotations
@@ -41,16 +42,13 @@ def median_is_precise(times_ms: list, rel: float) -> bool:
 
 
 def time_calls(fn, make_inputs, *, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
-               min_seconds: float = 0.3, max_seconds: float = 10.0, sync=None, on_output=None,
-               on_block=None) -> Timing:
+               min_seconds: float = 0.3, max_seconds: float = 10.0, sync=None) -> Timing:
     """Time ``fn(*make_inputs(j))`` for calls j = 0, 1, ...; one clock reading pair per call.
 
     ``make_inputs(j)`` builds call j's inputs outside the timed region (each call gets fresh tensors). Runs
     ``warmup`` untimed calls (j < 0), then at least ``min_reps`` and at most ``max_reps`` timed calls, stopping
     once ``min_seconds`` of timed work has accumulated (or ``max_seconds`` of wall time has passed). ``sync``
-    (a device-wide synchronise) runs before each clock reading. ``on_output(j, out)`` sees every timed output;
-    ``on_block(j, [out], False)`` too, where given instead (the GPU timing's hook: here every call is a block of one
-    whose output is its own).
+    (a device-wide synchronise) runs before each clock reading.
     """
     sync = sync or (lambda: None)
     for i in range(warmup):
@@ -64,13 +62,9 @@ def time_calls(fn, make_inputs, *, warmup: int = 3, min_reps: int = 10, max_reps
         inputs = make_inputs(j)
         sync()
         t0 = _perf_counter()
-        out = fn(*inputs)
+        fn(*inputs)
         sync()
         dt = _perf_counter() - t0
-        if on_block is not None:
-            on_block(j, [out], False)
-        elif on_output is not None:
-            on_output(j, out)
         times.append(dt * 1e3)
         total += dt
         j += 1
