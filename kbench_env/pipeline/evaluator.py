@@ -34,8 +34,9 @@ from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
-from kbench_env.pipeline.check import check
+from kbench_env.pipeline.check import check, instantiate
 from kbench_env.pipeline.plausibility import plausibility
+from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
@@ -74,6 +75,12 @@ class Evaluator:
         spare_worker: keep one started, confined, idle worker ready for the next candidate (sandbox.SpareWorkers;
             on a GPU it has CUDA started). Off with False or KBENCH_SPARE_WORKER=0.
         rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
+        reference_cache: keep reference (and torch.compile) timings on disk, reused by later evaluators, processes
+            and runs of this machine, checked against a fresh device calibration first (reference_cache.py): True
+            (under ``cache_dir``), False, or a folder. Default: ``KBENCH_REFERENCE_CACHE`` (0, 1 or a folder), else
+            on for GPUs and off on the CPU: a CPU's timings move with whatever else the machine runs (other jobs,
+            frequency scaling, thread placement) in ways a short calibration does not reliably catch, and a CPU
+            reference costs seconds to time, so a stale stored one would cost more than re-timing it.
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -81,7 +88,7 @@ class Evaluator:
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
                  roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
-                 rules: str = rules_mod.DEFAULT):
+                 rules: str = rules_mod.DEFAULT, reference_cache=None):
         self.rules = rules_mod.check_rules(rules)
         self.device = resolve_device(device)
         self.backend_name = backend or default_backend(self.device)
@@ -116,7 +123,8 @@ class Evaluator:
         else:
             self._device_lock = threading.Lock()
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
-                                   self.compile_baseline, self.noise, self.input_sets)
+                                   self.compile_baseline, self.noise, self.input_sets,
+                                   resolve_root(reference_cache, self.device, self.cache_dir))
         self._rng = random.Random()
         if spare_worker is None:
             spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
@@ -193,6 +201,20 @@ class Evaluator:
                 return await self.aevaluate(t, a, seed)
 
         return list(await asyncio.gather(*(one(t, a) for t, a in items)))
+
+    def time_reference(self, task: Task, seed: int = 0) -> tuple[int, int]:
+        """Time ``task``'s reference on every configuration for this device as a candidate's evaluation with
+        ``seed`` would (``kbench baseline``), into the baselines and their reference cache. Returns ``(timed,
+        cached)``: configurations measured now and configurations already known."""
+        configs = task.require_configs(self.device)
+        prepared: dict = {}
+        for i, cfg in enumerate(configs):
+            instantiate(task, cfg, seed, i, prepared, self.device)
+        before = self.baselines.timed
+        with self._device_lock, self._trusted_threads():
+            self.baselines.times(task, configs, prepared, seed)
+        timed = self.baselines.timed - before
+        return timed, len(configs) - timed
 
     # ------------------------------------------------------------------ the stage order
     def _evaluate(self, task: Task, action, seed, result: EvalResult) -> None:
