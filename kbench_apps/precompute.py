@@ -13,6 +13,7 @@ import time
 
 from kbench_apps.runner import TIMING_PRESETS
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.precompute import time_reference
 from kbench_env.tasks.suite import load_suite
 
 
@@ -31,7 +32,7 @@ def cmd_baseline(args) -> int:
         for n, task in enumerate(tasks, 1):
             t0 = time.perf_counter()
             try:
-                timed, cached = ev.time_reference(task, args.seed)
+                timed, cached = time_reference(ev, task, args.seed)
             except ValueError as exc:  # no configuration for this device (TaskError)
                 totals["skipped"] += 1
                 print(f"[{n}/{len(tasks)}] {task.name}: skipped ({exc})", flush=True)

@@ -34,7 +34,7 @@ from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
-from kbench_env.pipeline.check import check, instantiate
+from kbench_env.pipeline.check import check
 from kbench_env.pipeline.plausibility import plausibility
 from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_sandbox_violations
@@ -75,12 +75,8 @@ class Evaluator:
         spare_worker: keep one started, confined, idle worker ready for the next candidate (sandbox.SpareWorkers;
             on a GPU it has CUDA started). Off with False or KBENCH_SPARE_WORKER=0.
         rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
-        reference_cache: keep reference (and torch.compile) timings on disk, reused by later evaluators, processes
-            and runs of this machine, checked against a fresh device calibration first (reference_cache.py): True
-            (under ``cache_dir``), False, or a folder. Default: ``KBENCH_REFERENCE_CACHE`` (0, 1 or a folder), else
-            on for GPUs and off on the CPU: a CPU's timings move with whatever else the machine runs (other jobs,
-            frequency scaling, thread placement) in ways a short calibration does not reliably catch, and a CPU
-            reference costs seconds to time, so a stale stored one would cost more than re-timing it.
+        reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
+            default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -102,17 +98,14 @@ class Evaluator:
         self.build_root = str((self.cache_dir / "builds" / self.backend_name).resolve())
         os.makedirs(self.build_root, exist_ok=True)
         self.input_sets = max(1, input_sets)
-        self.noise = noise
-        self.check_calls = check_calls
-        self.timing = dict(timing or {})
-        self.time_candidates = time_candidates
+        self.noise, self.check_calls = noise, check_calls
+        self.timing, self.time_candidates = dict(timing or {}), time_candidates
         if compile_baseline is None and os.environ.get("KBENCH_COMPILE_BASELINE", "") in ("0", "1"):
             compile_baseline = os.environ["KBENCH_COMPILE_BASELINE"] == "1"  # a run-wide switch, e.g. smoke runs
         self.compile_baseline = (not Device.parse(self.device).is_cpu) if compile_baseline is None else compile_baseline
         if baseline == "compile":
             self.compile_baseline = True
-        self.reverify_above = reverify_above
-        self.roofline = roofline
+        self.reverify_above, self.roofline = reverify_above, roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
         # Compiles every candidate's sources, in a process no candidate code runs in (kbench_env/builder).
         self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers)
@@ -201,20 +194,6 @@ class Evaluator:
                 return await self.aevaluate(t, a, seed)
 
         return list(await asyncio.gather(*(one(t, a) for t, a in items)))
-
-    def time_reference(self, task: Task, seed: int = 0) -> tuple[int, int]:
-        """Time ``task``'s reference on every configuration for this device as a candidate's evaluation with
-        ``seed`` would (``kbench baseline``), into the baselines and their reference cache. Returns ``(timed,
-        cached)``: configurations measured now and configurations already known."""
-        configs = task.require_configs(self.device)
-        prepared: dict = {}
-        for i, cfg in enumerate(configs):
-            instantiate(task, cfg, seed, i, prepared, self.device)
-        before = self.baselines.timed
-        with self._device_lock, self._trusted_threads():
-            self.baselines.times(task, configs, prepared, seed)
-        timed = self.baselines.timed - before
-        return timed, len(configs) - timed
 
     # ------------------------------------------------------------------ the stage order
     def _evaluate(self, task: Task, action, seed, result: EvalResult) -> None:

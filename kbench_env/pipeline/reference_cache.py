@@ -17,7 +17,7 @@ or backward) and the timing settings. The timing dict itself is stored and retur
 
 The drift check: each process measures the device calibration (the trusted side's ``calibrate`` request: copy
 bandwidth, matrix-product rates, on a GPU the graph-node gap) before it trusts an entry, and compares it with
-the stored one. Any figure off by more than ``tolerance`` (relative) invalidates the machine's entries: the
+the stored one. Any figure off by more than ``tolerance`` (as a ratio) invalidates the machine's entries: the
 epoch goes up, the new calibration is stored, and entries of an older epoch are misses (re-timed, overwritten).
 A process pins the epoch it checked, so it never reads an entry timed under a calibration it did not match.
 
@@ -110,8 +110,8 @@ def machine_fingerprint(device: str, backend: str) -> dict:
 
 
 def drifted(old: dict, new: dict, tolerance: float) -> list[str]:
-    """The calibration figures of ``new`` that disagree with ``old`` by more than ``tolerance`` (relative), as
-    readable lines; figures only one of them has are not compared. Compared: ``bandwidth``, every ``flops``
+    """The calibration figures of ``new`` that disagree with ``old`` by more than ``tolerance`` (the larger over the
+    smaller, minus one), as readable lines; figures only one of them has are not compared. Compared: ``bandwidth``, every ``flops``
     entry, ``graph_gap_ms`` (with an absolute floor of GAP_ABS_MS)."""
     pairs = [("bandwidth", old.get("bandwidth"), new.get("bandwidth"), 0.0),
              ("graph_gap_ms", old.get("graph_gap_ms"), new.get("graph_gap_ms"), GAP_ABS_MS)]
@@ -119,9 +119,9 @@ def drifted(old: dict, new: dict, tolerance: float) -> list[str]:
         pairs.append((f"flops[{k}]", v, (new.get("flops") or {}).get(k), 0.0))
     out = []
     for name, a, b, floor in pairs:
-        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0:
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b <= 0:
             continue
-        if abs(b - a) > max(tolerance * abs(a), floor):
+        if max(a, b) / min(a, b) - 1 > tolerance and abs(b - a) > floor:  # symmetric: 2x up and 2x down alike
             out.append(f"{name}: stored {a:.4g}, measured {b:.4g} ({(b - a) / a:+.1%})")
     return out
 
@@ -135,7 +135,15 @@ def resolve_root(setting, device: str, cache_dir: Path) -> Path | None:
     """Where an Evaluator keeps reference timings, or None for nowhere (memory only).
 
     ``setting``: True (``<cache_dir>/reference``), False, a folder, or None: then ``KBENCH_REFERENCE_CACHE``
-    (``0``, ``1`` or a folder) decides, and without it the cache is on for GPUs and off on the CPU."""
+    (``0``, ``1`` or a folder) decides, and without it the cache is on for GPUs and off on the CPU.
+
+    Why off on the CPU: a CPU's timings move with whatever else the machine runs (other jobs, frequency scaling,
+    thread placement), and a short calibration does not reliably catch that: on a shared 2-core machine two
+    calibrations seconds apart differed by 14-28 %, so with the default tolerance the cache would be invalidated
+    on most starts, and with a loose one it would hand out timings made under other load. A CPU reference costs
+    about a second to time, so re-timing it per evaluator is cheap; a GPU's torch.compile baseline costs 12-20 s
+    and its calibration is stable. ``kbench baseline --device cpu`` and ``KBENCH_REFERENCE_CACHE=1`` turn it on
+    where the machine is known to be quiet."""
     if setting is None:
         env = os.environ.get("KBENCH_REFERENCE_CACHE", "")
         setting = {"0": False, "1": True, "": not Device.parse(device).is_cpu}.get(env, env)
