@@ -70,6 +70,15 @@ def test_unreadable_entry_is_a_miss(tmp_path):
     assert c.get(FIELDS) == {"median_ms": 2.0}
 
 
+def test_an_unwritable_folder_leaves_the_cache_off(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    c = ReferenceCache(blocker / "ref", {"m": 1})
+    assert c.check(CAL) is False and c.epoch is None
+    c.put(FIELDS, {"median_ms": 1.0})
+    assert c.get(FIELDS) is None
+
+
 _WRITER = textwrap.dedent("""
     import sys
     sys.path.insert(0, {root!r})
