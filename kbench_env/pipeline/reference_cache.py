@@ -46,10 +46,11 @@ from kbench_env.hardware import cpu_description
 
 log = logging.getLogger("kbench.reference_cache")
 
-#: Relative disagreement between a fresh and the stored calibration figure that invalidates the cache. Repeated
-#: calibrations of an idle GPU agree within ~1-2 %; a clock cap, another tenant or a different card moves them
-#: by more. On a CPU, load from other processes moves them by more than this too: the check then re-times (the
-#: cautious direction), which is one reason the disk cache is off by default on the CPU (see Evaluator).
+#: Disagreement (larger over smaller figure, minus one) between a fresh and the stored calibration that invalidates
+#: the cache: a clock cap, another tenant or a different card of the model should move a GPU's copy bandwidth or
+#: matrix-product rate by more than this (GPU repeatability not measured here: no GPU on this machine; the first
+#: H100 run should check that idle recalibrations stay well inside it). On a CPU, load moves them by more than
+#: this: the check then re-times (the cautious direction); see resolve_root.
 DEFAULT_TOLERANCE = 0.05
 
 #: Below this a graph-node gap (ms) is compared absolutely: microsecond gaps jitter by more than 5 % relative.
@@ -139,11 +140,12 @@ def resolve_root(setting, device: str, cache_dir: Path) -> Path | None:
 
     Why off on the CPU: a CPU's timings move with whatever else the machine runs (other jobs, frequency scaling,
     thread placement), and a short calibration does not reliably catch that: on a shared 2-core machine two
-    calibrations differed by 12-44 % (and by 470 % with builds running beside one), so with the default tolerance the cache would be invalidated
-    on most starts, and with a loose one it would hand out timings made under other load. A CPU reference costs
-    about a second to time, so re-timing it per evaluator is cheap; a GPU's torch.compile baseline costs 12-20 s
-    and its calibration is stable. ``kbench baseline --device cpu`` and ``KBENCH_REFERENCE_CACHE=1`` turn it on
-    where the machine is known to be quiet."""
+    calibrations differed by 12-44 % (by 470 % with builds running beside one), so with the default tolerance
+    the cache would be invalidated on most starts, and with a loose one it would hand out timings made under
+    other load. A CPU reference costs 1.5-7 s per task to time there (default timing), once per evaluator; a
+    GPU's first candidate per task pays 3-7 s of reference timing and 12-20 s of torch.compile baseline, and a
+    GPU's calibration does not depend on the host's load. ``kbench baseline --device cpu`` and
+    ``KBENCH_REFERENCE_CACHE=1`` turn it on where the machine is known to be quiet."""
     if setting is None:
         env = os.environ.get("KBENCH_REFERENCE_CACHE", "")
         setting = {"0": False, "1": True, "": not Device.parse(device).is_cpu}.get(env, env)
