@@ -112,8 +112,8 @@ def machine_fingerprint(device: str, backend: str) -> dict:
 
 def drifted(old: dict, new: dict, tolerance: float) -> list[str]:
     """The calibration figures of ``new`` that disagree with ``old`` by more than ``tolerance`` (the larger over the
-    smaller, minus one), as readable lines; figures only one of them has are not compared. Compared: ``bandwidth``, every ``flops``
-    entry, ``graph_gap_ms`` (with an absolute floor of GAP_ABS_MS)."""
+    smaller, minus one), as readable lines; figures only one of them has are not compared. Compared:
+    ``bandwidth``, every ``flops`` entry, ``graph_gap_ms`` (with an absolute floor of GAP_ABS_MS)."""
     pairs = [("bandwidth", old.get("bandwidth"), new.get("bandwidth"), 0.0),
              ("graph_gap_ms", old.get("graph_gap_ms"), new.get("graph_gap_ms"), GAP_ABS_MS)]
     for k, v in (old.get("flops") or {}).items():
