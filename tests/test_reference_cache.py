@@ -156,7 +156,7 @@ def test_evaluators_reuse_stored_references_until_the_calibration_drifts(tmp_pat
 
 
 @pytest.mark.slow
-def test_kbench_baseline_precomputes_and_a_rerun_times_only_what_is_missing(tmp_path):
+def test_kbench_baseline_precomputes_and_a_rerun_times_only_what_is_missing(tmp_path, monkeypatch):
     env = {**os.environ, "KBENCH_REFERENCE_TOLERANCE": "100"}
     cmd = [sys.executable, "-m", "kbench_apps.cli", "baseline", "--suite", "level1/relu,level1/gelu", "--device",
            "cpu", "--timing", "quick", "--cache", str(tmp_path)]
@@ -178,3 +178,36 @@ def test_kbench_baseline_precomputes_and_a_rerun_times_only_what_is_missing(tmp_
     out = run()
     assert "done: 2 timed, 3 cached" in out
     assert len(list((machine / "entries").glob("*.json"))) == 5
+    # An evaluation with the same settings then times no reference of its own.
+    from kbench_apps.runner import TIMING_PRESETS
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
+
+    monkeypatch.setenv("KBENCH_REFERENCE_TOLERANCE", "100")
+    ev = Evaluator(device="cpu", timing=TIMING_PRESETS["quick"], spare_worker=False, reference_cache=tmp_path)
+    try:
+        r = ev.evaluate(resolve_task("level1/gelu"), (ROOT / "tasks/solutions/cpu/level1/gelu.py").read_text())
+        assert r.correct and r.speedup is not None, r.error
+        assert ev.baselines.timed == 0 and ev.baselines.disk.epoch == 0
+    finally:
+        ev.close()
+
+
+def test_keys_change_with_what_changes_a_timing():
+    from kbench_env.pipeline.baseline import Baselines
+    from kbench_env.pipeline.reference_cache import machine_fingerprint
+    from kbench_env.sandbox.policy import Limits
+    from kbench_env.tasks.suite import resolve_task
+
+    def fields(timing, cfg_index=0, threads=2, compile_baseline=False):
+        b = Baselines("cpu", "cpu", "/nonexistent", Limits(threads=threads), timing, compile_baseline, 1e-2, 3)
+        task = resolve_task("level1/relu")
+        return b.disk_fields(task, task.configs_for("cpu")[cfg_index])
+
+    base = fields({})
+    assert fields({}) == base and base["shapes"]
+    assert fields({"min_reps": 5}) != base and fields({}, threads=1) != base
+    assert fields({}, compile_baseline=True) != base and fields({}, cfg_index=1) != base
+    cpu = machine_fingerprint("cpu", "cpu")
+    assert cpu == machine_fingerprint("cpu", "cpu") and cpu != machine_fingerprint("cpu", "triton")
+    assert cpu["torch"] and cpu["method"] and "cores" in cpu["model"]["cpu"]
