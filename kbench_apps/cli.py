@@ -1,5 +1,6 @@
 """The ``kbench`` command: ``tasks`` (list the suite), ``eval`` (one candidate), ``run`` (an agent over a suite),
-``report`` (tables, plots and a Markdown report from run results).
+``report`` (tables, plots and a Markdown report from run results), ``baseline`` (a suite's reference timings
+precomputed into the reference cache), ``doctor``.
 
 The CLI composes the public pieces (suite, Evaluator, env, agents); it holds no evaluation logic of its own.
 """
@@ -16,6 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench_apps.cli_output import HelpFormatter, is_terminal, plural, quiet_closed_pipe, require_device
+from kbench_apps.precompute import add_parser as add_baseline_parser
 from kbench_apps.report import main as report_main
 from kbench_apps.runlog import RunLog
 from kbench_apps.runner import run_suite
@@ -195,7 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
     rp.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     rp.set_defaults(fn=cmd_report)
-    d = sub.add_parser("doctor", formatter_class=HelpFormatter, help="which sandbox protections are active on this machine (and which are not)")
+    add_baseline_parser(sub, _device_help(), _DTYPE_ARG)
+    d = sub.add_parser("doctor", formatter_class=HelpFormatter,
+                       help="which sandbox protections are active on this machine (and which are not)")
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
     d.set_defaults(fn=cmd_doctor)
     return p

@@ -1,6 +1,8 @@
 """The reference side: the reference program timed (eager, and under torch.compile when asked) in a worker of its
 own under the candidate's conditions, its wall-clock re-timing, and the device's measured capacity (bandwidth,
-FLOP rates, CUDA graph-node gap) that plausibility's floors use; all cached per evaluator."""
+FLOP rates, CUDA graph-node gap) that plausibility's floors use; all cached per evaluator, and the reference
+timings also on disk when the evaluator has a reference cache (reference_cache.py: reused across processes and
+runs, checked against this evaluator's device calibration before use)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import threading
 from kbench_env.device import Device
 from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
+from kbench_env.pipeline.reference_cache import ReferenceCache
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.policy import Limits
@@ -24,10 +27,11 @@ GPU_CALIBRATIONS: dict = {}
 class Baselines:
     """One evaluator's reference timings (per task source and configuration), the device calibration and the
     roofline floors made from it (``floors``, plausibility's cache). ``timing`` is the evaluator's timing
-    parameters, which the calibration completes with the CUDA graph-node gap."""
+    parameters, which the calibration completes with the CUDA graph-node gap. ``disk_root``: the reference cache's
+    folder (reference_cache.py), or None to keep timings in memory only."""
 
     def __init__(self, device: str, backend_name: str, build_root: str, limits: Limits, timing: dict,
-                 compile_baseline: bool, noise: float, input_sets: int):
+                 compile_baseline: bool, noise: float, input_sets: int, disk_root=None):
         self.device, self.backend_name, self.build_root, self.limits = device, backend_name, build_root, limits
         self.timing, self.compile_baseline, self.noise, self.input_sets = timing, compile_baseline, noise, input_sets
         self.times_by_key: dict = {}
@@ -36,6 +40,12 @@ class Baselines:
         self._lock = threading.Lock()  # guards _task_locks; one lock per task keeps each reference timed once
         self._task_locks: dict = {}
         self.cal_lock = threading.Lock()
+        # The settings a stored timing must have been made with (the measured graph gap, added to ``timing`` by the
+        # calibration, is the drift check's to compare, not the key's).
+        self.settings = {"timing": dict(timing), "noise": noise, "input_sets": input_sets,
+                         "compile_baseline": compile_baseline, "threads": limits.threads}
+        self.disk_root, self.disk = disk_root, None
+        self.timed = 0  # configurations timed here (not found in memory or on disk)
 
     def key(self, task: Task, cfg: Config) -> tuple:
         return (task.name, task.source_hash, cfg.name, self.device, self.backend_name)
@@ -54,22 +64,57 @@ class Baselines:
             return self._times_locked(task, configs, prepared, seed)
 
     def _times_locked(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
-        todo = [c for c in configs if self.key(task, c) not in self.times_by_key]
+        if self.calibration is None:
+            self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
+        todo = self._missing(task, configs)
         if todo or self.calibration is None:
             with self.worker(task) as w:
                 expect(w.recv(self.limits.build_timeout, "reference load"), task)
                 self._calibrate_once(w, task, configs)
-                for cfg in todo:
+                for cfg in self._missing(task, todo):
                     i = configs.index(cfg)
-                    self.times_by_key[self.key(task, cfg)] = self._time_reference(w, task, cfg, prepared, seed, i)
+                    times = self._time_reference(w, task, cfg, prepared, seed, i)
+                    self.times_by_key[self.key(task, cfg)] = times
+                    self.timed += 1
+                    self._store(task, cfg)
         return {c.name: self.times_by_key[self.key(task, c)] for c in configs}
 
-    def _calibrate_once(self, w: Worker, task: Task, configs: list[Config]) -> None:
-        """Measure the device in reference worker ``w``, once per evaluator, whichever task comes first."""
+    def disk_fields(self, task: Task, cfg: Config) -> dict:
+        """What a stored timing of ``cfg`` is keyed by besides the machine (reference_cache.py)."""
+        try:
+            shapes = task.input_shapes(cfg)
+        except Exception:  # a get_inputs the meta device cannot run: sizes and source still pin the shapes
+            shapes = None
+        return {"task": task.name, "source": task.source_hash, "config": cfg.name, "sizes": cfg.sizes,
+                "dtype": cfg.dtype, "shapes": shapes, "backward": task.backward, "settings": self.settings}
+
+    def _missing(self, task: Task, configs: list[Config]) -> list[Config]:
+        """The configurations with no timing in memory, nor on disk once the drift check has passed."""
+        out = []
+        for c in configs:
+            k = self.key(task, c)
+            if k not in self.times_by_key and self.disk is not None:
+                hit = self.disk.get(self.disk_fields(task, c))
+                if hit is not None:
+                    self.times_by_key[k] = hit
+            if k not in self.times_by_key:
+                out.append(c)
+        return out
+
+    def _store(self, task: Task, cfg: Config) -> None:
+        if self.disk is not None:
+            self.disk.put(self.disk_fields(task, cfg), self.times_by_key[self.key(task, cfg)])
+
+    def _calibrate_once(self, w: Worker | None, task: Task, configs: list[Config]) -> None:
+        """Measure the device in reference worker ``w``, once per evaluator, whichever task comes first (without a
+        worker: only take this process's calibration of the GPU, if there is one). The first calibration is the
+        disk cache's drift check."""
         with self.cal_lock:
             if self.calibration is None:
                 key = (self.device, self.backend_name)
                 cal = GPU_CALIBRATIONS.get(key)
+                if cal is None and w is None:
+                    return
                 if cal is None:
                     dtypes = sorted({c.dtype for c in configs})
                     w.send({"type": msg.CALIBRATE, "dtypes": dtypes})
@@ -78,6 +123,9 @@ class Baselines:
                         GPU_CALIBRATIONS[key] = cal
                 if cal.get("graph_gap_ms"):  # CUDA: correct graph timings for the node gap
                     self.timing.setdefault("gap_ms", cal["graph_gap_ms"])
+                if self.disk_root is not None:
+                    self.disk = ReferenceCache.for_device(self.disk_root, self.device, self.backend_name)
+                    self.disk.check(cal)
                 self.calibration = cal
 
     def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, seed: int, i: int) -> dict:
@@ -116,6 +164,7 @@ class Baselines:
             expect(w.recv(self.limits.run_timeout, "reference run"), task)
             wall = wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
         self.times_by_key[self.key(task, cfg)]["wall_ms"] = wall
+        self._store(task, cfg)
         return wall
 
     def recalibrate(self, task: Task, configs: list[Config]) -> None:

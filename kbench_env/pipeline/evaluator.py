@@ -37,6 +37,7 @@ from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
 from kbench_env.pipeline.check import check
 from kbench_env.pipeline.plausibility import plausibility
+from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
@@ -74,6 +75,8 @@ class Evaluator:
         spare_worker: keep one started, confined, idle worker ready for the next candidate (sandbox.SpareWorkers;
             on a GPU it has CUDA started). Off with False or KBENCH_SPARE_WORKER=0.
         rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
+        reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
+            default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -81,7 +84,7 @@ class Evaluator:
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
                  roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
-                 rules: str = rules_mod.DEFAULT):
+                 rules: str = rules_mod.DEFAULT, reference_cache=None):
         self.rules = rules_mod.check_rules(rules)
         self.device = resolve_device(device)
         self.backend_name = backend or default_backend(self.device)
@@ -95,17 +98,14 @@ class Evaluator:
         self.build_root = str((self.cache_dir / "builds" / self.backend_name).resolve())
         os.makedirs(self.build_root, exist_ok=True)
         self.input_sets = max(1, input_sets)
-        self.noise = noise
-        self.check_calls = check_calls
-        self.timing = dict(timing or {})
-        self.time_candidates = time_candidates
+        self.noise, self.check_calls = noise, check_calls
+        self.timing, self.time_candidates = dict(timing or {}), time_candidates
         if compile_baseline is None and os.environ.get("KBENCH_COMPILE_BASELINE", "") in ("0", "1"):
             compile_baseline = os.environ["KBENCH_COMPILE_BASELINE"] == "1"  # a run-wide switch, e.g. smoke runs
         self.compile_baseline = (not Device.parse(self.device).is_cpu) if compile_baseline is None else compile_baseline
         if baseline == "compile":
             self.compile_baseline = True
-        self.reverify_above = reverify_above
-        self.roofline = roofline
+        self.reverify_above, self.roofline = reverify_above, roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
         # Compiles every candidate's sources, in a process no candidate code runs in (kbench_env/builder).
         self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers)
@@ -116,7 +116,8 @@ class Evaluator:
         else:
             self._device_lock = threading.Lock()
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
-                                   self.compile_baseline, self.noise, self.input_sets)
+                                   self.compile_baseline, self.noise, self.input_sets,
+                                   resolve_root(reference_cache, self.device, self.cache_dir))
         self._rng = random.Random()
         if spare_worker is None:
             spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
