@@ -79,6 +79,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results/timing_fidelity_trusted.md")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-in-situ", action="store_true", help="subtract the calibrated graph-node gap only")
+    ap.add_argument("--no-ncu", action="store_true")
     args = ap.parse_args()
     ctx = mp.get_context("spawn")
     a, b = ctx.Pipe()
@@ -94,19 +96,20 @@ def main() -> None:
         x = torch.randn(n, device="cuda")
         ts, blocks = [], []
         for _ in range(args.repeats):
-            g = time_gpu(shim, f"c{k}", [x], 0.01, {"gap_ms": gap}, 120, "cuda")
+            g = time_gpu(shim, f"c{k}", [x], 0.01, {"gap_ms": gap, "in_situ": not args.no_in_situ}, 120, "cuda")
             ts.append(g.timing.median_ms)
             blocks.append(g.block)
         rows.append({"case": label, "kbench_ms": statistics.median(ts), "repeats_ms": ts, "block": blocks[0]})
         print(rows[-1], flush=True)
     shim.send({"type": "stop"})
     p.join()
-    ncu = ncu_kernel_ms()
+    ncu = None if args.no_ncu else ncu_kernel_ms()
     lines = [f"# GPU timing fidelity through the trusted path ({torch.cuda.get_device_name()}, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
              "`python bench/timing_fidelity_trusted.py`: per-call median of `gpu_blocks.time_gpu` (median of "
              f"{args.repeats} timings) against Nsight Compute's `gpu__time_duration` (--cache-control all, median of "
-             "5 launches). Calibrated graph-node gap: " + f"{gap * 1e3:.2f} us.", "",
+             "5 launches). Calibrated graph-node gap: " + f"{gap * 1e3:.2f} us"
+             + ("; in-situ idle time not measured." if args.no_in_situ else "."), "",
              "| case | block | kbench ms | ncu ms | kbench / ncu | repeats (ms) |", "|---|---|---|---|---|---|"]
     for r, nc in zip(rows, ncu or [None] * len(rows)):
         r["ncu_ms"] = nc
