@@ -5,7 +5,9 @@ and link libraries of torch's loader) under a deadline, and never imported here:
 The backend adds its build policy (backends/extension.py, cuda.py): ``-O3`` where the candidate gave no ``-O``,
 the GPU's architecture, CUTLASS's include paths, and light headers (<torch/types.h> in place of
 <torch/extension.h>; off with KBENCH_LIGHT_HEADERS=0 on the trusted side), a build that then lacks a declaration of
-torch's being built again as written. The candidate's own flags are checked before any of that (flags.py).
+torch's being built again as written. The light plan's device code keeps load_inline's implicit <torch/types.h>
+(its C++ file brings its own head), and the head the builder puts on main.cpp comes precompiled where the builder
+gives a place for it (pch.py). The candidate's own flags are checked before any of that (flags.py).
 """
 
 from __future__ import annotations
