@@ -7,6 +7,7 @@ even when the header's text is made uncompilable, which only its .gch can explai
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from kbench_env.backends.cpu import CpuBackend
 from kbench_env.backends.cuda import CudaBackend
@@ -82,3 +83,22 @@ def test_the_binding_head_is_precompiled_once_and_reused(tmp_path):
     ninja = open(os.path.join(os.path.dirname(second["path"]), "build.ninja")).read()
     assert f"-include {header}" in ninja
     assert first["unit"] != second["unit"] and os.path.isfile(second["path"])
+
+
+def test_the_confined_builder_precompiles_and_reuses_the_head(tmp_path):
+    """Through the builder process (Landlock, limits): the second candidate's build names the head the first one
+    made in the builder's scratch directory."""
+    from kbench_env.builder.client import Builder
+
+    (tmp_path / "root").mkdir()
+    builder = Builder("cpu", "cpu", str(tmp_path / "root"))
+    try:
+        first = builder.build({**_cpu_request("kb_pch_c", "return x - 1;"), "kind": "inline"}, 600.0)
+        second = builder.build({**_cpu_request("kb_pch_d", "return x * 5;"), "kind": "inline"}, 600.0)
+        made = list((Path(builder._scratch) / "pch").rglob(pch.HEADER + ".gch"))
+    finally:
+        builder.close()
+    assert first["ok"] and second["ok"], (first.get("message"), second.get("message"))
+    assert len(made) == 1
+    ninja = (Path(second["path"]).parent / "build.ninja").read_text()
+    assert f"-include {str(made[0])[:-len('.gch')]}" in ninja
