@@ -7,6 +7,7 @@ even when the header's text is made uncompilable, which only its .gch can explai
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from kbench_env.backends.cpu import CpuBackend
@@ -62,6 +63,16 @@ def test_no_header_is_made_past_the_limit(tmp_path, monkeypatch):
     assert headers.made == 0 and not any(p.suffix == ".gch" for p in tmp_path.rglob("*"))
 
 
+def test_a_background_head_is_used_once_made(tmp_path):
+    headers = pch.BindingHeaders(str(tmp_path), background=True)
+    flags = ("c++", "-std=c++20", "")
+    assert headers.header_for("#include <vector>\n", flags, 60.0) is None  # the build goes on without it
+    headers.wait(120)
+    header = headers.header_for("#include <vector>\n", flags, 60.0)
+    assert (headers.made, headers.reused) == (1, 1) and os.path.isfile(header + ".gch")
+    assert open(header).read() == "#include <vector>\n"
+
+
 def _cpu_request(name: str, body: str) -> dict:
     return requests.normalise({"kind": "inline", "name": name, "cpp_sources": f"int64_t f(int64_t x) {{ {body} }}",
                                "functions": ["f"]})
@@ -86,19 +97,23 @@ def test_the_binding_head_is_precompiled_once_and_reused(tmp_path):
 
 
 def test_the_confined_builder_precompiles_and_reuses_the_head(tmp_path):
-    """Through the builder process (Landlock, limits): the second candidate's build names the head the first one
-    made in the builder's scratch directory."""
+    """Through the builder process (Landlock, limits): the first candidate's build starts the head in the
+    builder's scratch directory without waiting for it; a later candidate's build names it."""
     from kbench_env.builder.client import Builder
 
     (tmp_path / "root").mkdir()
     builder = Builder("cpu", "cpu", str(tmp_path / "root"))
     try:
         first = builder.build({**_cpu_request("kb_pch_c", "return x - 1;"), "kind": "inline"}, 600.0)
+        deadline = time.monotonic() + 600
+        while not (made := list((Path(builder._scratch) / "pch").rglob(pch.HEADER + ".gch"))):
+            assert time.monotonic() < deadline, "no precompiled head was made"
+            time.sleep(1)  # made in the background: the first build did not wait for it
         second = builder.build({**_cpu_request("kb_pch_d", "return x * 5;"), "kind": "inline"}, 600.0)
-        made = list((Path(builder._scratch) / "pch").rglob(pch.HEADER + ".gch"))
     finally:
         builder.close()
     assert first["ok"] and second["ok"], (first.get("message"), second.get("message"))
     assert len(made) == 1
-    ninja = (Path(second["path"]).parent / "build.ninja").read_text()
-    assert f"-include {str(made[0])[:-len('.gch')]}" in ninja
+    header = str(made[0])[:-len(".gch")]
+    assert f"-include {header}" not in (Path(first["path"]).parent / "build.ninja").read_text()
+    assert f"-include {header}" in (Path(second["path"]).parent / "build.ninja").read_text()

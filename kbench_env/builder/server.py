@@ -84,7 +84,8 @@ class _Server:
         self.send_lock = threading.Lock()
         self.backend = get_backend(config["backend"])
         self.store = Store(config["build_root"])
-        self.pch = BindingHeaders(os.path.join(config["scratch"], "pch"))  # the builder's own: no worker writes it
+        # The builder's own directory (no worker writes it); made in the background, so cold builds do not wait.
+        self.pch = BindingHeaders(os.path.join(config["scratch"], "pch"), background=True)
         self.context = {"torch": torch.__version__, "cxx": compiler_id(), "backend": self.backend.name,
                         "env": config.get("build_env", {})}
 
