@@ -112,7 +112,8 @@ def request_of(path: Path, salt: str = "") -> dict:
     c = dict(calls[0])
     cuda = ccc._join(c.pop("cuda_sources")) + salt
     return requests.normalise({"kind": "inline", "name": c.pop("name"), "cpp_sources": c.pop("cpp_sources"),
-                               "cuda_sources": cuda, "functions": c.pop("functions", None), "options": c})
+                               "cuda_sources": cuda, "functions": c.pop("functions", None),
+                               "options": {k: v for k, v in c.items() if k in requests.OPTIONS}})  # as the worker sends
 
 
 def _exported(libs: list) -> set:
