@@ -32,6 +32,7 @@ from kbench_env.backends.extension import compiler_id
 from kbench_env.builder import fast, requests, torch_ext
 from kbench_env.builder.compiler import CompileError
 from kbench_env.builder.errors import BuildRefused, trim_compiler_output
+from kbench_env.builder.pch import BindingHeaders
 from kbench_env.builder.store import Store
 from kbench_env.protocol.wire import pack, unpack
 from kbench_env.sandbox.confine import environment, landlock, namespaces, privileges, rlimits, seccomp
@@ -83,6 +84,8 @@ class _Server:
         self.send_lock = threading.Lock()
         self.backend = get_backend(config["backend"])
         self.store = Store(config["build_root"])
+        # The builder's own directory (no worker writes it); made in the background, so cold builds do not wait.
+        self.pch = BindingHeaders(os.path.join(config["scratch"], "pch"), background=True)
         self.context = {"torch": torch.__version__, "cxx": compiler_id(), "backend": self.backend.name,
                         "env": config.get("build_env", {})}
 
@@ -93,7 +96,7 @@ class _Server:
         if req["kind"] == "fast":
             return fast.build(req, self.store, timeout, max_bytes)
         return torch_ext.build(req, self.backend, self.store, self.context, timeout, max_bytes,
-                               light_headers=bool(header.get("light_headers", True)))
+                               light_headers=bool(header.get("light_headers", True)), pch=self.pch)
 
     def serve(self, header: dict) -> None:
         t0 = time.perf_counter()

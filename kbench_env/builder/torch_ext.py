@@ -5,7 +5,9 @@ and link libraries of torch's loader) under a deadline, and never imported here:
 The backend adds its build policy (backends/extension.py, cuda.py): ``-O3`` where the candidate gave no ``-O``,
 the GPU's architecture, CUTLASS's include paths, and light headers (<torch/types.h> in place of
 <torch/extension.h>; off with KBENCH_LIGHT_HEADERS=0 on the trusted side), a build that then lacks a declaration of
-torch's being built again as written. The candidate's own flags are checked before any of that (flags.py).
+torch's being built again as written. The light plan's device code keeps load_inline's implicit <torch/types.h>
+(its C++ file brings its own head), and the head the builder puts on main.cpp comes precompiled where the builder
+gives a place for it (pch.py). The candidate's own flags are checked before any of that (flags.py).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import os
 import time
 
 from kbench_env.builder import flags, requests
+from kbench_env.builder import pch as pch_heads
 from kbench_env.builder.compiler import CompileError, run
+from kbench_env.builder.pch import BindingHeaders
 
 _LIB_EXT = ".so"
 
@@ -26,29 +30,56 @@ def _call(fn, **kwargs):
     return fn(**{k: v for k, v in kwargs.items() if k in accepted})
 
 
-def compile_with_ninja(name: str, sources: list, options: dict, directory: str, timeout: float) -> None:
-    """Write torch's build.ninja for ``sources`` (paths in ``directory``) and run ninja there."""
+def compile_with_ninja(name: str, sources: list, options: dict, directory: str, timeout: float,
+                       pch: BindingHeaders | None = None) -> None:
+    """Write torch's build.ninja for ``sources`` (paths in ``directory``) and run ninja there; with ``pch``, the
+    head the builder put on main.cpp comes precompiled (builder/pch.py)."""
     import torch.utils.cpp_extension as cpp
 
+    deadline = time.monotonic() + timeout
     with_cuda = options.get("with_cuda")
     if with_cuda is None:
         with_cuda = any(s.endswith((".cu", ".cuh")) for s in sources)
     ldflags = _call(cpp._prepare_ldflags, extra_ldflags=list(options.get("extra_ldflags") or []),
                     with_cuda=with_cuda, with_sycl=False, verbose=False, is_standalone=False)
-    _call(cpp._write_ninja_file_to_build_library, path=os.path.join(directory, "build.ninja"), name=name,
-          sources=sources, extra_cflags=list(options.get("extra_cflags") or []),
-          extra_cuda_cflags=list(options.get("extra_cuda_cflags") or []), extra_sycl_cflags=[],
-          extra_ldflags=ldflags, extra_include_paths=list(options.get("extra_include_paths") or []),
-          with_cuda=with_cuda, with_sycl=False, is_standalone=False)
+    ninja_file = os.path.join(directory, "build.ninja")
+
+    def write(extra_cflags: list) -> None:
+        _call(cpp._write_ninja_file_to_build_library, path=ninja_file, name=name, sources=sources,
+              extra_cflags=extra_cflags, extra_cuda_cflags=list(options.get("extra_cuda_cflags") or []),
+              extra_sycl_cflags=[], extra_ldflags=ldflags,
+              extra_include_paths=list(options.get("extra_include_paths") or []), with_cuda=with_cuda,
+              with_sycl=False, is_standalone=False)
+
+    cflags = list(options.get("extra_cflags") or [])
+    write(cflags)
+    header = _precompiled_head(sources, ninja_file, pch, timeout) if pch is not None else None
+    if header is not None:
+        write(cflags + ["-include", header])
     jobs = os.environ.get("MAX_JOBS", "")
-    run(["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else []), directory, timeout,
+    run(["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else []), directory, deadline - time.monotonic(),
         f"Error building extension '{name}'")
 
 
-def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options: dict) -> dict:
-    """{file name: text} of a load_inline call, as load_inline writes them (implicit headers, bindings)."""
+def _precompiled_head(sources: list, ninja_file: str, pch: BindingHeaders, timeout: float) -> str | None:
+    """The precompiled header for the head of the build's main.cpp, or None (no builder-written head, or none
+    may be made)."""
+    main = next((s for s in sources if os.path.basename(s) == "main.cpp"), None)
+    if main is None:
+        return None
+    with open(main) as f:
+        head = pch_heads.head_of(f.read(4096))
+    return None if head is None else pch.header_for(head, pch_heads.ninja_flags(ninja_file), timeout)
+
+
+def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options: dict,
+                 cuda_implicit: bool | None = None) -> dict:
+    """{file name: text} of a load_inline call, as load_inline writes them (implicit headers, bindings);
+    ``cuda_implicit`` says whether the device code gets load_inline's implicit headers where it is not the same
+    as for the C++ file (the light plan: its C++ file brings its own)."""
     cpp_sources = list(cpp_sources)
     implicit = not options.get("no_implicit_headers")
+    cuda_implicit = implicit if cuda_implicit is None else cuda_implicit
     if implicit:
         cpp_sources.insert(0, "#include <torch/extension.h>")
     if functions is not None:
@@ -60,7 +91,7 @@ def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options:
         cpp_sources.append("}")
     files = {"main.cpp": "\n".join(cpp_sources)}
     if cuda_sources:
-        head = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] if implicit else []
+        head = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] if cuda_implicit else []
         files["cuda.cu"] = "\n".join(head + list(cuda_sources))
     return files
 
@@ -80,15 +111,20 @@ def _plans(req: dict, backend, light_headers: bool) -> list:
         if light_cuda is not None or light_cpp is not None:
             cpp2, opt2 = light_cpp if light_cpp is not None else (cpp, options)
             cuda2 = light_cuda if light_cuda is not None else cuda
-            plans.append(([cpp2, cuda2, functions], inline_files(name, cpp2, cuda2, functions, opt2), opt2))
-    plans.append(([cpp, cuda, functions], inline_files(name, cpp, cuda, functions, options), options))
+            # The light C++ file brings its own headers; the device code keeps what load_inline would give it.
+            files = inline_files(name, cpp2, cuda2, functions, opt2,
+                                 cuda_implicit=not options.get("no_implicit_headers"))
+            plans.append((sorted(files.items()), files, opt2))
+    files = inline_files(name, cpp, cuda, functions, options)
+    plans.append((sorted(files.items()), files, options))
     return plans
 
 
 def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: int, light_headers: bool = True,
-          compile_fn=compile_with_ninja) -> dict:
+          compile_fn=compile_with_ninja, pch: BindingHeaders | None = None) -> dict:
     """Build an ``inline`` or ``load`` request (requests.normalise'd) in ``store``; returns the manifest with
-    ``cached``. Raises BuildRefused (a flag) or CompileError (the compiler's message, with the backend's hint)."""
+    ``cached``. Raises BuildRefused (a flag) or CompileError (the compiler's message, with the backend's hint).
+    ``pch``: where main.cpp's torch head comes precompiled from (compile_fn is then given it)."""
     flags.check_request(req["options"])
     deadline = time.monotonic() + timeout
     name = req["name"]
@@ -100,8 +136,11 @@ def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: i
             for fname, text in files.items():
                 with open(os.path.join(directory, fname), "w") as f:
                     f.write(text)
-            compile_fn(name, [os.path.join(directory, f) for f in files], options, directory,
-                       deadline - time.monotonic())
+            paths = [os.path.join(directory, f) for f in files]
+            if pch is None:
+                compile_fn(name, paths, options, directory, deadline - time.monotonic())
+            else:
+                compile_fn(name, paths, options, directory, deadline - time.monotonic(), pch=pch)
             return name + _LIB_EXT, name
 
         try:

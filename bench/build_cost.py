@@ -1,0 +1,193 @@
+"""CPU-seconds of KernelBench-format CUDA builds, step by step, through the trusted builder's own code
+(builder/torch_ext.build: its plans, light headers and flags, torch's ninja rules) on a machine with nvcc and a CPU
+build of torch: torch's CUDA paths are pointed at the toolkit, the configuration headers only CUDA builds of torch
+ship are stubbed (bench/cuda_compile_check.py), and the library links against empty stand-ins for libc10_cuda and
+libtorch_cuda (so it links, and its undefined symbols can be checked against torch's libraries here).
+
+Each build is run one ninja target at a time and each target's compiler children are measured
+(resource.getrusage(RUSAGE_CHILDREN): user + sys), so the rows say where the CPU time goes. Every build starts from
+an empty build store (cold) unless --warm: then each solution is built a second time after a change to its kernel
+source that leaves its headers alone (what an RL batch of distinct candidates for one task sees).
+
+    python bench/build_cost.py [solution.py ...] [--out bench/results/build_cost_cpu.md] [--warm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import cuda_compile_check as ccc  # noqa: E402
+
+from kbench_env.backends.cuda import CudaBackend  # noqa: E402
+from kbench_env.builder import compiler, pch, requests, torch_ext  # noqa: E402
+from kbench_env.builder.store import Store  # noqa: E402
+
+DEFAULT = ["tasks/solutions/cuda/level1/relu.py", "tasks/solutions/cuda/level1/softmax_rows.py",
+           "tasks/solutions/cuda/level2/conv2d_batchnorm_relu.py"]
+CUDA_HOME = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+STEPS: list = []  # (solution, target, cpu seconds, wall seconds) of every ninja target run
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _targets(directory: str) -> list:
+    """The ninja file's object targets, then its default target (the link)."""
+    text = open(os.path.join(directory, "build.ninja")).read()
+    objects = re.findall(r"^build ([^:\s]+\.o):", text, re.M)
+    return objects + [None]
+
+
+def stepwise_run(label: str):
+    """A stand-in for compiler.run that runs ``ninja`` one target at a time and records each target's CPU time."""
+    def run(command, cwd, timeout, what):
+        for target in _targets(cwd):
+            c0, w0 = _cpu(), time.perf_counter()
+            p = subprocess.run(["ninja", "-v"] + ([target] if target else []), cwd=cwd, capture_output=True,
+                               text=True, timeout=timeout)
+            STEPS.append((label, target or "link", _cpu() - c0, time.perf_counter() - w0))
+            if p.returncode != 0:
+                raise torch_ext.CompileError(f"{what}: {p.stdout[-4000:]}")
+    return run
+
+
+def measured_run(label: str, step: str):
+    """compiler.run, its CPU time recorded as ``step``."""
+    def run(command, cwd, timeout, what):
+        c0, w0 = _cpu(), time.perf_counter()
+        try:
+            compiler.run(command, cwd, timeout, what)
+        finally:
+            STEPS.append((label, step, _cpu() - c0, time.perf_counter() - w0))
+    return run
+
+
+def _stub_libs(workdir: Path) -> str:
+    """Empty libc10_cuda.so and libtorch_cuda.so for the link (a CPU build of torch has neither)."""
+    d = workdir / "stub-lib"
+    d.mkdir(exist_ok=True)
+    for lib in ("c10_cuda", "torch_cuda"):
+        subprocess.run(["cc", "-shared", "-o", str(d / f"lib{lib}.so"), "-x", "c", "/dev/null"], check=True)
+    return str(d)
+
+
+def compile_fn(workdir: Path, label: str):
+    import torch.utils.cpp_extension as cpp
+
+    stub_inc = ccc._stub_dir(workdir, ccc._includes())
+    stub_lib = _stub_libs(workdir)
+
+    def compile_(name, sources, options, directory, timeout, **kwargs):
+        cpp.CUDA_HOME = CUDA_HOME  # a CPU build of torch sets it to None
+        os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
+        options = {**options, "extra_include_paths": list(options.get("extra_include_paths") or []) + stub_inc,
+                   "extra_ldflags": list(options.get("extra_ldflags") or []) + [f"-L{stub_lib}"]}
+        saved = torch_ext.run, pch.run
+        torch_ext.run, pch.run = stepwise_run(label), measured_run(label, "precompile binding head")
+        try:
+            torch_ext.compile_with_ninja(name, sources, options, directory, timeout, **kwargs)
+        finally:
+            torch_ext.run, pch.run = saved
+    return compile_
+
+
+def request_of(path: Path, salt: str = "") -> dict:
+    calls = [c for c in ccc.extract(path) if c.get("cuda_sources")]
+    c = dict(calls[0])
+    cuda = ccc._join(c.pop("cuda_sources")) + salt
+    return requests.normalise({"kind": "inline", "name": c.pop("name"), "cpp_sources": c.pop("cpp_sources"),
+                               "cuda_sources": cuda, "functions": c.pop("functions", None),
+                               "options": {k: v for k, v in c.items() if k in requests.OPTIONS}})  # as the worker sends
+
+
+def _exported(libs: list) -> set:
+    out = set()
+    for lib in libs:
+        nm = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True).stdout
+        out.update(ln.split()[-1] for ln in nm.splitlines() if ln.strip())
+    return out
+
+
+def check_library(so: str, module: str) -> str:
+    """Whether the library exports the module's init function, and its undefined symbols that no library here
+    defines (torch's CPU libraries, libpython, libcudart, libc/libstdc++), those of torch's CUDA libraries apart."""
+    import torch
+
+    lib = Path(torch.__file__).parent / "lib"
+    defined = subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True).stdout
+    init = f"PyInit_{module}" in defined
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", so], capture_output=True, text=True).stdout
+    names = {ln.split()[-1] for ln in undefined.splitlines() if ln.strip() and ln.split()[0] != "w"}  # not weak
+    known = _exported([str(p) for p in lib.glob("lib*.so")] + [f"{CUDA_HOME}/lib64/libcudart.so"])
+    demangled = subprocess.run(["c++filt"], input="\n".join(sorted(names - known)), capture_output=True,
+                               text=True).stdout.splitlines()
+    foreign = [d for d in demangled if not re.search(r"\b(c10::cuda|at::cuda)::|@GLIBC|@CXXABI|@GCC|^_?Py|@",
+                                                      d) and d.strip()]
+    return f"PyInit_{module} {'exported' if init else 'MISSING'}; unresolved outside CUDA torch: {len(foreign)}" + (
+        f" ({', '.join(foreign[:3])})" if foreign else "")
+
+
+def build_one(path: Path, store_root: str, workdir: Path, salt: str = "", label: str | None = None,
+              headers: pch.BindingHeaders | None = None) -> dict:
+    label = label or path.stem
+    req = request_of(path, salt)
+    ctx = {"torch": "bench", "backend": "cuda"}
+    c0, w0 = _cpu(), time.perf_counter()
+    manifest = torch_ext.build(req, CudaBackend(), Store(store_root), ctx, 1800.0, 1 << 31,
+                               compile_fn=compile_fn(workdir, label), pch=headers)
+    return {"label": label, "cpu": _cpu() - c0, "wall": time.perf_counter() - w0, "cached": manifest["cached"],
+            "check": check_library(manifest["path"], manifest["module"])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("paths", nargs="*", type=Path)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--warm", action="store_true", help="build each a second time with a changed kernel")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--no-pch", action="store_true", help="no precompiled binding head (as the builder was)")
+    args = ap.parse_args(argv)
+    paths = args.paths or [ROOT / p for p in DEFAULT]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="kb-buildcost-") as d:
+        # One builder process: its precompiled heads (made by the first build that needs one) serve the rest.
+        headers = None if args.no_pch else pch.BindingHeaders(os.path.join(d, "pch"))
+        for p in paths:
+            store = tempfile.mkdtemp(dir=d)  # cold: nothing built before
+            results.append(build_one(p, store, Path(d), headers=headers))
+            if args.warm:
+                results.append(build_one(p, store, Path(d), salt="\n// a distinct candidate\n",
+                                         label=p.stem + " (2nd, new kernel)", headers=headers))
+    lines = [f"### {args.title or 'build cost'} ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
+             f"{platform.machine()}, {os.cpu_count()} cores)", "",
+             f"`python bench/build_cost.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
+             "| build | step | CPU s (user+sys) | wall s |", "| --- | --- | --- | --- |"]
+    lines += [f"| {lab} | {tgt} | {cpu:.1f} | {wall:.1f} |" for lab, tgt, cpu, wall in STEPS]
+    lines += ["", "| build | CPU s | wall s | library |", "| --- | --- | --- | --- |"]
+    lines += [f"| {r['label']} | {r['cpu']:.1f} | {r['wall']:.1f} | {r['check']} |" for r in results]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The precompiled header of the binding translation unit (the ``main.cpp`` that load_inline writes): the torch
+headers the builder itself puts on top of it (light: <torch/types.h> + <torch/python.h>; as written:
+<torch/extension.h>), compiled once per (compiler, exact host flags, header text) into a GCC ``.gch`` in the
+builder's scratch directory and handed to every later build with the same flags by ``-include``: that file's
+compile goes from ~16 to ~7.5 CPU seconds (bench/results/build_cost_cpu.md); the candidate's own text comes after.
+
+Only the heads the builder writes are precompiled, never a candidate's own includes, and at most ``MAX_HEADERS``
+flag sets get one (each is hundreds of MB), so candidates cannot fill the disk with them. GCC checks a ``.gch``
+against the flags of the compile that reads it and falls back to the header's text when they differ, so a
+precompiled header can make a build faster, never different. The scratch directory is the builder's own (no worker
+can write it) and is removed with it (client.Builder.close).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shlex
+import threading
+
+from kbench_env.builder.compiler import CompileError, run
+
+HEADER = "kb_binding.h"
+MAX_HEADERS = 4
+#: The heads builder/torch_ext.py and backends/extension.py put on top of main.cpp, longest first.
+HEADS = ("#include <torch/types.h>\n#include <torch/python.h>\n", "#include <torch/extension.h>\n",
+         "#include <torch/types.h>\n")
+_EXTENSION_NAME = re.compile(r"(?:^|\s)-DTORCH_EXTENSION_NAME=\S+")
+
+
+def head_of(text: str) -> str | None:
+    """The builder-written head ``text`` starts with, or None (nothing to precompile)."""
+    return next((h for h in HEADS if text.startswith(h)), None)
+
+
+def ninja_flags(ninja_file: str) -> tuple[str, str, str]:
+    """(compiler, flags before the source, flags after it) of a torch build.ninja's C++ compile, the module's name
+    left out (the headers do not use it, so GCC accepts the header for any module)."""
+    values = {}
+    with open(ninja_file) as f:
+        for line in f:
+            key, eq, value = line.partition(" = ")
+            if eq and key in ("cxx", "cflags", "post_cflags"):
+                values[key] = _EXTENSION_NAME.sub("", value).strip()
+    return values.get("cxx") or "c++", values.get("cflags", ""), values.get("post_cflags", "")
+
+
+class BindingHeaders:
+    """The precompiled heads under ``root``. With ``background``, a build that finds none starts making it in a
+    thread and goes on without it (the first builds of a cold builder are not held up by it); otherwise that build
+    makes it and uses it. ``made`` and ``reused`` count the heads made and the builds that found one made."""
+
+    MAKE_TIMEOUT_S = 900.0
+
+    def __init__(self, root: str, background: bool = False):
+        self.root, self.background = os.path.realpath(root), background
+        self.made = self.reused = 0
+        self._lock = threading.Lock()
+        self._making: dict = {}  # key -> the thread making it
+
+    def header_for(self, head: str, flags: tuple[str, str, str], timeout: float) -> str | None:
+        """The path of ``head`` as a header with its ``.gch`` beside it (made now if need be and not in the
+        background, with ``flags``: ninja_flags' answer), or None (not made yet, or no more may be made)."""
+        cxx, cflags, post = flags
+        key = hashlib.sha256(f"{cxx}\n{cflags}\n{post}\n{head}".encode()).hexdigest()[:24]
+        header = os.path.join(self.root, key, HEADER)
+        if os.path.isfile(header + ".gch"):  # renamed into place whole, after the header
+            self._count("reused")
+            return header
+        if not self.background:
+            return header if self._make(key, head, flags, timeout) else None
+        with self._lock:
+            if key not in self._making and len(self._making) < MAX_HEADERS:
+                self._making[key] = threading.Thread(target=self._make, args=(key, head, flags, self.MAKE_TIMEOUT_S),
+                                                     daemon=True, name="kbench-pch")
+                self._making[key].start()
+        return None
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for the heads being made in the background."""
+        for thread in list(self._making.values()):
+            thread.join(timeout)
+
+    def _make(self, key: str, head: str, flags: tuple[str, str, str], timeout: float) -> bool:
+        cxx, cflags, post = flags
+        directory = os.path.join(self.root, key)
+        header = os.path.join(directory, HEADER)
+        os.makedirs(self.root, exist_ok=True)
+        with self._locked(key):  # one maker across the builder's threads and processes
+            if os.path.isfile(header + ".gch"):
+                return True
+            made = [d for d in os.listdir(self.root) if os.path.isfile(os.path.join(self.root, d, HEADER + ".gch"))]
+            if len(made) >= MAX_HEADERS:
+                return False
+            os.makedirs(directory, exist_ok=True)
+            with open(header, "w") as f:
+                f.write(head)
+            tmp = header + ".gch.tmp"
+            command = [*shlex.split(cxx), "-x", "c++-header", *shlex.split(cflags), header, "-o", tmp,
+                       *shlex.split(post)]
+            try:
+                run(command, directory, timeout, "Error precompiling the binding's torch headers")
+            except CompileError:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                return False  # builds go on without it (and say what is wrong if the headers are)
+            os.rename(tmp, header + ".gch")
+            self._count("made")
+            return True
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            setattr(self, what, getattr(self, what) + 1)
+
+    @contextlib.contextmanager
+    def _locked(self, key: str):
+        fd = os.open(os.path.join(self.root, key + ".lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)

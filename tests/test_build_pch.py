@@ -1,0 +1,119 @@
+"""The builder's cheap path for load_inline builds (builder/torch_ext.py, builder/pch.py): the light plan's device
+code keeps load_inline's implicit torch header (so a .cu that relies on it builds the first time, not after a failed
+light build), and the binding file's torch head is precompiled once and reused by later builds with the same flags
+(checked with real g++ builds of the CPU backend: the later build's command line names the header, and it builds
+even when the header's text is made uncompilable, which only its .gch can explain)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from kbench_env.backends.cpu import CpuBackend
+from kbench_env.backends.cuda import CudaBackend
+from kbench_env.builder import pch, requests, torch_ext
+from kbench_env.builder.store import Store
+
+DEVICE_CODE = """__global__ void k(const float* x, float* y, int64_t n) { int64_t i = threadIdx.x; if (i < n) y[i] = x[i]; }
+torch::Tensor copy(torch::Tensor x) { auto y = torch::empty_like(x); return y; }
+"""
+
+
+def test_light_plan_device_code_keeps_the_implicit_header(tmp_path):
+    built = []
+
+    def recorder(name, sources, options, directory, timeout):
+        built.append({os.path.basename(s): open(s).read() for s in sources})
+        open(os.path.join(directory, name + ".so"), "wb").close()
+
+    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "torch::Tensor copy(torch::Tensor x);",
+                              "cuda_sources": DEVICE_CODE, "functions": ["copy"]})
+    torch_ext.build(req, CudaBackend(), Store(str(tmp_path)), {}, 60.0, 1 << 30, compile_fn=recorder)
+    assert len(built) == 1
+    assert built[0]["main.cpp"].startswith(pch.HEADS[0])  # the light binding file
+    assert built[0]["cuda.cu"].startswith("#include <torch/types.h>\n")  # as load_inline gives the device code
+
+
+def test_a_candidates_own_no_implicit_headers_is_kept(tmp_path):
+    built = []
+
+    def recorder(name, sources, options, directory, timeout):
+        built.append({os.path.basename(s): open(s).read() for s in sources})
+        open(os.path.join(directory, name + ".so"), "wb").close()
+
+    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "#include <torch/types.h>\n",
+                              "cuda_sources": DEVICE_CODE, "functions": ["copy"],
+                              "options": {"no_implicit_headers": True}})
+    torch_ext.build(req, CudaBackend(), Store(str(tmp_path)), {}, 60.0, 1 << 30, compile_fn=recorder)
+    assert [b["cuda.cu"] for b in built] == [DEVICE_CODE]
+
+
+def test_only_builder_written_heads_are_precompiled():
+    assert pch.head_of("#include <torch/types.h>\n#include <torch/python.h>\nint f();") == pch.HEADS[0]
+    assert pch.head_of("#include <torch/extension.h>\nint f();") == "#include <torch/extension.h>\n"
+    assert pch.head_of("#include <vector>\n#include <torch/extension.h>\n") is None
+    assert pch.head_of("int f();") is None
+
+
+def test_no_header_is_made_past_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(pch, "MAX_HEADERS", 0)
+    headers = pch.BindingHeaders(str(tmp_path))
+    assert headers.header_for(pch.HEADS[1], ("c++", "-std=c++20", ""), 60.0) is None
+    assert headers.made == 0 and not any(p.suffix == ".gch" for p in tmp_path.rglob("*"))
+
+
+def test_a_background_head_is_used_once_made(tmp_path):
+    headers = pch.BindingHeaders(str(tmp_path), background=True)
+    flags = ("c++", "-std=c++20", "")
+    assert headers.header_for("#include <vector>\n", flags, 60.0) is None  # the build goes on without it
+    headers.wait(120)
+    header = headers.header_for("#include <vector>\n", flags, 60.0)
+    assert (headers.made, headers.reused) == (1, 1) and os.path.isfile(header + ".gch")
+    assert open(header).read() == "#include <vector>\n"
+
+
+def _cpu_request(name: str, body: str) -> dict:
+    return requests.normalise({"kind": "inline", "name": name, "cpp_sources": f"int64_t f(int64_t x) {{ {body} }}",
+                               "functions": ["f"]})
+
+
+def test_the_binding_head_is_precompiled_once_and_reused(tmp_path):
+    store, headers = Store(str(tmp_path / "store")), pch.BindingHeaders(str(tmp_path / "pch"))
+    first = torch_ext.build(_cpu_request("kb_pch_a", "return x + 1;"), CpuBackend(), store, {}, 600.0, 1 << 30,
+                            pch=headers)
+    assert (headers.made, headers.reused) == (1, 0)
+    [made] = [p for p in (tmp_path / "pch").rglob(pch.HEADER + ".gch")]
+    header = str(made)[:-len(".gch")]
+    # Only the .gch can build the next one: the header's text now stops any compile that reads it.
+    with open(header, "w") as f:
+        f.write('#error "the precompiled header was not used"\n')
+    second = torch_ext.build(_cpu_request("kb_pch_b", "return x * 3;"), CpuBackend(), store, {}, 600.0, 1 << 30,
+                             pch=headers)
+    assert (headers.made, headers.reused) == (1, 1)
+    ninja = open(os.path.join(os.path.dirname(second["path"]), "build.ninja")).read()
+    assert f"-include {header}" in ninja
+    assert first["unit"] != second["unit"] and os.path.isfile(second["path"])
+
+
+def test_the_confined_builder_precompiles_and_reuses_the_head(tmp_path):
+    """Through the builder process (Landlock, limits): the first candidate's build starts the head in the
+    builder's scratch directory without waiting for it; a later candidate's build names it."""
+    from kbench_env.builder.client import Builder
+
+    (tmp_path / "root").mkdir()
+    builder = Builder("cpu", "cpu", str(tmp_path / "root"))
+    try:
+        first = builder.build({**_cpu_request("kb_pch_c", "return x - 1;"), "kind": "inline"}, 600.0)
+        deadline = time.monotonic() + 600
+        while not (made := list((Path(builder._scratch) / "pch").rglob(pch.HEADER + ".gch"))):
+            assert time.monotonic() < deadline, "no precompiled head was made"
+            time.sleep(1)  # made in the background: the first build did not wait for it
+        second = builder.build({**_cpu_request("kb_pch_d", "return x * 5;"), "kind": "inline"}, 600.0)
+    finally:
+        builder.close()
+    assert first["ok"] and second["ok"], (first.get("message"), second.get("message"))
+    assert len(made) == 1
+    header = str(made[0])[:-len(".gch")]
+    assert f"-include {header}" not in (Path(first["path"]).parent / "build.ninja").read_text()
+    assert f"-include {header}" in (Path(second["path"]).parent / "build.ninja").read_text()
