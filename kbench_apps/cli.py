@@ -197,9 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
     rp.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     rp.set_defaults(fn=cmd_report)
-    add_baseline_parser(sub, _device_help(), _DTYPE_ARG)
-    d = sub.add_parser("doctor", formatter_class=HelpFormatter,
-                       help="which sandbox protections are active on this machine (and which are not)")
+    add_baseline_parser(sub, _device_help(), _DTYPE_ARG, HelpFormatter)
+    d = sub.add_parser("doctor", formatter_class=HelpFormatter, help="which sandbox protections are active here")
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
     d.set_defaults(fn=cmd_doctor)
     return p

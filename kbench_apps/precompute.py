@@ -55,8 +55,9 @@ def cmd_baseline(args) -> int:
     return 0
 
 
-def add_parser(sub, device_help: str, dtype_arg: dict) -> None:
-    b = sub.add_parser("baseline", help="precompute a suite's reference timings into the reference cache")
+def add_parser(sub, device_help: str, dtype_arg: dict, formatter=None) -> None:
+    b = sub.add_parser("baseline", help="precompute a suite's reference timings into the reference cache",
+                       **({"formatter_class": formatter} if formatter else {}))
     b.add_argument("--suite", default="default", help="suite name, level, folder, file or comma list")
     b.add_argument("--device", default="auto", help=device_help)
     b.add_argument("--backend", default=None, help="cpu, cuda or triton (default from the device)")

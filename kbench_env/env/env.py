@@ -155,6 +155,8 @@ class KBenchEnv(gym.Env):
     | `build_workers`    | int, None       | CPU cores   | Candidates in flight at once in `evaluate_many`            |
     | `spare_worker`     | bool, None      | `None` (on) | Keep one confined idle worker ready; off with False or     |
     |                    |                 |             | `KBENCH_SPARE_WORKER=0`                                    |
+    | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
+    |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
 
     `device`, `backend`, `reward`, `rules` and the options from `baseline` down are the Evaluator's (they reach it
     through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`, `backend`, `reward`
