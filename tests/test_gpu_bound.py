@@ -78,3 +78,29 @@ def test_a_range_outside_the_workers_allocation_is_refused_without_touching_it()
     with pytest.raises(IpcError, match="impossible layout"):
         maps.tensor(handle, 0, torch.float32, [2, -1], [1, 1])
     maps._open.clear()  # noqa: SLF001 - nothing was opened through the driver
+
+
+def _fake_timings(monkeypatch, ratios: list) -> list:
+    calls = []
+
+    def fake(*a, **k):
+        r = ratios[len(calls)]
+        calls.append(r)
+        out = GpuTiming(block=8, method="cuda-graph", ratio=r, flagged=r > gpu_blocks.FLAG_RATIO)
+        out.timing = gpu_blocks.Timing(1.0, 0.1, 40, [1.0])
+        return out
+
+    monkeypatch.setattr(gpu_blocks, "time_gpu", fake)
+    return calls
+
+
+def test_a_timing_that_paid_the_bound_is_timed_again_and_the_cleanest_counts(monkeypatch):
+    calls = _fake_timings(monkeypatch, [3.6, 0.7, 5.0])  # a burst of host load, then a quiet timing
+    got = gpu_blocks.time_gpu_retimed()
+    assert calls == [3.6, 0.7] and got.ratio == 0.7 and not got.flagged
+
+
+def test_a_forgery_stays_under_the_bound_on_every_timing(monkeypatch):
+    calls = _fake_timings(monkeypatch, [6.0, 5.5, 7.0, 1.0])
+    got = gpu_blocks.time_gpu_retimed()
+    assert len(calls) == gpu_blocks.RETIMINGS and got.ratio == 5.5 and got.flagged

@@ -55,6 +55,8 @@ EAGER_MS_PER_CALL = 0.02
 #: an H200 running 16 evaluations at once flagged 2 of 35 honest solutions (bench/results/trust_gpu.md); a forgery
 #: under the factor is not flagged but is paid no more than the bound.
 FLAG_RATIO = 3.0
+#: Timings of a configuration at most, while the bound is paid (``time_gpu_retimed``).
+RETIMINGS = 3
 #: Stopping rule (as the worker-timed GPU timing had it: cuda.CudaBackend.time_calls).
 PRECISION = 0.005
 PRECISE_AFTER = 0.1
@@ -311,3 +313,21 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
         raise
     run.close(release=True)
     return out
+
+
+def time_gpu_retimed(*args, **kwargs) -> GpuTiming:
+    """``time_gpu``, again while the bound was paid, up to RETIMINGS timings; the one with the lowest bound ratio
+    counts. A burst of host load (builds on every core, the evaluator's other threads holding the interpreter)
+    stretches this side's wall time of an honest timing past the bound now and then: an H200 evaluating 16
+    candidates at once flagged one honest ReLU timing of 11 that way (bench/results/trust_gpu.md). A forged report
+    is under the bound every time."""
+    best = None
+    for _ in range(RETIMINGS):
+        got = time_gpu(*args, **kwargs)
+        if got.wrong is not None or got.timing is None:
+            return got
+        if best is None or got.ratio < best.ratio:
+            best = got
+        if got.ratio <= 1.0:
+            break
+    return best
