@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -80,6 +81,10 @@ def cmd_serve(args) -> int:
     print(f"kbench serve: listening on http://{host}:{port} ({len(registry.tasks)} tasks of {args.suite!r}, "
           f"{front.device} {front.backend_name} backend, {limits.workers} workers + {limits.queue} queued)",
           flush=True)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again under the handlers it found:
+    # these make that second delivery a no-op, so the command ends with its own status
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: None)
     uvicorn.Server(config).run(sockets=[sock])
     print("kbench serve: stopped; in-flight work finished", flush=True)
     return 0
