@@ -191,8 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--llm-price-out", type=float, default=None, help="USD per million completion tokens")
     r.set_defaults(fn=cmd_run)
 
-    rp = sub.add_parser("report", formatter_class=HelpFormatter, help="fast_p, correctness and speedup tables, plots and a Markdown report "
-                                       "from run results")
+    rp = sub.add_parser("report", formatter_class=HelpFormatter, help="fast_p, correctness and speedup tables, plots and a Markdown report from run results")
     rp.add_argument("results", nargs="+", help="JSONL results files of kbench run (several agents side by side)")
     rp.add_argument("--out-dir", default="reports/latest", help="where report.md and the PNG plots go")
     rp.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")

@@ -20,6 +20,8 @@ from kbench_env.executors import make_executor
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
+from kbench_env.serving.admission import ServerLimits
+from kbench_env.serving.registry import TaskRegistry
 
 TOKEN_ENV = "KBENCH_TOKEN"
 
@@ -46,9 +48,7 @@ def _evaluator_kwargs(args) -> dict:
     return kwargs
 
 
-def _limits(args):
-    from kbench_env.serving.admission import ServerLimits  # the [serve] extra
-
+def _limits(args) -> ServerLimits:
     return ServerLimits(workers=args.workers, queue=args.queue, per_client=args.per_client,
                         max_body_bytes=args.max_body_bytes, max_source_chars=args.max_source_chars,
                         max_batch=args.max_batch, request_timeout=args.request_timeout,
@@ -59,7 +59,6 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     from kbench_env.serving.app import KBenchServer  # the [serve] extra (starlette)
-    from kbench_env.serving.registry import TaskRegistry
 
     token, limits = _token(args), _limits(args)
     registry = TaskRegistry(args.suite, dtype=args.dtype)

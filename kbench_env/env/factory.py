@@ -3,6 +3,8 @@ server (``kbench_env.serving.client``, the [serve] extra), both with the same sp
 
 from __future__ import annotations
 
+from kbench_env.env.env import KBenchEnv
+
 
 def make_env(url: str | None = None, **kwargs):
     """``KBenchEnv(**kwargs)``; with ``url``, ``RemoteKBenchEnv(url, **kwargs)``."""
@@ -10,8 +12,6 @@ def make_env(url: str | None = None, **kwargs):
         from kbench_env.serving.client import RemoteKBenchEnv  # httpx, the [serve] extra
 
         return RemoteKBenchEnv(url, **kwargs)
-    from kbench_env.env.env import KBenchEnv  # gymnasium may be absent on a bare GPU image (see kbench_env)
-
     return KBenchEnv(**kwargs)
 
 
