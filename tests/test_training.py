@@ -283,3 +283,84 @@ def test_multi_turn_training(tiny, tmp_path):
         assert runs == [1, 0, 1]  # attempt 1 | the env's feedback | attempt 2
         assert mask.count(1) <= 2 * 12  # --max-completion-length new tokens per turn
     assert "kbench/turn1/compile_rate" in reward_fn.summary()
+
+
+# ---------------------------------------------------------------------------------------------- against a server
+
+
+@pytest.fixture(scope="module")
+def server():
+    """A real ``kbench serve`` process on localhost (CPU, timing off: a reward is exact, as ``untimed``'s)."""
+    pytest.importorskip("httpx")
+    from tests.serving_server import ServerProcess
+
+    srv = ServerProcess("--workers", "2", "--queue", "8", "--max-batch", "3")
+    yield srv
+    srv.stop()
+
+
+def _evaluations(url: str) -> float:
+    import httpx
+
+    from tests.serving_server import TOKEN
+
+    text = httpx.get(url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
+    return next(float(line.split()[-1]) for line in text.splitlines() if line.startswith("kbench_evaluations_total "))
+
+
+@pytest.mark.parametrize("turns", [1, 2])
+def test_training_against_a_server(tiny, tmp_path, server, untimed, turns):
+    """--env-url: the rewards the trainer sees come from the server's /batch (in chunks of its --max-batch), every
+    evaluation arrives there (its /metrics count them), and each reward is what an in-process Evaluator pays."""
+    from kbench_env.serving.remote import RemoteEvaluator
+    from tests.serving_server import TOKEN
+    from training.grpo import build_trainer
+
+    before = _evaluations(server.url)
+    trainer, rollout, _ = build_trainer(_args(tiny, tmp_path, env_url=server.url, env_token=TOKEN, turns=turns,
+                                              max_steps=1 if turns > 1 else 2))
+    assert isinstance(rollout.evaluator, RemoteEvaluator) and rollout.evaluator.chunk == 3
+    rollout.keep_history = True
+    seen = _capture_rewards(trainer)
+    trainer.train()
+    flat = [r for batch in seen for r in batch]
+    if turns == 1:
+        assert trainer.state.global_step == 2 and len(flat) == len(rollout.history) == 8
+        for r, (name, text, result) in zip(flat, rollout.history):
+            assert r == pytest.approx(result.reward)  # the trainer's tensor is float32
+            assert result.reward == untimed.evaluate(resolve_task(name), text).reward
+        assert _evaluations(server.url) - before == 8
+    else:
+        assert trainer.state.global_step == 1 and len(flat) == len(rollout.history) == 4
+        for r, ep in zip(flat, rollout.history):
+            direct = [untimed.evaluate(resolve_task(ep["task"]), a).reward for a in ep["attempts"]]
+            assert ep["turn_rewards"] == direct and r == pytest.approx(episode_reward(direct, "best", 0.02))
+        assert _evaluations(server.url) - before == 8  # 4 episodes of 2 turns
+
+
+def test_remote_evaluator_keeps_the_order_across_chunks(server, untimed, relu_solution):
+    """Five items in chunks of the server's --max-batch 3: each result is its own item's, as evaluate_many gives."""
+    from kbench_env.serving.remote import RemoteEvaluator
+    from tests.serving_server import TOKEN
+
+    task = resolve_task(RELU)
+    remote = RemoteEvaluator(server.url, TOKEN)
+    assert (remote.device, remote.backend_name, remote.rules) == (untimed.device, untimed.backend_name, untimed.rules)
+    items = [(task, relu_solution), (task, "garbage"), (task, "class ModelNew: pass"), (task, relu_solution),
+             (task, "x = (")]
+    got = [(r.correct, r.reward, r.error_stage) for r in remote.evaluate_many(items)]
+    want = [(r.correct, r.reward, r.error_stage) for r in untimed.evaluate_many(items)]
+    assert got == want and [c for c, _, _ in got] == [True, False, False, True, False]
+    with pytest.raises(ValueError, match="does not serve 1 task.*level9/nope"):
+        remote.check_tasks(["level1/relu", "level9/nope"])
+    remote.close()
+
+
+def test_training_against_a_server_refuses_what_the_server_decides(server, tiny, tmp_path):
+    from tests.serving_server import TOKEN
+    from training.grpo import build_trainer
+
+    with pytest.raises(SystemExit, match="--reward binary.*set these on `kbench serve`"):
+        build_trainer(_args(tiny, tmp_path, env_url=server.url, env_token=TOKEN, reward="binary"))
+    with pytest.raises(PermissionError, match="token"):
+        build_trainer(_args(tiny, tmp_path, env_url=server.url, env_token="wrong"))

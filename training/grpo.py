@@ -4,13 +4,17 @@ Single turn (``--turns 1``): each prompt is a task's prompt (exactly what ``KBen
 ``--num-generations`` answers, all answers of a step are evaluated together by the Evaluator and each earns the
 env's reward (``training.rewards.KBenchReward``). Multi turn (``--turns N``): each answer starts an episode; the
 env's feedback goes back as the next user message, up to N attempts, and the episode earns
-``best turn reward - turn_cost * (turns - 1)`` (``training.rollout``). Evaluation metrics (compile, correctness,
-integrity-flag rates, speedups) are logged with the trainer's own metrics, and every log line is appended to
-``<output-dir>/log.jsonl``.
+``best turn reward - turn_cost * (turns - 1)`` (``training.rollout``). The Evaluator runs in this process, or on a
+``kbench serve`` server (``--env-url``, ``--env-token``: ``kbench_env.serving.remote.RemoteEvaluator``), whose
+device, backend, reward and timing are then the ones the prompts name and the rewards pay. Evaluation metrics
+(compile, correctness, integrity-flag rates, speedups) are logged with the trainer's own metrics, and every log line
+is appended to ``<output-dir>/log.jsonl``.
 
     # CPU smoke run with a local tiny model (python -m training.tiny --out runs/tiny)
     python -m training.grpo --model runs/tiny --device cpu --max-steps 2 --num-generations 4 \\
         --per-device-batch-size 4 --max-completion-length 32
+    # rewards from a server (kbench serve on the GPU host or a Ray cluster; see README, "Serving")
+    KBENCH_TOKEN=... python -m training.grpo --model runs/tiny --env-url http://gpu-host:8000 --max-steps 2
     # a real model on GPUs, vLLM colocated (see README, "Training")
     accelerate launch -m training.grpo --model Qwen/Qwen2.5-Coder-7B-Instruct --suite level1 --vllm colocate \\
         --turns 2 --lora --max-steps 200
@@ -40,6 +44,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-timing", action="store_true", help="correctness only: skip timing (speedup counts as 1)")
     p.add_argument("--eval-workers", type=int, default=None,
                    help="candidates evaluated at once (default: one per CPU core)")
+    p.add_argument("--env-url", default=None,
+                   help="evaluate on a `kbench serve` server (http://host:port) instead of in this process; its "
+                        "device, backend, reward and rules are the server's")
+    p.add_argument("--env-token", default=None, help="the server's token (default: $KBENCH_TOKEN)")
     # episodes
     p.add_argument("--turns", type=int, default=1, help="attempts per episode; >1 feeds the env's feedback back")
     p.add_argument("--episode-reward", default="best", choices=["best", "last"],
@@ -98,6 +106,23 @@ class JsonlLog(TrainerCallback):
                 f.write(json.dumps({"step": state.global_step, "time": time.time(), **logs}) + "\n")
 
 
+def remote_evaluator(args: argparse.Namespace):
+    """The server's evaluator (``--env-url``). Options that only an in-process Evaluator takes are refused rather
+    than silently ignored: the server fixes device, backend, reward and timing (``kbench serve --help``)."""
+    from kbench_env.serving.remote import RemoteEvaluator  # httpx, the [serve] extra
+
+    evaluator = RemoteEvaluator(args.env_url, args.env_token)
+    clashes = [flag for flag, clash in (
+        (f"--device {args.device}", args.device not in ("auto", evaluator.device)),
+        (f"--backend {args.backend}", args.backend not in (None, evaluator.backend_name)),
+        (f"--reward {args.reward}", args.reward != "tiered"), ("--no-timing", args.no_timing)) if clash]
+    if clashes:
+        raise SystemExit(f"{', '.join(clashes)}: with --env-url the server at {args.env_url} evaluates (device "
+                         f"{evaluator.device}, backend {evaluator.backend_name}, its own reward and timing); set "
+                         f"these on `kbench serve` instead")
+    return evaluator
+
+
 def build_trainer(args: argparse.Namespace):
     """The GRPOTrainer for ``args``, and the object that turns completions into rewards (KBenchReward for one turn,
     MultiTurnRollout for several)."""
@@ -115,13 +140,19 @@ def build_trainer(args: argparse.Namespace):
     from .rollout import MultiTurnRollout
 
     # 1. where kernels run, and the tasks
-    dev = Device.parse(args.device)
-    if dev == Device("cuda") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        dev = Device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # each process evaluates on its own GPU
-    device = str(dev)
-    backend = args.backend or default_backend(device)
-    evaluator = Evaluator(device=device, backend=backend, reward=args.reward, time_candidates=not args.no_timing)
+    if args.env_url:
+        evaluator = remote_evaluator(args)
+        device, backend = evaluator.device, evaluator.backend_name
+    else:
+        dev = Device.parse(args.device)
+        if dev == Device("cuda") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            dev = Device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # each process evaluates on its own GPU
+        device = str(dev)
+        backend = args.backend or default_backend(device)
+        evaluator = Evaluator(device=device, backend=backend, reward=args.reward, time_candidates=not args.no_timing)
     tasks = load_tasks(args.suite, device)
+    if args.env_url:
+        evaluator.check_tasks(t.name for t in tasks)
     dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)))
 
     # 2. the model's tokenizer: left padding and a pad token, as GRPO needs
