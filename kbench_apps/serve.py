@@ -1,5 +1,6 @@
 """``kbench serve``: the environment as an HTTP/WebSocket server (``kbench_env.serving``) on one host, evaluating
-through the local executor (every GPU here, else the CPU) or a Ray cluster (``--ray-address``).
+through the local executor (every GPU here, else the CPU) or a Ray cluster (``--ray-address``: the same
+``RayExecutor`` as ``make_executor("ray", address=...)``, whose actors' device and backend the prompts name).
 
 It binds 127.0.0.1 unless ``--host`` says otherwise, needs a token (``--token-file``, ``$KBENCH_TOKEN``, else one
 is made and printed), prints ``kbench serve: listening on http://HOST:PORT`` once it accepts connections, and on
@@ -17,7 +18,6 @@ from pathlib import Path
 
 from kbench_apps.runner import TIMING_PRESETS
 from kbench_env.executors import make_executor
-from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.serving.admission import ServerLimits
@@ -48,8 +48,8 @@ def _evaluator_kwargs(args) -> dict:
     return kwargs
 
 
-def _limits(args) -> ServerLimits:
-    return ServerLimits(workers=args.workers, queue=args.queue, per_client=args.per_client,
+def _limits(args, workers: int) -> ServerLimits:
+    return ServerLimits(workers=workers, queue=args.queue, per_client=args.per_client,
                         max_body_bytes=args.max_body_bytes, max_source_chars=args.max_source_chars,
                         max_batch=args.max_batch, request_timeout=args.request_timeout,
                         max_sessions=args.max_sessions, session_idle=args.session_idle)
@@ -60,15 +60,18 @@ def cmd_serve(args) -> int:
 
     from kbench_env.serving.app import KBenchServer  # the [serve] extra (starlette)
 
-    token, limits = _token(args), _limits(args)
+    token = _token(args)
     registry = TaskRegistry(args.suite, dtype=args.dtype)
     kwargs = _evaluator_kwargs(args)
     if args.ray_address:
         executor = make_executor("ray", device=args.device, workers=args.workers, address=args.ray_address, **kwargs)
-        front = Evaluator(device="cpu" if args.device == "auto" else args.device, spare_worker=False, **kwargs)
+        front = executor  # the actors' device, backend and rules, which the prompts name; no Evaluator here
+        workers = args.workers or len(executor.actors)  # default: one evaluation per actor (per GPU)
     else:
-        executor = make_executor("local", device=args.device, workers=args.workers, **kwargs)
+        workers = args.workers or 2
+        executor = make_executor("local", device=args.device, workers=workers, **kwargs)
         front = executor.evaluators[0]
+    limits = _limits(args, workers)
     server = KBenchServer(executor, front, registry, token, limits)
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -107,8 +110,11 @@ def add_parser(sub, device_help: str, dtype_arg: dict, formatter) -> None:
     s.add_argument("--rules", default="strict", choices=RULES, help="what forward may run (see kbench eval)")
     s.add_argument("--timing", default="default", choices=["default", "quick", "off"],
                    help="timing repetitions: the Evaluator's, few, or none (correctness only)")
-    s.add_argument("--ray-address", default=None, help="evaluate on this Ray cluster ('auto': the running one)")
-    s.add_argument("--workers", type=int, default=2, help="evaluations running at once")
+    s.add_argument("--ray-address", default=None,
+                   help="evaluate on Ray actors, one per GPU (--workers: how many): 'auto' joins the cluster running "
+                        "here (`ray start --head` / `ray start --address`), HOST:PORT another, 'local' starts one")
+    s.add_argument("--workers", type=int, default=None,
+                   help="evaluations running at once (default 2; with --ray-address, actors, default one per GPU)")
     s.add_argument("--queue", type=int, default=16, help="evaluations waiting beyond those (more: 429)")
     s.add_argument("--per-client", type=int, default=8, help="requests in flight per client address")
     s.add_argument("--max-body-bytes", type=int, default=8 << 20, help="largest request body (more: 413)")

@@ -14,8 +14,8 @@ TOKEN = "test-token-for-kbench-serve"
 
 
 class ServerProcess:
-    def __init__(self, *args: str, startup: float = 120.0):
-        env = dict(os.environ, KBENCH_TOKEN=TOKEN, KBENCH_SPARE_WORKER="0")
+    def __init__(self, *args: str, startup: float = 120.0, env: dict | None = None):
+        env = dict(os.environ, KBENCH_TOKEN=TOKEN, KBENCH_SPARE_WORKER="0", **(env or {}))
         cmd = [sys.executable, "-m", "kbench_apps", "serve", "--port", "0", "--device", "cpu", "--timing", "off",
                "--suite", "all", *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -56,6 +56,14 @@ class ServerProcess:
     def stop(self, timeout: float = 120.0) -> int:
         self.proc.terminate()
         return self.proc.wait(timeout)
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid`` as it shows itself (Ray names its actor processes ``ray::Class``)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def alive(pid: int) -> bool:

@@ -57,6 +57,19 @@ def test_local_takes_the_ray_executors_options_only_by_name():
     assert make_executor("local", device=["cpu"]).devices == ["cpu"]
 
 
+def test_ray_actors_device_is_the_clusters():
+    """"auto" asks the cluster (a GPU cluster's actors evaluate on their own "cuda", whatever the driver has), and
+    the executor's device is what a server in front of it names in its prompts."""
+    pytest.importorskip("ray")
+    from kbench_env.device import Device
+    from kbench_env.executors.ray_executor import actor_device
+
+    assert actor_device("auto", 8) == Device("cuda") and actor_device("auto", 0) == Device("cpu")
+    assert actor_device("cpu", 8) == Device("cpu") and actor_device("cuda", 0) == Device("cuda")
+    with pytest.raises(ValueError, match="cuda:N is for the local executor"):
+        actor_device("cuda:1", 8)
+
+
 def test_ray_executor_matches_local(local_results, evaluator):
     pytest.importorskip("ray")
     ex = make_executor("ray", device="cpu", workers=2, cpus_per_actor=1, cache_dir=str(evaluator.cache_dir),
@@ -66,6 +79,7 @@ def test_ray_executor_matches_local(local_results, evaluator):
     finally:
         ex.close()
     assert _summary(ray_results) == _summary(local_results)
+    assert (ex.device, ex.backend_name, ex.rules) == ("cpu", "cpu", "strict")
 
 
 def test_make_vec_shares_one_evaluator(evaluator):

@@ -8,7 +8,8 @@ Both executors are built as ``make_executor(kind, device=..., workers=..., **eva
   ``build_workers``), the Ray executor's actors (default: one per GPU of the cluster, else 1).
 - everything else goes to each ``Evaluator`` (``cache_dir``, ``timing``, ``reward``, ``rules``, ...).
 
-The Ray executor also takes its cluster's options (``address``, ``cpus_per_actor``, ``max_concurrency``).
+The Ray executor also takes its cluster's options (``address``, ``cpus_per_actor``, ``max_concurrency``,
+``retries``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 #: Names people reach for, and the argument that means it here.
 RENAMED = {"devices": "device", "num_actors": "workers", "num_workers": "workers", "max_workers": "workers"}
 #: Arguments only the Ray executor has.
-RAY_ONLY = ("address", "cpus_per_actor", "max_concurrency")
+RAY_ONLY = ("address", "cpus_per_actor", "max_concurrency", "retries")
 
 
 def check_arguments(kind: str, kwargs: dict) -> None:

@@ -1,13 +1,27 @@
 """The Ray executor: one actor per GPU (or per CPU slot), each holding an Evaluator for its device, on an
-existing Ray cluster (``address="auto"``) or a local one. Builds use the actor's CPUs; results come back as
-EvalResult dicts and are rebuilt here, so callers see the same objects as with the local executor."""
+existing Ray cluster (``address="auto"``) or a local instance (``"local"`` or None). Builds use the actor's CPUs;
+results come back as EvalResult dicts and are rebuilt here, so callers see the same objects as with the local
+executor. ``kbench serve --ray-address`` builds this same executor (``connect`` is the one place an address is
+understood).
+
+An actor that dies (its worker process killed, its node gone) loses no evaluation: Ray restarts the actor
+(``max_restarts=-1``, on another node when its own is gone) and the evaluation is sent again to another live actor,
+up to ``retries`` times; its result then says so (``RetriedResult``: ``retries`` and ``retried_because``). Ray's own
+task retries stay off so that a retry is never silent."""
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from kbench_env.backends import default_backend, get_backend
 from kbench_env.device import Device
 from kbench_env.executors.options import check_arguments
+from kbench_env.executors.retried import RetriedResult
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.rules import DEFAULT as DEFAULT_RULES, check_rules
 
 
 class _EvaluatorActor:
@@ -18,45 +32,113 @@ class _EvaluatorActor:
         return self.evaluator.evaluate(task, action, seed).to_dict()
 
 
+def connect(address: str | None, num_cpus: int | None = None):
+    """Join the Ray cluster at ``address`` ("auto": the one running here; "ray://host:port" or "host:port"), or
+    start a local instance (``"local"`` or None; ``num_cpus`` at least). Returns the ``ray`` module."""
+    import ray
+
+    if ray.is_initialized():
+        return ray
+    local = address in (None, "", "local")
+    try:
+        ray.init(address=None if local else address, ignore_reinit_error=True, include_dashboard=False,
+                 log_to_driver=False, **({"num_cpus": num_cpus} if local and num_cpus else {}))
+    except ConnectionError as exc:
+        raise ConnectionError(f"no Ray cluster at address {address!r}: {exc} (start one with `ray start --head`, "
+                              f"or use 'local' to start an instance in this process)") from None
+    return ray
+
+
+def actor_device(device: str, cluster_gpus: int) -> Device:
+    """The device each actor evaluates on: "auto" asks the cluster, not this process (the actors may run where
+    this driver has no GPU): its own GPU ("cuda") when the cluster has GPUs, else the CPU."""
+    if not isinstance(device, str) or (device != "auto" and Device.parse(device).index is not None):
+        raise ValueError(f"device={device!r}: the Ray executor takes 'auto', 'cpu' or 'cuda' (each actor's GPU "
+                         f"is its own 'cuda'); a list or cuda:N is for the local executor")
+    return Device.parse(("cuda" if cluster_gpus else "cpu") if device == "auto" else device)
+
+
+def _lost_actor_errors(ray) -> tuple:
+    exc = ray.exceptions
+    return tuple(e for e in (getattr(exc, "RayActorError", None), getattr(exc, "ActorUnavailableError", None),
+                             getattr(exc, "WorkerCrashedError", None), getattr(exc, "NodeDiedError", None)) if e)
+
+
 class RayExecutor:
     """Arguments as the local executor's (``kbench_env.executors.options``), and the cluster's:
         device: "auto" (cuda when the cluster has GPUs), "cuda" (each actor gets one GPU) or "cpu".
         workers: actors to start (default: one per GPU in the cluster, else 1).
-        address: a Ray cluster address ("auto" to join the running one); None starts a local instance.
+        address: "auto" (the running cluster), a cluster address, or "local"/None (a local instance).
         cpus_per_actor: CPUs reserved per actor for its builds.
         max_concurrency: evaluations one actor takes at once.
+        retries: times an evaluation is sent again after its actor died.
+    ``device``, ``backend``, ``backend_name`` and ``rules`` are what the actors evaluate with: the prompts of a
+    server in front of this executor name them.
     """
 
     def __init__(self, device: str = "auto", workers: int | None = None, *, address: str | None = None,
-                 cpus_per_actor: float = 1, max_concurrency: int = 2, **evaluator_kwargs):
+                 cpus_per_actor: float = 1, max_concurrency: int = 2, retries: int = 3, **evaluator_kwargs):
         check_arguments("ray", evaluator_kwargs)
-        import ray
-
-        if not isinstance(device, str) or (device != "auto" and Device.parse(device).index is not None):
-            raise ValueError(f"device={device!r}: the Ray executor takes 'auto', 'cpu' or 'cuda' (each actor's GPU "
-                             f"is its own 'cuda'); a list or cuda:N is for the local executor")
-        if not ray.is_initialized():
-            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+        actor_device(device, 0)  # a bad device fails before Ray starts
+        local_cpus = max(os.cpu_count() or 1, int((workers or 1) * cpus_per_actor + 0.999))
+        ray = connect(address, num_cpus=local_cpus)
         gpus = int(ray.cluster_resources().get("GPU", 0))
-        # "auto" asks the cluster, not this process: the actors may run where this driver has no GPU
-        dev = Device.parse(("cuda" if gpus else "cpu") if device == "auto" else device)
+        dev = actor_device(device, gpus)
         n = workers or (gpus if dev.is_cuda and gpus else 1)
-        opts = {"num_cpus": cpus_per_actor, "max_concurrency": max_concurrency}
+        opts = {"num_cpus": cpus_per_actor, "max_concurrency": max_concurrency, "max_restarts": -1,
+                "max_task_retries": 0}
         if dev.is_cuda:
             opts["num_gpus"] = 1  # each actor's one GPU is its "cuda"
         actor_cls = ray.remote(_EvaluatorActor)
         self.actors = [actor_cls.options(**opts).remote(dev.kind, evaluator_kwargs) for _ in range(n)]
+        self.device = str(Device(dev.kind))
+        self.backend_name = evaluator_kwargs.get("backend") or default_backend(self.device)
+        self.backend = get_backend(self.backend_name)
+        self.rules = check_rules(evaluator_kwargs.get("rules") or DEFAULT_RULES)
+        self.retries = retries
+        self.workers = n * max_concurrency
         self._ray = ray
+        self._lost = _lost_actor_errors(ray)
+        self._load = [0] * n
+        self._lock = threading.Lock()
+
+    def _pick(self, avoid: set) -> int:
+        """The least loaded actor, other than those that lost this evaluation (unless every one did)."""
+        with self._lock:
+            choices = [i for i in range(len(self.actors)) if i not in avoid] or list(range(len(self.actors)))
+            i = min(choices, key=self._load.__getitem__)
+            self._load[i] += 1
+            return i
+
+    def _run(self, task, action, seed) -> EvalResult:
+        lost: list[str] = []
+        avoid: set = set()
+        while True:
+            i = self._pick(avoid)
+            try:
+                d = self._ray.get(self.actors[i].evaluate.remote(task, action, seed))
+            except self._lost as exc:
+                if len(lost) >= self.retries:
+                    raise RuntimeError(f"task {getattr(task, 'name', task)}: {len(lost) + 1} Ray actors died "
+                                       f"evaluating it (--ray-address cluster; last: {type(exc).__name__}: "
+                                       f"{str(exc)[:300]})") from exc
+                lost.append(f"actor {i}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                avoid.add(i)
+                continue
+            finally:
+                with self._lock:
+                    self._load[i] -= 1
+            result = EvalResult.from_dict(d)
+            return RetriedResult.of(result, lost) if lost else result
 
     def evaluate_many(self, items: list, seed: int | None = None) -> list[EvalResult]:
-        refs = [self.actors[i % len(self.actors)].evaluate.remote(task, action, seed)
-                for i, (task, action) in enumerate(items)]
-        return [EvalResult.from_dict(d) for d in self._ray.get(refs)]
+        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(items)))) as pool:
+            return list(pool.map(lambda ta: self._run(ta[0], ta[1], seed), items))
 
     def evaluate(self, task, action, seed: int | None = None) -> EvalResult:
-        return self.evaluate_many([(task, action)], seed)[0]
+        return self._run(task, action, seed)
 
     def close(self) -> None:
         for a in self.actors:
-            self._ray.kill(a)
+            self._ray.kill(a, no_restart=True)
         self.actors = []

@@ -24,9 +24,9 @@ from kbench_env.serving.wire import RESET_OPTIONS
 
 
 class KBenchServer:
-    """``executor``: what evaluates (``make_executor(...)``); ``evaluator``: the Evaluator whose device, backend
-    and rules the prompts name (the local executor's first); ``token``: the bearer token every route but /health
-    needs."""
+    """``executor``: what evaluates (``make_executor(...)``); ``evaluator``: whose device, backend and rules the
+    prompts name (the local executor's first Evaluator, or the Ray executor itself: its actors'); ``token``: the
+    bearer token every route but /health needs."""
 
     def __init__(self, executor, evaluator, registry: TaskRegistry, token: str, limits: ServerLimits | None = None):
         if not token:
