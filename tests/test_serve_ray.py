@@ -83,6 +83,8 @@ def test_killing_an_actor_mid_batch_loses_no_request(ray_server):
     retried = [ln["result"] for ln in lines if ln["result"].get("retries")]
     assert len(retried) >= 1 and all("actor" in r["retried_because"][0] for r in retried)
     assert all(r["retries"] == len(r["retried_because"]) for r in retried)
+    metrics = httpx.get(ray_server.url + "/metrics", headers=AUTH).text
+    assert f"kbench_retried_total {len(retried)}" in metrics.splitlines()
     # Ray restarts the dead actor: the server keeps its two
     for _ in range(1200):
         if len(_actors(ray_server)) == 2:

@@ -1,5 +1,5 @@
 """The server's counters and their Prometheus text exposition (``GET /metrics``): queue depth, evaluations
-running, evaluations per minute, failures by stage, refusals by reason, sessions open."""
+running, evaluations per minute, failures by stage, retried evaluations, refusals by reason, sessions open."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections import Counter, deque
 class Metrics:
     def __init__(self):
         self.evaluations = 0
+        self.retried = 0  # evaluations sent again after their Ray actor died (their results say so)
         self.failures: Counter = Counter()  # by the stage an incorrect evaluation failed at
         self.errors: Counter = Counter()  # evaluations that raised or timed out, by kind
         self.refused: Counter = Counter()  # requests refused, by HTTP status
@@ -23,6 +24,7 @@ class Metrics:
         now = time.monotonic()
         with self._lock:
             self.evaluations += 1
+            self.retried += bool(result.get("retries"))
             self._recent.append(now)
             if not result.get("correct"):
                 self.failures[result.get("error_stage") or result.get("stage") or "unknown"] += 1
@@ -47,6 +49,8 @@ class Metrics:
             "# TYPE kbench_evaluations_per_minute gauge", f"kbench_evaluations_per_minute {self.per_minute()}",
             "# HELP kbench_evaluations_total Evaluations finished.", "# TYPE kbench_evaluations_total counter",
             f"kbench_evaluations_total {self.evaluations}",
+            "# HELP kbench_retried_total Evaluations sent again after their executor's worker (a Ray actor) died.",
+            "# TYPE kbench_retried_total counter", f"kbench_retried_total {self.retried}",
         ]
         with self._lock:
             series = [("kbench_failures_total", "Incorrect evaluations by the stage they failed at.", "stage",
