@@ -275,9 +275,6 @@ def main(conn, job: dict) -> None:
         if source is None:
             return
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
-    # what the worker checks with, before any candidate code runs (integrity.HarnessGuard)
-    guard = integrity.HarnessGuard(extra=[(sys.modules[__name__], "compare_outputs"), (type(backend), "sync"),
-                                          (type(backend), "poison")])
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     builds = BuildClient(conn)
@@ -291,22 +288,18 @@ def main(conn, job: dict) -> None:
         return
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(),
-          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds,
-          "harness_patched": guard.changed()})
-    _serve(_Session(conn, job, backend, mod, own_namespaces), guard)
+          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
+    _serve(_Session(conn, job, backend, mod, own_namespaces))
 
 
-def _serve(s: _Session, guard) -> None:
+def _serve(s: _Session) -> None:
     """Answer requests one by one; every failure is an ERROR reply, and the candidate's exit ends the worker."""
     while True:
         header, payload = unpack(s.conn.recv_bytes())
         kind = header["type"]
         grad = torch.enable_grad() if header.get("backward") else torch.no_grad()
         busy0 = time.perf_counter()
-        # A timed block's reply ends the trusted side's clock: the guard's walk is left to the next reply.
-        patched = (lambda: []) if kind in (msg.BLOCK, msg.GPU_BLOCK) else guard.changed
-        send = lambda h, p=None, _t=busy0: s.conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t,  # noqa: E731
-                                                                   "harness_patched": patched()}, p))
+        send = lambda h, p=None, _t=busy0: s.conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t}, p))  # noqa: E731
         try:
             handler = HANDLERS.get(kind)
             if handler is None:
