@@ -1,6 +1,6 @@
 """The ``kbench`` command: ``tasks`` (list the suite), ``eval`` (one candidate), ``run`` (an agent over a suite),
 ``report`` (tables, plots and a Markdown report from run results), ``baseline`` (a suite's reference timings
-precomputed into the reference cache), ``doctor``.
+precomputed into the reference cache), ``serve`` (the environment over HTTP), ``doctor``.
 
 The CLI composes the public pieces (suite, Evaluator, env, agents); it holds no evaluation logic of its own.
 """
@@ -21,6 +21,7 @@ from kbench_apps.precompute import add_parser as add_baseline_parser
 from kbench_apps.report import main as report_main
 from kbench_apps.runlog import RunLog
 from kbench_apps.runner import run_suite
+from kbench_apps.serve import add_parser as add_serve_parser
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
@@ -190,14 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--llm-price-out", type=float, default=None, help="USD per million completion tokens")
     r.set_defaults(fn=cmd_run)
 
-    rp = sub.add_parser("report", formatter_class=HelpFormatter, help="fast_p, correctness and speedup tables, plots and a Markdown report "
-                                       "from run results")
+    rp = sub.add_parser("report", formatter_class=HelpFormatter, help="fast_p, correctness and speedup tables, plots and a Markdown report from run results")
     rp.add_argument("results", nargs="+", help="JSONL results files of kbench run (several agents side by side)")
     rp.add_argument("--out-dir", default="reports/latest", help="where report.md and the PNG plots go")
     rp.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
     rp.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     rp.set_defaults(fn=cmd_report)
     add_baseline_parser(sub, _device_help(), _DTYPE_ARG, HelpFormatter)
+    add_serve_parser(sub, _device_help(), _DTYPE_ARG, HelpFormatter)
     d = sub.add_parser("doctor", formatter_class=HelpFormatter, help="which sandbox protections are active here")
     d.add_argument("--json", action="store_true", help="print the report as one JSON object")
     d.set_defaults(fn=cmd_doctor)

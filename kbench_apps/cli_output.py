@@ -13,6 +13,7 @@ import os
 import sys
 
 import torch
+from rich.console import Console
 
 from kbench_env.device import Device
 
@@ -40,6 +41,17 @@ def plural(n: int, noun: str, many: str | None = None) -> str:
 def is_terminal(stream=None) -> bool:
     stream = stream or sys.stdout
     return bool(getattr(stream, "isatty", lambda: False)())
+
+
+#: The width tables are laid out at when the output is not a terminal: wide enough that no cell is cut or wrapped.
+PIPED_WIDTH = 400
+
+
+def console(stream=None):
+    """A rich Console for ``stream`` (stdout): a terminal's own width; piped or redirected, whole lines and tables
+    laid out at PIPED_WIDTH columns instead of rich's default 80, so nothing is cut."""
+    piped = not is_terminal(stream)
+    return Console(file=stream, soft_wrap=piped, width=PIPED_WIDTH if piped else None)
 
 
 def require_device(device: str) -> None:

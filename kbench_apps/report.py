@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kbench_apps.cli_output import console as make_console
 from kbench_apps.results import P_VALUES, p_key, load_records, summarize
 
 
@@ -95,7 +95,7 @@ def markdown(summary: dict, sources: list[str], plots: dict | None, out_dir: Pat
 
 
 def print_summary(summary: dict, console=None) -> None:
-    console = console or Console()
+    console = console or make_console()
     cols = metric_columns(summary["p_values"])
 
     def table(title, per):  # metrics as rows, agents side by side as columns

@@ -16,12 +16,11 @@ import inspect
 import time
 from importlib.metadata import EntryPoint, entry_points
 
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kbench_apps.cli_output import is_terminal, plural
+from kbench_apps.cli_output import console as make_console, is_terminal, plural
 from kbench_apps.runlog import RunLog
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
@@ -82,7 +81,7 @@ def _valid(ev: dict | None) -> bool:
 
 
 def run_suite(args) -> int:
-    console = Console(soft_wrap=not is_terminal())  # piped: whole lines, not wrapped at 80 columns
+    console = make_console()  # piped: whole lines and tables, not cut at 80 columns
     budget = _opt(args, "budget", 4)
     max_turns = _opt(args, "max_turns", None) or max(1, budget)
     timing = TIMING_PRESETS.get(_opt(args, "timing", "default"))

@@ -1,6 +1,7 @@
 """kbench: a Gymnasium environment (``KBench-v0``) in which actions are kernels and the reward is verified speedup.
 
-``import kbench_env`` registers ``KBench-v0``; ``gym.make("kbench_env:KBench-v0")`` works without the import.
+``import kbench_env`` registers ``KBench-v0``; ``gym.make("kbench_env:KBench-v0")`` works without the import;
+``gym.make("KBench-v0", url="http://host:port", token=...)`` is the same env served by ``kbench serve``.
 Public API: ``Evaluator``, ``EvalResult``, ``Task``, ``load_task``, ``load_suite``, ``KBenchEnv``.
 """
 
@@ -19,7 +20,7 @@ try:  # the evaluator works without gymnasium (e.g. on a bare GPU image); the en
 except ImportError:  # pragma: no cover
     gym = None
 if gym is not None and "KBench-v0" not in gym.registry:
-    gym.register(id="KBench-v0", entry_point="kbench_env.env.env:KBenchEnv", nondeterministic=True,
+    gym.register(id="KBench-v0", entry_point="kbench_env.env.factory:make_env", nondeterministic=True,
                  vector_entry_point="kbench_env.env.vector:KBenchVectorEnv")
 
 

@@ -80,3 +80,21 @@ def test_a_spent_budget_has_no_note(tmp_path):
     done, table = _run(tmp_path, budget=2)
     assert done["attempts"] == 2 and done["stopped_early"] is None, done
     assert "stopped" not in table, table
+
+
+def test_the_run_table_is_whole_when_piped(tmp_path):
+    """Written to a file (not a terminal), the run table is laid out wide: its note is on one line, uncut (at
+    rich's default 80 columns it was wrapped over several rows)."""
+    import io
+
+    from kbench_apps.cli_output import console as make_console
+
+    task = resolve_task("level1/relu")
+    agent = EvolutionaryAgent(OfflineProposer("cpu", solutions={task.name: SMALL_SPACE}), budget=6, batch_size=1)
+    log = RunLog(tmp_path / "piped.jsonl", fresh=True)
+    log.append(_run_task(_Env(), agent, task, [], log, 6, 0, True, lambda *a: None))
+    out = io.StringIO()
+    print_table(make_console(out), log, agent.name, [task.name])
+    text = out.getvalue()
+    assert any("stopped after 2 of 6 attempts: tuning space exhausted: every kbench-tune setting reachable was tried"
+               in line for line in text.splitlines()), text

@@ -145,11 +145,13 @@ def test_the_apps_find_agents_through_the_entry_point_group_only():
 #: Top-level packages of the optional extras (pyproject's optional-dependencies): imported where they are used,
 #: inside functions, so that the core imports without them.
 OPTIONAL_PACKAGES = {"trl", "transformers", "openai", "matplotlib", "ray", "triton", "peft", "accelerate", "datasets",
-                     "vllm", "cupy"}
+                     "vllm", "cupy", "httpx", "starlette", "uvicorn", "websockets"}
 
 #: In-function imports of core modules that must stay late, each with its reason: (module, what it imports; a
 #: dotted prefix).
 LATE_IMPORTS = {
+    ("kbench_apps.serve", "kbench_env.serving.app"): "it imports starlette, the [serve] extra",
+    ("kbench_env.env.factory", "kbench_env.serving.client"): "it imports httpx, the [serve] extra",
     ("kbench_env", "kbench_env.env.env"):
         "gymnasium may be absent (a bare GPU image): `import kbench_env` gives the Evaluator without it",
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):

@@ -3,7 +3,6 @@ every evaluation goes through one Evaluator."""
 
 from __future__ import annotations
 
-import string
 from typing import Any
 
 import gymnasium as gym
@@ -13,6 +12,7 @@ from kbench_env.device import resolve_device
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.env.prompt import build_prompt
+from kbench_env.env.spaces import CHARSET, MAX_OBSERVATION_CHARS, OBSERVATION_CHARSET
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.rules import check_rules
@@ -20,13 +20,6 @@ from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
 from kbench_env.tasks.suite import load_suite, resolve_task
 from kbench_env.tasks.task import Task
 
-#: Characters an action may hold (actions outside it, non-ASCII text, are still accepted by ``step``).
-CHARSET = string.printable
-#: Characters an observation may hold: printable ASCII and the non-ASCII signs the feedback prints ("±" of a
-#: time's spread). Other characters of a compiler's or a program's text are written as ASCII: typographic quotes
-#: and dashes as their plain forms, anything else as its Python escape (``\u00e9``), so nothing is lost.
-OBSERVATION_CHARSET = string.printable + "±"
-MAX_OBSERVATION_CHARS = 64_000
 _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-",
                         "\u2014": "-", "\u2026": "...", "\u00a0": " "})
 

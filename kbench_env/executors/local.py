@@ -61,6 +61,8 @@ class LocalExecutor:
         return self._run(task, action, seed)
 
     def close(self) -> None:
-        pass
+        """Close every device's Evaluator (its spare worker and builder processes)."""
+        for ev in self.evaluators:
+            ev.close()
 
 

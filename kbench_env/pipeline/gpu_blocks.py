@@ -13,12 +13,12 @@ this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this si
 4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall
    clock is not) only down to this side's bound: the wall time less the block's fixed cost outside the device
    work (``fixed_ms``: what the reference's blocks of the same size and shapes spent, the copy, the flush and the
-   exchange, measured by the same code) and a slack, over 1 + TOLERANCE. A reported time under the bound is
-   replaced by it; if the median block was reported under the bound by more than FLAG_RATIO, the attempt is
-   flagged (``outside_bound``).
+   exchange, measured by the same code) and a slack, over 1 + TOLERANCE, taken on the medians over the timing's
+   blocks. A timing reported under the bound is paid the bound; one reported under it by more than FLAG_RATIO is
+   flagged (``flagged``).
 
 This side counts the calls, decides when the timing stops and computes the median and spread. The worker can lie
-about nothing that is believed beyond the bound: a forged device time gains at most the bound's slack.
+about nothing that is believed beyond the bound: a forged device time gains at most the bound's slack and tolerance.
 """
 
 from __future__ import annotations
@@ -41,17 +41,22 @@ from kbench_env.worker.gpu_executor import MAX_BLOCK
 from kbench_env.worker.timing import Timing, median_is_precise, summarize
 
 #: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
-#: fixed (the exchange's jitter, a share of the fixed cost's variation between workers); an eagerly run block
-#: (a candidate that cannot be captured) has its outputs exported inside the window: EAGER_MS_PER_CALL more slack.
+#: fixed; an eagerly run block (a candidate that cannot be captured) has its outputs exported inside the window:
+#: EAGER_MS_PER_CALL more slack. On an H200 the fixed cost of a block (wall less device time) was 0.7-1.3 ms, its
+#: median differing by up to 0.3 ms between two workers' timings of the same shapes (bench/results/trust_gpu.md):
+#: the slack covers that, so an honest timing is not raised; what it leaves a forger is at most the slack plus the
+#: tolerance, small beside a block of several milliseconds, large beside a short one.
 TOLERANCE = 0.2
-SLACK_MS = 0.05
-SLACK_SHARE = 0.1
+SLACK_MS = 0.1
+SLACK_SHARE = 0.25
 EAGER_MS_PER_CALL = 0.02
 #: A timing whose median block was reported under the bound by more than this factor is flagged. Host load
 #: (builds on every core, the evaluator's other threads) stretches this side's wall time of an honest block: at 1.5
 #: an H200 running 16 evaluations at once flagged 2 of 35 honest solutions (bench/results/trust_gpu.md); a forgery
 #: under the factor is not flagged but is paid no more than the bound.
 FLAG_RATIO = 3.0
+#: Timings of a configuration at most, while the bound is paid (``time_gpu_retimed``).
+RETIMINGS = 3
 #: Stopping rule (as the worker-timed GPU timing had it: cuda.CudaBackend.time_calls).
 PRECISION = 0.005
 PRECISE_AFTER = 0.1
@@ -74,7 +79,8 @@ class GpuTiming:
     method: str = ""
     walls_ms: list = field(default_factory=list)
     device_ms: list = field(default_factory=list)
-    outside: int = 0
+    outside: int = 0  # blocks whose own wall time bounds them above their report
+    ratio: float = 0.0  # the bound over the reported time, on the medians (above 1: the bound was paid)
     flagged: bool = False
     check_seconds: float = 0.0
 
@@ -258,6 +264,18 @@ def bound_ms(wall_ms: float, reference: dict, method: str, block: int) -> float:
     return max(0.0, wall_ms - fixed - slack) / (1.0 + TOLERANCE)
 
 
+def _bounded(out: GpuTiming, times: list, reference: dict, method: str, block: int) -> list:
+    """The per-call times, raised to this side's bound where the reported ones fall under it. The bound is taken
+    on the medians over the timing's blocks (one block's wall time jitters by a few tenths of a millisecond; the
+    median much less), and applied by scaling every block's time, so the median becomes the bound."""
+    floor = bound_ms(statistics.median(out.walls_ms), reference, method, block)
+    reported = statistics.median(out.device_ms)
+    out.ratio = floor / max(reported, 1e-9)
+    out.outside = sum(bound_ms(w, reference, method, block) > d for w, d in zip(out.walls_ms, out.device_ms))
+    out.flagged = out.ratio > FLAG_RATIO
+    return [t * out.ratio for t in times] if out.ratio > 1.0 else times
+
+
 def time_gpu(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,
              check=None, check_calls: int = 1, reference: dict | None = None, backward: bool = False) -> GpuTiming:
     """Time configuration ``config`` (already run in ``worker``) on the GPU. ``check(out_leaves, inputs)`` says
@@ -271,32 +289,45 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
         out = GpuTiming(block=b, method=method)
         wall, ms, method, staged = run.block(b)  # warm-up block: checked, not a sample
         wrong = run.verdict(staged, b)
-        times, ratios, calls, total, start = [], [], 0, 0.0, time.monotonic()
+        times, calls, total, start = [], 0, 0.0, time.monotonic()
         while wrong is None and not (times and _stop(times, total, time.monotonic() - start, b, params)):
             wall, ms, method, staged = run.block(b)
             wrong = run.verdict(staged, b)
             if wrong is not None:
                 break
             used = min(ms, wall)
-            if reference is not None:
-                floor = bound_ms(wall, reference, method, b)
-                ratios.append(floor / max(ms, 1e-9))
-                if floor > used:
-                    out.outside += 1
-                    used = floor
             out.walls_ms.append(wall)
-            out.device_ms.append(ms)
+            out.device_ms.append(used)
             times.append(used / b)
             calls, total = calls + b, total + used / 1e3
         out.method, out.check_seconds = method, run.check_seconds
         if wrong is not None:
             out.wrong_call, out.wrong = calls + wrong[0], wrong[1]
         else:
+            if reference is not None:
+                times = _bounded(out, times, reference, method, b)
             t = summarize(times)
             out.timing = Timing(t.median_ms, t.iqr_ms, calls, t.times_ms)
-            out.flagged = bool(ratios) and statistics.median(ratios) > FLAG_RATIO
     except BaseException:
         run.close(release=False)
         raise
     run.close(release=True)
     return out
+
+
+def time_gpu_retimed(*args, **kwargs) -> GpuTiming:
+    """``time_gpu``, again while the bound was paid, up to RETIMINGS timings; the one with the lowest bound ratio
+    counts. A burst of host load (builds on every core, the evaluator's other threads holding the interpreter)
+    stretches this side's wall time of an honest timing past the bound now and then: an H200 evaluating 16
+    candidates at once flagged one honest ReLU timing of 11 that way (bench/results/trust_gpu.md). A forged report
+    is under the bound every time."""
+    best = None
+    for _ in range(RETIMINGS):
+        got = time_gpu(*args, **kwargs)
+        if got.wrong is not None or got.timing is None:
+            return got
+        if best is None or got.ratio < best.ratio:
+            best = got
+        if got.ratio <= 1.0:
+            break
+    return best

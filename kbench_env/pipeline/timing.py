@@ -62,9 +62,9 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
             bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
                                     check=check, check_calls=ev.check_calls)
         else:
-            bt = gpu_blocks.time_gpu(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                     ev.device, check=check, check_calls=ev.check_calls, reference=ref.get("gpu"),
-                                     backward=task.backward)
+            bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
+                                             ev.device, check=check, check_calls=ev.check_calls,
+                                             reference=ref.get("gpu"), backward=task.backward)
     except blocks.TimedCallFailed as exc:
         result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
         result.error_stage, result.correct = "timing", False

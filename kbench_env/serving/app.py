@@ -1,0 +1,114 @@
+"""The server's routes (``wire.py`` describes the protocol): OpenEnv's reset/step/state over HTTP and WebSocket,
+the streamed batch, and /health, /metrics, /tasks, /schema. ``KBenchServer`` holds the parts (registry,
+admission, evaluations, sessions, metrics); ``server.app`` is the ASGI application uvicorn runs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse
+from starlette.routing import Route, WebSocketRoute
+
+from kbench_env.serving.admission import Admission, ServerLimits
+from kbench_env.serving.batch import batch_route
+from kbench_env.serving.evaluations import Evaluations
+from kbench_env.serving.http import guarded, read_json
+from kbench_env.serving.metrics import Metrics
+from kbench_env.serving.registry import TaskRegistry
+from kbench_env.serving.sessions import Sessions
+from kbench_env.serving.socket import websocket_route
+from kbench_env.serving.wire import RESET_OPTIONS
+
+
+class KBenchServer:
+    """``executor``: what evaluates (``make_executor(...)``); ``evaluator``: the Evaluator whose device, backend
+    and rules the prompts name (the local executor's first); ``token``: the bearer token every route but /health
+    needs."""
+
+    def __init__(self, executor, evaluator, registry: TaskRegistry, token: str, limits: ServerLimits | None = None):
+        if not token:
+            raise ValueError("the server needs a token (the code it runs comes from its callers)")
+        self.token = token
+        self.limits = limits or ServerLimits()
+        self.registry = registry
+        self.evaluator = evaluator
+        self.metrics = Metrics()
+        self.admission = Admission(self.limits)
+        self.evaluations = Evaluations(executor, self.admission, self.metrics)
+        self.sessions = Sessions(registry, evaluator, self.evaluations, self.limits)
+        self.app = self._build()
+
+    def close(self) -> None:
+        """Finish in-flight evaluations, then close sessions and the executor."""
+        self.evaluations.close()
+        self.sessions.close_all()
+
+    def _build(self) -> Starlette:
+        limit = self.limits.max_body_bytes
+
+        @guarded(self, "reset")
+        async def reset(request: Request):
+            data = await read_json(request, limit)
+            sid = data.get("session_id") or data.get("episode_id")
+            session = self.sessions.get(sid) if sid else self.sessions.create()
+            return JSONResponse(await self.sessions.reset(session, data))
+
+        @guarded(self, "step", counted=True)
+        async def step(request: Request):
+            data = await read_json(request, limit)
+            session = self.sessions.get(data.get("session_id") or data.get("episode_id"))
+            return JSONResponse(await self.sessions.step(session, data.get("action")))
+
+        @guarded(self, "state")
+        async def state(request: Request):
+            return JSONResponse(self.sessions.state(self.sessions.get(request.query_params.get("session_id"))))
+
+        @guarded(self, "close")
+        async def close(request: Request):
+            data = await read_json(request, limit)
+            self.sessions.close(data.get("session_id") or data.get("episode_id"))
+            return JSONResponse({"closed": True})
+
+        async def health(request: Request):
+            return JSONResponse({"status": "healthy"})
+
+        @guarded(self, "metrics")
+        async def metrics(request: Request):
+            a = self.admission
+            return PlainTextResponse(self.metrics.render(queued=a.queued, running=a.running, capacity=a.capacity,
+                                                         sessions=len(self.sessions.open)),
+                                     media_type="text/plain; version=0.0.4")
+
+        @guarded(self, "tasks")
+        async def tasks(request: Request):
+            return JSONResponse({"suite": self.registry.spec, "tasks": self.registry.names()})
+
+        @guarded(self, "schema")
+        async def schema(request: Request):
+            return JSONResponse(self.schema())
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app):
+            yield
+            self.close()  # uvicorn has waited for open requests (graceful shutdown); then the executor goes
+
+        routes = [Route("/reset", reset, methods=["POST"]), Route("/step", step, methods=["POST"]),
+                  Route("/state", state), Route("/close", close, methods=["POST"]), Route("/health", health),
+                  Route("/metrics", metrics), Route("/tasks", tasks), Route("/schema", schema),
+                  Route("/batch", batch_route(self), methods=["POST"]), WebSocketRoute("/ws", websocket_route(self))]
+        return Starlette(routes=routes, lifespan=lifespan)
+
+    def schema(self) -> dict:
+        ev = self.evaluator
+        return {"action": {"type": "object", "properties": {"source": {"type": "string",
+                                                                       "maxLength": self.limits.max_source_chars}},
+                           "required": ["source"]},
+                "observation": {"type": "object", "properties": {
+                    "text": {"type": "string"}, "info": {"type": "object"}, "terminated": {"type": "boolean"},
+                    "truncated": {"type": "boolean"}, "session_id": {"type": "string"}}},
+                "state": {"type": "object"}, "reset_options": list(RESET_OPTIONS),
+                "evaluator": {"device": ev.device, "backend": ev.backend_name, "rules": ev.rules},
+                "limits": json.loads(json.dumps(self.limits.__dict__))}

@@ -1,0 +1,80 @@
+"""``WS /ws``: OpenEnv's WebSocket session. Each connection is its own episode; messages
+``{"type": "reset"|"step"|"state"|"close", "data": {...}}`` are answered with ``{"type": "observation"|"state"|
+"error", "data": ...}``. The token is checked before the connection is accepted (refused: HTTP 403); a connection
+idle longer than the session idle limit is closed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from kbench_env.serving.admission import Refused, check_token
+from kbench_env.serving.http import client_key
+from kbench_env.serving.wire import TOKEN_HEADER
+
+
+def _error(message: str, code: str, status: int | None = None) -> str:
+    return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status}})
+
+
+async def _answer(server, session, client: str, msg: dict) -> str | None:
+    kind, data = msg.get("type"), msg.get("data") or {}
+    if not isinstance(data, dict):
+        raise Refused(400, "data must be a JSON object")
+    if kind == "reset":
+        return json.dumps({"type": "observation", "data": await server.sessions.reset(session, data)})
+    if kind == "step":
+        server.admission.enter_client(client)
+        try:
+            payload = await server.sessions.step(session, data.get("action", data))
+        finally:
+            server.admission.leave_client(client)
+        return json.dumps({"type": "observation", "data": payload})
+    if kind == "state":
+        return json.dumps({"type": "state", "data": server.sessions.state(session)})
+    if kind == "close":
+        return None
+    raise Refused(400, f"unknown message type {str(kind)[:40]!r}: reset, step, state or close", "UNKNOWN_TYPE")
+
+
+def websocket_route(server):
+    async def ws(websocket: WebSocket):
+        server.metrics.requests["ws"] += 1
+        try:
+            check_token(websocket.headers.get(TOKEN_HEADER), server.token)
+            session = server.sessions.create()
+        except Refused as exc:
+            server.metrics.refused[str(exc.status)] += 1
+            await websocket.close(code=1008, reason=exc.message[:120])
+            return
+        await websocket.accept()
+        client = client_key(websocket.scope.get("client"))
+        try:
+            while True:
+                raw = await asyncio.wait_for(websocket.receive_text(), server.limits.session_idle)
+                if len(raw) > server.limits.max_body_bytes:
+                    await websocket.send_text(_error(f"message over {server.limits.max_body_bytes:,} bytes "
+                                                     f"(--max-body-bytes)", "TOO_LARGE", 413))
+                    continue
+                try:
+                    msg = json.loads(raw)
+                    answer = await _answer(server, session, client, msg if isinstance(msg, dict) else {})
+                except ValueError as exc:
+                    answer = _error(f"invalid JSON: {exc}", "INVALID_JSON", 400)
+                except Refused as exc:
+                    server.metrics.refused[str(exc.status)] += 1
+                    answer = _error(exc.message, exc.code, exc.status)
+                if answer is None:
+                    break
+                await websocket.send_text(answer)
+        except (WebSocketDisconnect, asyncio.TimeoutError):
+            pass
+        finally:
+            server.sessions.close(session.id)
+        try:
+            await websocket.close()
+        except RuntimeError:  # already closed by the client
+            pass
+    return ws

@@ -1,0 +1,106 @@
+"""The GPU timing's trusted-side arithmetic, on the CPU (pipeline/gpu_blocks.py): the bound on reported device
+times (an honest timing is not raised, a forged one is paid the bound and flagged past FLAG_RATIO), the per-block
+inputs made from secret seeds, and the refusal of memory ranges a worker names outside its allocation
+(sandbox/cuda_ipc.py). The exchange itself needs a GPU: tests/test_gpu.py and bench/gpu_trust.py run it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kbench_env.pipeline import gpu_blocks
+from kbench_env.pipeline.gpu_blocks import BlockInputs, GpuTiming, _bounded, bound_ms
+from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
+
+#: What an H200 measured for level1/relu's reference (bench/results/trust_gpu.md): a block's fixed cost.
+REFERENCE = {"block": 8, "fixed_ms": 0.75, "method": "cuda-graph"}
+
+
+def _timing(walls: list, device: list) -> tuple[GpuTiming, list]:
+    out = GpuTiming(block=8, method="cuda-graph", walls_ms=list(walls), device_ms=list(device))
+    return out, [d / 8 for d in device]
+
+
+def test_an_honest_timing_is_paid_what_it_reported():
+    # wall = fixed cost (a little more than the reference's) + device time, with jitter
+    device = [0.286, 0.285, 0.287, 0.286, 0.290, 0.286]
+    walls = [d + f for d, f in zip(device, (0.99, 0.86, 1.14, 0.95, 1.02, 0.97))]
+    out, times = _timing(walls, device)
+    assert _bounded(out, times, REFERENCE, "cuda-graph", 8) == times
+    assert out.ratio < 1.0 and not out.flagged
+
+
+def test_a_forged_timing_is_paid_the_bound_and_flagged():
+    real = [2.0] * 7  # a 2 ms block reported as 0.25 ms: a pack()-style forgery dividing by 8
+    walls = [r + 1.0 for r in real]
+    out, times = _timing(walls, [r / 8 for r in real])
+    paid = _bounded(out, times, REFERENCE, "cuda-graph", 8)
+    floor = bound_ms(3.0, REFERENCE, "cuda-graph", 8)
+    assert paid[0] * 8 == pytest.approx(floor)
+    assert floor > 0.75 * 2.0  # what the forger gains is bounded: well under 2x the real time here
+    assert out.flagged and out.outside == 7
+
+
+def test_a_mild_forgery_is_paid_the_bound_but_not_flagged():
+    real = [2.0] * 7
+    walls = [r + 1.0 for r in real]
+    out, times = _timing(walls, [r / 2 for r in real])
+    paid = _bounded(out, times, REFERENCE, "cuda-graph", 8)
+    assert paid[0] * 8 == pytest.approx(bound_ms(3.0, REFERENCE, "cuda-graph", 8))
+    assert 1.0 < out.ratio <= gpu_blocks.FLAG_RATIO and not out.flagged
+
+
+def test_an_eager_block_gets_slack_for_its_exported_outputs():
+    assert bound_ms(5.0, REFERENCE, "eager-sync", 8) < bound_ms(5.0, REFERENCE, "cuda-graph", 8)
+
+
+def test_block_inputs_are_fresh_per_call_and_per_block():
+    x, idx = torch.randn(4, 5), torch.arange(3)
+    bi = BlockInputs([x, idx, 7], noise=0.01, block=3, device="cpu")
+    a, b = bi.draw(), bi.draw()
+    assert a[0].shape == (3, 4, 5) and a[2] is None
+    assert not torch.equal(a[0][0], a[0][1]) and not torch.equal(a[0][0], b[0][0])
+    assert torch.equal(a[1][2], idx)  # integers are not perturbed
+    assert (a[0][1] - x).abs().max() < 0.2 and (a[0][1] - x).abs().max() > 0
+    call = bi.call(a, 1)
+    assert torch.equal(call[0], a[0][1]) and call[2] == 7
+
+
+def test_a_range_outside_the_workers_allocation_is_refused_without_touching_it():
+    maps = Mappings(torch.device("cuda", 0))
+    handle = "ab" * 64
+    maps._open[handle] = (0x7F0000000000, 4096)  # noqa: SLF001 - an allocation as the driver would have mapped it
+    for offset, n in ((4000, 200), (-1, 10), (0, 4097)):
+        with pytest.raises(IpcError, match="allocation of 4096 bytes"):
+            maps.bytes_at(handle, offset, n)
+    with pytest.raises(IpcError, match="malformed"):
+        maps.bytes_at("zz", 0, 1)
+    with pytest.raises(IpcError, match="impossible layout"):
+        maps.tensor(handle, 0, torch.float32, [2, -1], [1, 1])
+    maps._open.clear()  # noqa: SLF001 - nothing was opened through the driver
+
+
+def _fake_timings(monkeypatch, ratios: list) -> list:
+    calls = []
+
+    def fake(*a, **k):
+        r = ratios[len(calls)]
+        calls.append(r)
+        out = GpuTiming(block=8, method="cuda-graph", ratio=r, flagged=r > gpu_blocks.FLAG_RATIO)
+        out.timing = gpu_blocks.Timing(1.0, 0.1, 40, [1.0])
+        return out
+
+    monkeypatch.setattr(gpu_blocks, "time_gpu", fake)
+    return calls
+
+
+def test_a_timing_that_paid_the_bound_is_timed_again_and_the_cleanest_counts(monkeypatch):
+    calls = _fake_timings(monkeypatch, [3.6, 0.7, 5.0])  # a burst of host load, then a quiet timing
+    got = gpu_blocks.time_gpu_retimed()
+    assert calls == [3.6, 0.7] and got.ratio == 0.7 and not got.flagged
+
+
+def test_a_forgery_stays_under_the_bound_on_every_timing(monkeypatch):
+    calls = _fake_timings(monkeypatch, [6.0, 5.5, 7.0, 1.0])
+    got = gpu_blocks.time_gpu_retimed()
+    assert len(calls) == gpu_blocks.RETIMINGS and got.ratio == 5.5 and got.flagged
