@@ -74,10 +74,17 @@ CASES = {
     # 4. Inputs modified in place.
     "inputs_modified": (with_model(
         f"    def forward(self, x):\n        out = {OP}(x)\n        x.mul_(2)\n        return out\n"), "inputs_modified"),
+    # PyTorch's relu behind a faked forward-audit report (own kernel ran, no PyTorch compute): the audit's report is
+    # the worker's, so replacing what it runs on is flagged (integrity.AuditGuard).
+    "patched_audit": (with_model(
+        "    def forward(self, x):\n        return torch.relu(x)\n",
+        prelude="\nimport kbench_env.pipeline.integrity as _i\n_i.ForwardAudit._report = lambda self: "
+                "{'forbidden_ops': {}, 'own_ops': ['kb_relu::relu_forward'], 'extension_calls': 1, "
+                "'cpu_us': {'own': 1.0, 'total': 1.0}}\n"), "audit_patched"),
 }
 
 #: The harness inside the worker patched from candidate code: its clock, the standard library's clock during a
-#: forward call, the forward audit's report. None of them is a check the trusted side relies on (it times each block
+#: forward call. Neither is something the trusted side relies on (it times each block
 #: with its own clock and reads the outputs itself), so none needs a flag of its own: each must earn nothing,
 #: i.e. be flagged by another check, fail, or be paid no more than ``MARGIN`` times the honest kernel.
 HARNESS_PATCHES = {
@@ -88,12 +95,6 @@ HARNESS_PATCHES = {
     "patched_clock_in_forward": with_model(
         f"    def forward(self, x):\n        import time\n        time.perf_counter = lambda: 0.0\n"
         f"        return {OP}(x)\n"),
-    # PyTorch's relu (as fast as the reference) behind a faked audit report (own kernel ran, no PyTorch compute)
-    "patched_audit": with_model(
-        "    def forward(self, x):\n        return torch.relu(x)\n",
-        prelude="\nimport kbench_env.pipeline.integrity as _i\n_i.ForwardAudit._report = lambda self: "
-                "{'forbidden_ops': {}, 'own_ops': ['kb_relu::relu_forward'], 'extension_calls': 1, "
-                "'cpu_us': {'own': 1.0, 'total': 1.0}}\n"),
 }
 #: How much faster than the honest kernel's speedup (the best of two evaluations) an unflagged attack may be paid:
 #: above one evaluation's spread on a busy machine, under what a believed clock patch would claim (1e5x).

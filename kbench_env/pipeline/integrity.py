@@ -13,7 +13,9 @@ called by ``forward`` or from inside the candidate's own extension (e.g. ``at::m
 
 from __future__ import annotations
 
+import sys
 import threading
+import types
 
 import torch
 import torch.autograd.profiler
@@ -203,6 +205,33 @@ def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str
         flags.append(f"no_kernel_launched: none of the candidate's own kernels ran in forward on configuration "
                      f"{config!r} (a compiled kernel must do the work)")
     return flags
+
+
+class AuditGuard:
+    """The functions the worker's forward audit and its in-worker checks run on (``ForwardAudit``, the coverage
+    rules, the comparison of the two runs), as they were before the candidate loaded; ``changed()`` names those
+    the candidate has replaced since. Unlike the timing and the timed outputs, which the trusted side measures and
+    reads itself, the audit's report comes from the worker: a candidate that replaces its ``_report`` could run
+    PyTorch compute unseen, so a replaced audit is flagged (``audit_patched``). Native code could still blind the
+    audit in ways this does not see (README, the trust boundary's known gaps)."""
+
+    def __init__(self, extra: list = ()):
+        me = sys.modules[__name__]
+        targets = [(me, "ForwardAudit"), (me, "audit_flags"), (me, "_inside_glue")]
+        targets += [(_threads, a) for a in ("cpu_profiler", "sentinel", "blinding", "threads", "library_controls",
+                                            "flags")]
+        targets += [(ForwardAudit, a) for a in dir(ForwardAudit) if not a.startswith("__") or a in
+                    ("__enter__", "__exit__")]
+        targets += [(_coverage, a) for a in ("profile_times", "own_call", "is_record", "_cpu_times", "_device_rows",
+                                             "profiling")]
+        self._refs = [(owner, attr, getattr(owner, attr)) for owner, attr in [*targets, *extra] if hasattr(owner, attr)]
+        # a Python function can also be changed in place (its __code__ swapped)
+        self._code = [(obj, obj.__code__) for _, _, obj in self._refs if isinstance(obj, types.FunctionType)]
+
+    def changed(self) -> list[str]:
+        names = [f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}" for owner, attr, obj in self._refs
+                 if getattr(owner, attr, None) is not obj]
+        return names + [f"{fn.__qualname__}.__code__" for fn, code in self._code if fn.__code__ is not code]
 
 
 # ---------------------------------------------------------------------- timed-call inputs

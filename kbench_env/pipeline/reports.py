@@ -1,4 +1,5 @@
-"""Integrity flags from what the worker and the sandbox report of a candidate: lazy (tensor-subclass) outputs,
+"""Integrity flags from what the worker and the sandbox report of a candidate: a replaced forward audit, lazy
+(tensor-subclass) outputs,
 what the sandbox refused it; and the rule that a result carries at most one flag
 of each kind."""
 
@@ -16,11 +17,20 @@ def flag(result: EvalResult, text: str) -> None:
 
 
 def note_reports(result: EvalResult, header, config: str | None = None) -> bool:
-    """What the worker reported of the candidate with a reply: tensor subclasses forward returned (their values
-    may be computed when read, after the timed region). An integrity flag; True if there was any."""
-    if not isinstance(header, dict) or not header.get("lazy_output"):
+    """What the worker reported of the candidate with a reply: the forward audit's functions replaced
+    (integrity.AuditGuard), tensor subclasses forward returned (their values may be computed when read, after the
+    timed region). Integrity flags; True if there was any."""
+    if not isinstance(header, dict):
         return False
     where = f" on configuration {config!r}" if config else ""
+    if header.get("audit_patched"):
+        flag(result, "audit_patched: the candidate replaced functions the worker's forward audit or checks run on ("
+                     + ", ".join(map(str, header["audit_patched"][:8])) + f"){where}; what forward ran cannot be "
+                     "trusted")
+        result.correct = False
+        return True
+    if not header.get("lazy_output"):
+        return False
     flag(result, f"lazy_output: forward returned tensor subclasses ({', '.join(map(str, header['lazy_output'][:4]))})"
                  f"{where}; return plain torch.Tensor outputs, computed by the time forward returns")
     result.correct = False

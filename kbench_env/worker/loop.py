@@ -167,6 +167,7 @@ class _Session:
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
         self.gpu = None  # the GPU's timed block (gpu_executor.py)
+        self.guard = None  # integrity.AuditGuard, made before the candidate loaded
 
 
 def _run(s: _Session, header: dict, payload, grad, send) -> None:
@@ -207,7 +208,7 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
         again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
     del out, out2
     reply = {"out": out_cpu} if full else None
-    send({"type": msg.OUTPUT, "config": cfg, "audit": audit.report(),
+    send({"type": msg.OUTPUT, "config": cfg, "audit": audit.report(), "audit_patched": s.guard.changed(),
           "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags()),
           "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
           "inputs_modified": full and not _same(inputs, s.originals[cfg]),
@@ -275,6 +276,9 @@ def main(conn, job: dict) -> None:
         if source is None:
             return
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
+    # what the forward audit and the in-worker checks run on, before any candidate code runs (integrity.AuditGuard)
+    guard = integrity.AuditGuard(extra=[(sys.modules[__name__], "compare_outputs"), (sys.modules[__name__], "_same"),
+                                        (sys.modules[__name__], "_subclass_outputs")])
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     builds = BuildClient(conn)
@@ -289,7 +293,9 @@ def main(conn, job: dict) -> None:
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(),
           "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
-    _serve(_Session(conn, job, backend, mod, own_namespaces))
+    session = _Session(conn, job, backend, mod, own_namespaces)
+    session.guard = guard
+    _serve(session)
 
 
 def _serve(s: _Session) -> None:
