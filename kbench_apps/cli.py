@@ -23,6 +23,7 @@ from kbench_apps.runlog import RunLog
 from kbench_apps.runner import run_suite
 from kbench_apps.serve import add_parser as add_serve_parser
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.formats import FORMATS
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.sandbox.doctor import doctor, format_doctor
@@ -38,6 +39,13 @@ def _add_rules(p) -> None:
                    help="strict: only the candidate's own kernels and glue (allocation, views, copies) in forward; "
                         "kernelbench: PyTorch operators allowed beside at least one own kernel that runs. Kernel "
                         "coverage (share of forward's time in own kernels) is reported under both")
+
+
+def _add_format(p) -> None:
+    p.add_argument("--format", default="kernelbench", choices=FORMATS,
+                   help="action format the prompt asks for and the evaluation holds candidates to: kernelbench "
+                        "(load_inline), fast (extern \"C\" kernels through kbench_env.fastpath: ~1 s builds, no "
+                        "cpp_extension) or triton (@triton.jit, GPU only); fast and triton fix the backend")
 
 
 def cmd_tasks(args) -> int:
@@ -83,7 +91,8 @@ def cmd_eval(args) -> int:
     require_device(args.device)
     task = resolve_task(args.task, dtype=args.dtype)
     source = _read_solution(args.solution)
-    ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules)
+    ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules,
+                   format=args.format)
     task.require_configs(ev.device)  # the task's error (exit 2), not the candidate's
     result = ev.evaluate(task, source, seed=args.seed)
     if args.json:
@@ -145,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dtype", **_DTYPE_ARG)
     e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
     _add_rules(e)
+    _add_format(e)
     e.set_defaults(fn=cmd_eval)
 
     r = sub.add_parser("run", formatter_class=HelpFormatter, help="run an agent over a suite; results go to an append-only JSONL file")
@@ -166,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timing", default="default", choices=["default", "quick"],
                    help="timing repetitions: the Evaluator's defaults, or few (smoke runs)")
     _add_rules(r)
+    _add_format(r)
     g = r.add_argument_group("evolutionary agent")
     g.add_argument("--proposer", default="offline", choices=["offline", "llm"],
                    help="offline: mutate the shipped solution's kbench-tune constants; llm: a model writes candidates")

@@ -31,6 +31,7 @@ from kbench_env.builder.client import Builder
 from kbench_env.cachedir import default_cache_dir
 from kbench_env.device import Device, resolve_device
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
+from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
@@ -77,6 +78,8 @@ class Evaluator:
         rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
         reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
+        format: the action format the prompt asks for and the screen and builder hold candidates to:
+            "kernelbench" (the default), "fast" or "triton" (formats.py); it fixes the backend for fast and triton.
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -84,9 +87,11 @@ class Evaluator:
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
                  roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
-                 rules: str = rules_mod.DEFAULT, reference_cache=None):
+                 rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT):
         self.rules = rules_mod.check_rules(rules)
         self.device = resolve_device(device)
+        self.format = formats.check_format(format)
+        backend = formats.resolve_backend(self.format, backend, self.device)
         self.backend_name = backend or default_backend(self.device)
         self.backend = get_backend(self.backend_name)
         self.reward_fn = get_reward_fn(reward)
@@ -108,7 +113,8 @@ class Evaluator:
         self.reverify_above, self.roofline = reverify_above, roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
         # Compiles every candidate's sources, in a process no candidate code runs in (kbench_env/builder).
-        self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers)
+        self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers,
+                               kinds=formats.builder_kinds(self.format))
         weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device: on a GPU across processes too (devicelock.py).
         if Device.parse(self.device).is_cuda:
@@ -143,7 +149,8 @@ class Evaluator:
         task.require_configs(self.device)
         t0 = time.perf_counter()
         result = EvalResult(task=task.name, backend=self.backend_name, device=self.device, baseline=self.baseline,
-                            rules=self.rules, held_out_count=sum(c.held_out for c in task.configs_for(self.device)))
+                            rules=self.rules, format=self.format,
+                            held_out_count=sum(c.held_out for c in task.configs_for(self.device)))
         try:
             self._evaluate(task, action, seed, result)
         except Exception as exc:  # an evaluator bug must not take the caller down; it is reported, not hidden
@@ -200,7 +207,9 @@ class Evaluator:
         try:
             source = screen_mod.extract_source(action)
             result.source_hash = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:16]
-            screen_mod.screen(source, self.backend)
+            # the fast format's own screen names what it expects (the backend's would ask for load_inline)
+            tree = screen_mod.screen(source, None if self.format == "fast" else self.backend)
+            formats.screen_format(self.format, self.backend_name, tree)
         except screen_mod.ScreenError as exc:
             result.error, result.error_stage = str(exc), "screen"
             return
