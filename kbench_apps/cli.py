@@ -39,6 +39,7 @@ def _add_rules(p) -> None:
                    help="strict: only the candidate's own kernels and glue (allocation, views, copies) in forward; "
                         "kernelbench: PyTorch operators allowed beside at least one own kernel that runs. Kernel "
                         "coverage (share of forward's time in own kernels) is reported under both")
+    _add_format(p)  # where the rules are chosen (eval, run), the action format is too
 
 
 def _add_format(p) -> None:
@@ -154,7 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--dtype", **_DTYPE_ARG)
     e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
     _add_rules(e)
-    _add_format(e)
     e.set_defaults(fn=cmd_eval)
 
     r = sub.add_parser("run", formatter_class=HelpFormatter, help="run an agent over a suite; results go to an append-only JSONL file")
@@ -176,7 +176,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timing", default="default", choices=["default", "quick"],
                    help="timing repetitions: the Evaluator's defaults, or few (smoke runs)")
     _add_rules(r)
-    _add_format(r)
     g = r.add_argument_group("evolutionary agent")
     g.add_argument("--proposer", default="offline", choices=["offline", "llm"],
                    help="offline: mutate the shipped solution's kbench-tune constants; llm: a model writes candidates")

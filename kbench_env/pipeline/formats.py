@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import ast
 
+from kbench_env.backends import default_backend
 from kbench_env.device import Device
 from kbench_env.pipeline.format_examples import FAST_EXAMPLES
-from kbench_env.pipeline.screen import ScreenError
+from kbench_env.pipeline.screen import ScreenError, screen
 
 FORMATS = ("kernelbench", "fast", "triton")
 DEFAULT = "kernelbench"
@@ -60,6 +61,12 @@ def resolve_backend(fmt: str, backend: str | None, device: str) -> str | None:
         raise ValueError(f"format='fast' on {device!r} uses the {own} backend ({_FAST_CALL[own]}), not "
                          f"backend={backend!r}: leave backend out")
     return own
+
+
+def resolve(fmt, backend: str | None, device: str) -> tuple[str, str]:
+    """(the format, the backend name) an Evaluator on ``device`` uses for ``fmt`` and the requested ``backend``."""
+    fmt = check_format(fmt)
+    return fmt, resolve_backend(fmt, backend, device) or default_backend(device)
 
 
 def builder_kinds(fmt: str) -> tuple | None:
@@ -107,6 +114,14 @@ def screen_format(fmt: str, backend_name: str, tree: ast.Module) -> None:
                               f"flags) and called from ModelNew.forward")
     elif fmt == "triton" and used:
         raise ScreenError(f"the triton format takes Triton kernels only, not C++ extensions (found: {used})")
+
+
+def screen_action(source: str, backend, fmt: str) -> ast.Module:
+    """The screen (screen.py) with the format's own checks; raises ScreenError. The fast format's checks replace the
+    backend's, whose message would ask for load_inline."""
+    tree = screen(source, None if fmt == "fast" else backend)
+    screen_format(fmt, backend.name, tree)
+    return tree
 
 
 def format_rules(fmt: str, backend) -> str:
