@@ -36,6 +36,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="suite spec: a name from tasks/suites.json, a level, a folder, or task names joined by commas")
     p.add_argument("--backend", default=None, help="kernel language: cpu, cuda, triton (default: by device)")
     p.add_argument("--device", default="auto", help="device the kernels are evaluated on: auto, cpu, cuda, cuda:1")
+    p.add_argument("--format", default="kernelbench", choices=["kernelbench", "fast", "triton"],
+                   help="action format the prompts ask for: kernelbench (load_inline), fast (extern \"C\" kernels "
+                        "through kbench_env.fastpath, ~1 s builds) or triton (GPU only)")
     p.add_argument("--reward", default="tiered", help="reward preset of kbench_env.pipeline.reward (tiered, binary, ...)")
     p.add_argument("--no-timing", action="store_true", help="correctness only: skip timing (speedup counts as 1)")
     p.add_argument("--eval-workers", type=int, default=None,
@@ -109,6 +112,7 @@ def build_trainer(args: argparse.Namespace):
     from kbench_env.backends import default_backend
     from kbench_env.device import Device
     from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.pipeline.formats import resolve_backend
 
     from .data import build_dataset, load_tasks
     from .rewards import EpisodeReward, KBenchReward
@@ -119,10 +123,12 @@ def build_trainer(args: argparse.Namespace):
     if dev == Device("cuda") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         dev = Device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # each process evaluates on its own GPU
     device = str(dev)
-    backend = args.backend or default_backend(device)
-    evaluator = Evaluator(device=device, backend=backend, reward=args.reward, time_candidates=not args.no_timing)
+    fmt = getattr(args, "format", "kernelbench")
+    backend = resolve_backend(fmt, args.backend, device) or default_backend(device)
+    evaluator = Evaluator(device=device, backend=backend, reward=args.reward, time_candidates=not args.no_timing,
+                          format=fmt)
     tasks = load_tasks(args.suite, device)
-    dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)))
+    dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)), format=fmt)
 
     # 2. the model's tokenizer: left padding and a pad token, as GRPO needs
     tokenizer = AutoTokenizer.from_pretrained(args.model)
