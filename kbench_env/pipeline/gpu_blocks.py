@@ -174,10 +174,10 @@ class _Run:
         if len(entries) != len(self.inputs.originals):
             raise WorkerError("the worker's input buffers do not match the configuration's inputs")
         for x, e in zip(self.inputs.originals, entries):
-            if not isinstance(x, torch.Tensor):
+            nbytes = b * x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+            if nbytes == 0:  # not a tensor, or an empty one: nothing to write
                 self.dsts.append(None)
                 continue
-            nbytes = b * x.numel() * x.element_size()
             if not (isinstance(e, list) and len(e) == 3 and e[2] == nbytes):
                 raise WorkerError(f"the worker's buffer for an input of {nbytes} bytes per block is {e!r}")
             self.dsts.append(self.maps.bytes_at(self._handle(e[0]), e[1], nbytes))
