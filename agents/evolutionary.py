@@ -290,10 +290,12 @@ def _predicted(verdict: dict) -> str:
 
 
 # ====================================================================== factories
-def make_proposer(kind: str = "offline", backend: str = "cpu", client=None, **client_kwargs):
-    """``"offline"`` or ``"llm"`` (with ``client``, or one built by ``agents.llm.make_client(**client_kwargs)``)."""
+def make_proposer(kind: str = "offline", backend: str = "cpu", client=None, format: str = "kernelbench",
+                  **client_kwargs):
+    """``"offline"`` or ``"llm"`` (with ``client``, or one built by ``agents.llm.make_client(**client_kwargs)``);
+    ``format``: the action format (the LLM reads it in the env's prompt; the offline proposer picks its starts)."""
     if kind == "offline":
-        return OfflineProposer(backend)
+        return OfflineProposer(backend, format=format)
     if kind == "llm":
         if client is None:
             from .llm import make_client
@@ -304,12 +306,13 @@ def make_proposer(kind: str = "offline", backend: str = "cpu", client=None, **cl
 
 
 def default_agent(backend: str = "cpu", budget: int = 4, proposer: str = "offline", client=None,
-                  soft_verify: bool = False, seed: int = 0, **kwargs) -> EvolutionaryAgent:
+                  soft_verify: bool = False, seed: int = 0, format: str = "kernelbench",
+                  **kwargs) -> EvolutionaryAgent:
     """The evolutionary agent ``kbench run`` uses: the offline proposer unless ``proposer="llm"``.
 
     ``kwargs`` go to ``EvolutionaryAgent`` (population_size, batch_size, time_budget_s, ...).
     """
-    prop = make_proposer(proposer, backend, client=client)
+    prop = make_proposer(proposer, backend, client=client, format=format)
     verifier = None
     if soft_verify:
         from .soft_verify import SoftVerifier

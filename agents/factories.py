@@ -45,7 +45,7 @@ def llm_client(options) -> LLMClient:
 
 
 def shipped(backend: str, options=None) -> ShippedSolutionAgent:
-    return ShippedSolutionAgent(backend)
+    return ShippedSolutionAgent(backend, format=option(options, "format", "kernelbench"))
 
 
 def evolutionary(backend: str, options=None):
@@ -53,7 +53,7 @@ def evolutionary(backend: str, options=None):
     client = llm_client(options) if proposer == "llm" else None
     return default_agent(backend, budget=option(options, "budget", 4), proposer=proposer, client=client,
                          seed=option(options, "seed", 0), soft_verify=bool(option(options, "soft_verify", False)),
-                         **_evolution_options(options))
+                         format=option(options, "format", "kernelbench"), **_evolution_options(options))
 
 
 def _evolution_options(options) -> dict:

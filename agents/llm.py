@@ -265,7 +265,7 @@ class OfflineClient(LLMClient):
     Otherwise it plays a plausible kernel engineer, deterministically (a hash of the conversation and ``seed``):
 
     - asked for a kernel (a prompt that begins ``Task <name>:`` as ``build_prompt`` writes it), it answers with the
-      suite's shipped solution for the backend the prompt names, in a fenced code block; when the prompt holds
+      suite's shipped solution for the backend and format the prompt names, in a fenced code block; when the prompt holds
       code blocks with ``// kbench-tune:`` constants (a parent to improve), it answers with the last of them
       with one tunable constant changed to another listed value (or two parents' choices combined);
     - asked by a soft verifier (a prompt containing ``VERDICT-JSON``), it answers a JSON verdict from simple
@@ -300,6 +300,7 @@ class OfflineClient(LLMClient):
 
 _TASK_LINE = re.compile(r"^Task (\S+)", re.MULTILINE)
 _BACKEND_LINE = re.compile(r"Backend: (\w+)\.")
+_FORMAT_LINE = re.compile(r"^Answer format: (\w+)", re.MULTILINE)
 # Fences at the start of a line only: prompts mention "```python" inside sentences too.
 _CODE = re.compile(r"^```[ \t]*[\w+-]*[ \t]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
@@ -327,11 +328,13 @@ def default_offline_reply(messages: list[dict], seed: int = 0) -> str:
             return f"Trying another tile/chunk setting:\n\n```python\n{child}```\n"
     m = _TASK_LINE.search(text)
     b = _BACKEND_LINE.search(text)
+    f = _FORMAT_LINE.search(text)
     if m:
         from kbench_env.tasks.suite import resolve_task, solution_path
 
         try:
-            path = solution_path(resolve_task(m.group(1).rstrip(":")), b.group(1) if b else "cpu")
+            path = solution_path(resolve_task(m.group(1).rstrip(":")), b.group(1) if b else "cpu",
+                                 f.group(1) if f else "kernelbench")
         except Exception:  # noqa: BLE001 - an unknown task gets the no-kernel answer
             path = None
         if path is not None:

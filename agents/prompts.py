@@ -17,7 +17,8 @@ from kbench_env.pipeline.result import EvalResult
 
 
 def task_prompt(task, evaluator) -> str:
-    return build_prompt(task, evaluator.backend, evaluator.device, rules=getattr(evaluator, "rules", "strict"))
+    return build_prompt(task, evaluator.backend, evaluator.device, rules=getattr(evaluator, "rules", "strict"),
+                        format=getattr(evaluator, "format", "kernelbench"))
 
 
 def _eval(ev) -> EvalResult:

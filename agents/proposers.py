@@ -37,21 +37,23 @@ class OfflineProposer:
 
     Args:
         backend: which shipped solutions to start from (``tasks/solutions/<backend>/``).
+        format: the action format they must be written in (the fast format's are under ``fast_<backend>/``).
         solutions: ``{task name: source}`` starting points that override the shipped files.
         neighbour_bias: probability that a mutation moves a value to an adjacent entry of its list.
     """
 
     name = "offline"
 
-    def __init__(self, backend: str = "cpu", solutions: dict | None = None, neighbour_bias: float = 0.7):
-        self.backend = backend
+    def __init__(self, backend: str = "cpu", solutions: dict | None = None, neighbour_bias: float = 0.7,
+                 format: str = "kernelbench"):
+        self.backend, self.format = backend, format
         self.solutions = dict(solutions or {})
         self.neighbour_bias = neighbour_bias
 
     def start_source(self, task) -> str | None:
         if task.name in self.solutions:
             return self.solutions[task.name]
-        p = solution_path(task, self.backend)
+        p = solution_path(task, self.backend, self.format)
         return p.read_text() if p is not None else None
 
     def has_start(self, task) -> bool:

@@ -12,17 +12,17 @@ from kbench_env.tasks.suite import solution_path
 class ShippedSolutionAgent:
     name = "shipped"
 
-    def __init__(self, backend: str = "cpu"):
-        self.backend = backend
+    def __init__(self, backend: str = "cpu", format: str = "kernelbench"):
+        self.backend, self.format = backend, format  # the action format the solutions must be written in
 
     def has_solution(self, task) -> bool:
-        return solution_path(task, self.backend) is not None
+        return solution_path(task, self.backend, self.format) is not None
 
     def run_episode(self, env, task, seed: int | None = None):
         """Play one episode on ``task``: one attempt, the shipped solution; yields ``(turn, info)`` and returns why
         it stops there."""
         env.reset(seed=seed, options={"task": task})
-        path = solution_path(task, self.backend)
+        path = solution_path(task, self.backend, self.format)
         _, reward, terminated, truncated, info = env.step(path.read_text())
         yield 1, info
         return "one attempt: the shipped solution"

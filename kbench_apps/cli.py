@@ -23,6 +23,7 @@ from kbench_apps.runlog import RunLog
 from kbench_apps.runner import run_suite
 from kbench_apps.serve import add_parser as add_serve_parser
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.formats import FORMATS
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.sandbox.doctor import doctor, format_doctor
@@ -38,6 +39,14 @@ def _add_rules(p) -> None:
                    help="strict: only the candidate's own kernels and glue (allocation, views, copies) in forward; "
                         "kernelbench: PyTorch operators allowed beside at least one own kernel that runs. Kernel "
                         "coverage (share of forward's time in own kernels) is reported under both")
+    _add_format(p)  # where the rules are chosen (eval, run), the action format is too
+
+
+def _add_format(p) -> None:
+    p.add_argument("--format", default="kernelbench", choices=FORMATS,
+                   help="action format the prompt asks for and the evaluation holds candidates to: kernelbench "
+                        "(load_inline), fast (extern \"C\" kernels through kbench_env.fastpath: ~1 s builds, no "
+                        "cpp_extension) or triton (@triton.jit, GPU only); fast and triton fix the backend")
 
 
 def cmd_tasks(args) -> int:
@@ -83,7 +92,8 @@ def cmd_eval(args) -> int:
     require_device(args.device)
     task = resolve_task(args.task, dtype=args.dtype)
     source = _read_solution(args.solution)
-    ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules)
+    ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules,
+                   format=args.format)
     task.require_configs(ev.device)  # the task's error (exit 2), not the candidate's
     result = ev.evaluate(task, source, seed=args.seed)
     if args.json:

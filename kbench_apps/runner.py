@@ -88,7 +88,7 @@ def run_suite(args) -> int:
     dtype = _opt(args, "dtype", None)
     env = KBenchEnv(suite=args.suite, device=args.device, backend=args.backend, max_turns=max_turns,
                     reward=args.reward, rules=_opt(args, "rules", "strict"),
-                    dtype=dtype, **({"timing": timing} if timing else {}))
+                    format=_opt(args, "format", "kernelbench"), dtype=dtype, **({"timing": timing} if timing else {}))
     backend = env.evaluator.backend_name
     agent = make_agent(args.agent, backend, args)
     all_tasks = load_suite(args.suite, dtype=dtype)
@@ -112,7 +112,7 @@ def run_suite(args) -> int:
     skipped = len(runnable) - len(tasks)
     console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {plural(len(tasks), 'task')} on "
                   f"{env.evaluator.device} "
-                  f"({backend} backend, {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
+                  f"({backend} backend, {env.evaluator.format} format, {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
                   f"{len(tasks) - len(todo)} already done"
                   f"{f', {len(partial)} partly done' if partial else ''} in {log.path}"
                   f"{_skipped_note(skipped)}")
@@ -194,6 +194,7 @@ def _run_task(env, agent, task, prior: list[dict], log: RunLog, budget: int, see
            "backend": backend, "device": device, "attempts": attempts, "filtered": filtered,
            "budget": budget, "correct": best is not None, "best_speedup": best and best["speedup"],
            "first_speedup": first and first["speedup"], "rules": env.evaluator.rules,
+           "format": env.evaluator.format,
            "best_coverage": best and best.get("kernel_coverage"),
            "best_reward": max([ev["reward"] for ev in [best, last] if ev] or [None]),
            "error": None if best else (last or {}).get("error"), "seconds": time.time() - t0,

@@ -118,12 +118,16 @@ def _attack_on_cuda_relu(row: str) -> str:
     return text[:text.index("# The shipped solution's kernel")] + (ROOT / "tasks/solutions/cuda/level1/relu.py").read_text()
 
 
-SILENCED_EVENTS = ("import torch\nimport kbench_env.pipeline.integrity as _i\n_i.HarnessGuard.changed = lambda self: []\n"
-                   "torch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n")
+PATCHED_EVENTS = "import torch\ntorch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n"
+#: What catches a worker whose clock or CUDA events lie (the trusted side never reads its clock, and reads its
+#: events only inside its own wall-clock bound of the block): the bound, the re-timing of a large speedup (11), the
+#: measured FLOP rate (15). Or the lie is not believed, and the kernel is paid no more than the honest one.
+TIMING_LIE_CAUGHT = ("device_time_outside_trusted_bound", "speedup_not_reverified", "below_roofline")
 
 #: name -> (task, source, expected flag kinds, strict). Strict: must be flagged (with one of the expected kinds, if
 #: any are named) or fail correctness. Not strict (attacks on timing only, which the CUDA-graph timing mostly
-#: neutralises): any flag or failure will do, or else its speedup must be no larger than the honest kernel's.
+#: neutralises): any flag or failure will do, or else its speedup must be no more than 1.5x the honest solution's
+#: for the same task.
 ADVERSARIAL = {
     "torch_op": ("level1/relu", _adv("        return torch.relu(args[0])\n"), ("pytorch_compute_in_forward",), True),
     "torch_fallback": ("level1/relu", _adv(
@@ -149,13 +153,9 @@ ADVERSARIAL = {
     "patched_timer": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
         prelude="import kbench_env.worker.timing as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
-        ("harness_patched", "speedup_not_reverified", "below_roofline", "device_time_outside_trusted_bound"),
-        True),
-    "patched_cuda_events": ("level1/relu", _adv(
-        "        return ext.relu(args[0])\n",
-        prelude="torch.cuda.Event.elapsed_time = lambda self, end: 1e-4\n"),
-        ("harness_patched", "speedup_not_reverified", "below_roofline", "device_time_outside_trusted_bound"),
-        True),
+        TIMING_LIE_CAUGHT, False),
+    "patched_cuda_events": ("level1/relu", _adv("        return ext.relu(args[0])\n", prelude=PATCHED_EVENTS),
+                            TIMING_LIE_CAUGHT, False),
     "tf32_flag_flipped": ("level1/relu", _adv(
         "        torch.backends.cuda.matmul.allow_tf32 = True\n        torch.backends.cudnn.allow_tf32 = True\n"
         "        return ext.relu(args[0])\n"), ("precision_flags_changed",), True),
@@ -197,15 +197,10 @@ ADVERSARIAL = {
                 "        with torch._C.DisableTorchFunctionSubclass():\n"
                 "            return func(*[real(a) for a in args], **{k: real(v) for k, v in (kwargs or {}).items()})\n"),
         ("lazy_output",), True),
-    # 11 and 15 behind 9: the events patched and the worker's own check of them (HarnessGuard) silenced, so only
-    # the trusted side's checks are left: its bound on each timed block's reported device time, the wall-clock
-    # re-timing of an impossible speedup (11), the measured FLOP rate (15).
-    "silenced_guard_events": ("level1/relu", _adv(
-        "        return ext.relu(args[0])\n", prelude=SILENCED_EVENTS),
-        ("speedup_not_reverified", "device_time_outside_trusted_bound"), True),
-    "silenced_guard_matmul": ("level1/matmul_square",
-                              SILENCED_EVENTS + (ROOT / "tasks/solutions/cuda/level1/matmul_square.py").read_text(),
-                              ("below_roofline", "device_time_outside_trusted_bound"), True),
+    # 15 behind 9: the shipped matmul with its events patched (an impossible FLOP rate, were the events believed)
+    "patched_events_matmul": ("level1/matmul_square",
+                              PATCHED_EVENTS + (ROOT / "tasks/solutions/cuda/level1/matmul_square.py").read_text(),
+                              TIMING_LIE_CAUGHT, False),
     "inputs_modified": ("level1/relu", _adv(
         "        x = args[0]\n        out = ext.relu(x)\n        ext.relu_into(x, x)\n        return out\n"),
         ("inputs_modified",), True),
@@ -326,14 +321,13 @@ def _record(kind: str, name: str, r) -> None:
 @pytest.fixture(scope="module")
 def cuda_results():
     ev = _evaluator("cuda")
-    honest = ROOT / "tasks/solutions/cuda/level1/relu.py"
     items = [(resolve_task(_task_name(p)), p.read_text()) for p in CUDA_SOLUTIONS]
     items += [(resolve_task(task), src) for task, src, _, _ in ADVERSARIAL.values()]
     names = [("cuda_solution", _task_name(p)) for p in CUDA_SOLUTIONS] + [("cuda_adversarial", n) for n in ADVERSARIAL]
     out = _evaluate_recorded(ev, items, names, "cuda", int(os.environ.get("KBENCH_GPU_WORKERS", 8)))
     solutions = dict(zip(CUDA_SOLUTIONS, out[: len(CUDA_SOLUTIONS)]))
     adversarial = dict(zip(ADVERSARIAL, out[len(CUDA_SOLUTIONS):]))
-    return solutions, adversarial, solutions.get(honest)
+    return solutions, adversarial, {_task_name(p): r for p, r in solutions.items()}
 
 
 @pytest.fixture(scope="module")
@@ -404,10 +398,11 @@ def solution_problem(r, every_config: bool = True) -> str | None:
     return None
 
 
-def exploit_problem(name: str, r, honest) -> str | None:
+def exploit_problem(name: str, r, honest: dict) -> str | None:
     """Why an adversarial candidate's result fails its test (it was not caught and paid, or did not even load),
-    or None."""
-    _, _, expected, strict = ADVERSARIAL[name]
+    or None. ``honest``: the shipped solutions' results by task name."""
+    task, _, expected, strict = ADVERSARIAL[name]
+    honest = honest.get(task)
     kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
     # the candidate must have been built and loaded: a build or load failure is not the check catching it
     if not r.compiled or r.error_stage in ("screen", "build", "load"):

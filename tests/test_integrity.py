@@ -51,15 +51,6 @@ CASES = {
         "    cache = {}\n    def forward(self, x):\n        key = (x.data_ptr(), tuple(x.shape))\n"
         f"        if key not in self.cache:\n            self.cache[key] = {OP}(x)\n        return self.cache[key]\n"),
         "timed_output_wrong"),
-    # 9/11/15. The timer patched from candidate code: the worker notices (harness_patched); were it not to, the
-    # speedup is re-timed from the trusted side (speedup_not_reverified) and held to the roofline.
-    "patched_timer": (with_model(
-        f"    def forward(self, x):\n        return {OP}(x)\n",
-        prelude="\nimport itertools\nimport kbench_env.worker.timing as _t\n_c = itertools.count()\n"
-                "_t._perf_counter = lambda: next(_c) * 1e-9\n"), "harness_patched"),
-    "patched_clock_in_forward": (with_model(  # the standard library's clock, replaced during a forward call
-        f"    def forward(self, x):\n        import time\n        time.perf_counter = lambda: 0.0\n"
-        f"        return {OP}(x)\n"), "harness_patched"),
     # 12. Non-determinism: right on the first call, off on the next.
     "nondeterministic": (with_model(
         "    calls = 0\n    def forward(self, x):\n        type(self).calls += 1\n"
@@ -83,13 +74,31 @@ CASES = {
     # 4. Inputs modified in place.
     "inputs_modified": (with_model(
         f"    def forward(self, x):\n        out = {OP}(x)\n        x.mul_(2)\n        return out\n"), "inputs_modified"),
-    # The forward audit's report faked (its kernel coverage and operators): the audit is part of the harness.
+    # PyTorch's relu behind a faked forward-audit report (own kernel ran, no PyTorch compute): the audit's report is
+    # the worker's, so replacing what it runs on is flagged (integrity.AuditGuard).
     "patched_audit": (with_model(
-        f"    def forward(self, x):\n        return torch.relu(x)\n",
+        "    def forward(self, x):\n        return torch.relu(x)\n",
         prelude="\nimport kbench_env.pipeline.integrity as _i\n_i.ForwardAudit._report = lambda self: "
                 "{'forbidden_ops': {}, 'own_ops': ['kb_relu::relu_forward'], 'extension_calls': 1, "
-                "'cpu_us': {'own': 1.0, 'total': 1.0}}\n"), "harness_patched"),
+                "'cpu_us': {'own': 1.0, 'total': 1.0}}\n"), "audit_patched"),
 }
+
+#: The harness inside the worker patched from candidate code: its clock, the standard library's clock during a
+#: forward call. Neither is something the trusted side relies on (it times each block
+#: with its own clock and reads the outputs itself), so none needs a flag of its own: each must earn nothing,
+#: i.e. be flagged by another check, fail, or be paid no more than ``MARGIN`` times the honest kernel.
+HARNESS_PATCHES = {
+    "patched_timer": with_model(
+        f"    def forward(self, x):\n        return {OP}(x)\n",
+        prelude="\nimport itertools\nimport kbench_env.worker.timing as _t\n_c = itertools.count()\n"
+                "_t._perf_counter = lambda: next(_c) * 1e-9\n"),
+    "patched_clock_in_forward": with_model(
+        f"    def forward(self, x):\n        import time\n        time.perf_counter = lambda: 0.0\n"
+        f"        return {OP}(x)\n"),
+}
+#: How much faster than the honest kernel's speedup (the best of two evaluations) an unflagged attack may be paid:
+#: above one evaluation's spread on a busy machine, under what a believed clock patch would claim (1e5x).
+MARGIN = 1.5
 
 #: Under rules="kernelbench" PyTorch compute is allowed beside an own kernel: these run none of their own, and are
 #: caught as decoys instead.
@@ -100,10 +109,10 @@ KERNELBENCH_EXPECTED = {"torch_op": "no_kernel_launched", "fallback": "no_kernel
 @pytest.fixture(scope="module", params=["strict", "kernelbench"])
 def results(request):
     evaluator = request.getfixturevalue("evaluator" if request.param == "strict" else "kernelbench_evaluator")
-    names = list(CASES)
-    out = evaluator.evaluate_many([(RELU, CASES[n][0]) for n in names], seed=99)
+    sources = {**{n: case[0] for n, case in CASES.items()}, **HARNESS_PATCHES}
+    out = evaluator.evaluate_many([(RELU, src) for src in sources.values()], seed=99)
     honest = evaluator.evaluate(RELU, HONEST, seed=99)
-    return dict(zip(names, out)), honest, request.param
+    return dict(zip(sources, out)), honest, request.param, evaluator
 
 
 # A pointer-keyed cache pays only when a timed call's fresh inputs land at an address seen before; when the
@@ -125,6 +134,26 @@ def test_exploit_is_flagged(results, name):
     assert any(k in kinds for k in expected), f"{name}: flags {r.integrity_flags}\n{r.feedback()}"
     assert r.reward == -1.0
     assert "REJECTED by integrity checks" in r.feedback()
+
+
+def _honest_best(evaluator, first, seed: int | None = None) -> float:
+    """The better of ``first``'s speedup and a second honest evaluation's (one evaluation's spread is wide)."""
+    again = evaluator.evaluate(RELU, HONEST, seed=seed)
+    return max(first.speedup or 0.0, again.speedup or 0.0)
+
+
+@pytest.mark.parametrize("name", list(HARNESS_PATCHES))
+def test_a_patched_harness_earns_nothing(results, name):
+    r, honest, _, evaluator = results[0][name], *results[1:]
+    assert r.compiled and r.error_stage not in ("screen", "build", "load"), r.feedback()  # the patch ran
+    if r.integrity_flags or not r.correct:
+        assert r.reward <= 0, r.feedback()
+        return
+    if r.speedup > MARGIN * (honest.speedup or 0.0):
+        best = _honest_best(evaluator, honest, seed=99)
+        assert r.speedup <= MARGIN * best, (
+            f"{name}: unflagged, correct and paid {r.speedup:.2f}x against the honest kernel's {best:.2f}x\n"
+            f"{r.feedback()}")
 
 
 def test_honest_solution_is_not_flagged(results):
@@ -175,20 +204,22 @@ def test_deferred_work_in_a_thread_is_caught(evaluator):
 
 
 def test_a_patched_worker_clock_is_not_read_on_the_cpu(evaluator):
-    """The worker's clock patched to a counter (every call "takes" a nanosecond): on the CPU the times are this
-    side's clock around each block (pipeline/blocks.py), so the candidate is timed as the honest kernel it is (the
-    worker's own patch check, integrity.HarnessGuard, silenced from the candidate's process as well)."""
+    """The worker's clocks patched to a counter (every call "takes" a nanosecond): on the CPU the times are this
+    side's clock around each block (pipeline/blocks.py), so the candidate is neither flagged nor believed: it is
+    paid the honest kernel's speed, no more (roofline off: nothing else may catch it)."""
     from kbench_env.pipeline.evaluator import Evaluator
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, roofline=False)
     body = f"    def forward(self, x):\n        return {OP}(x)\n"
-    blind = with_model(body, prelude="\nimport itertools\nimport kbench_env.pipeline.integrity as _i\n"
-                                     "import kbench_env.worker.timing as _t\n_i.HarnessGuard.changed = lambda self: []\n"
-                                     "_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n")
+    blind = with_model(body, prelude="\nimport itertools\nimport time\nimport kbench_env.worker.timing as _t\n"
+                                     "_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"
+                                     "time.perf_counter = _t._perf_counter\n")
     r = ev.evaluate(RELU, blind)
-    assert r.correct and r.speedup is not None, r.feedback()
-    assert r.speedup < 3, r.feedback()  # an honest relu is about as fast as PyTorch's; the patch would say 1e5x
-    assert all(c.candidate_ms > 1e-4 for c in r.configs)
+    assert r.correct and not r.integrity_flags and r.speedup is not None, r.feedback()
+    assert all(c.candidate_ms > 1e-4 for c in r.configs), r.feedback()  # the counter would say 1e-6 ms
+    honest = ev.evaluate(RELU, HONEST)
+    best = honest.speedup if r.speedup <= MARGIN * honest.speedup else _honest_best(ev, honest)
+    assert r.speedup <= MARGIN * best, f"paid {r.speedup:.2f}x against the honest kernel's {best:.2f}x\n{r.feedback()}"
 
 
 def test_time_under_the_roofline_floor_is_flagged():

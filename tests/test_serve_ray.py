@@ -60,7 +60,7 @@ def test_a_batch_is_evaluated_by_ray_actors(ray_server):
     assert not any(ln["result"].get("retries") for ln in lines)
     assert len(_actors(ray_server)) == 2  # --workers 2: two actors, which did the work (no Evaluator besides)
     schema = httpx.get(ray_server.url + "/schema", headers=AUTH).json()["evaluator"]
-    assert schema == {"device": "cpu", "backend": "cpu", "rules": "strict"}
+    assert schema == {"device": "cpu", "backend": "cpu", "rules": "strict", "format": "kernelbench"}
 
 
 def test_killing_an_actor_mid_batch_loses_no_request(ray_server):

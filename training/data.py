@@ -3,7 +3,7 @@
 Each row is one task: ``prompt`` is ``[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content":
 <the env's prompt>}]`` (TRL's conversational format: the trainer applies the model's chat template), ``task`` is the
 task's name (a column the reward function receives). The user message is exactly what ``KBenchEnv.reset`` returns as
-its observation for that task, backend and device.
+its observation for that task, backend, device and action format (pipeline/formats.py).
 """
 
 from __future__ import annotations
@@ -26,23 +26,23 @@ def load_tasks(suite: str = "default", device: str = "cpu") -> list[Task]:
     return tasks
 
 
-def task_messages(task: Task, backend: str, device: str) -> list[dict]:
-    """The chat messages of ``task``: the system prompt and the env's prompt."""
+def task_messages(task: Task, backend: str, device: str, format: str = "kernelbench") -> list[dict]:
+    """The chat messages of ``task``: the system prompt and the env's prompt in the action ``format``."""
     device = resolve_device(device)
-    user = sanitize(build_prompt(task, get_backend(backend), device))
+    user = sanitize(build_prompt(task, get_backend(backend), device, format=format))
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
-def build_dataset(tasks: list[Task], backend: str, device: str, repeats: int = 1):
+def build_dataset(tasks: list[Task], backend: str, device: str, repeats: int = 1, format: str = "kernelbench"):
     """A ``datasets.Dataset`` with columns ``prompt`` (chat messages) and ``task`` (name), each task ``repeats``
     times (the trainer shuffles; ``max_steps`` bounds the run)."""
     from datasets import Dataset
 
-    rows = [{"prompt": task_messages(t, backend, device), "task": t.name} for t in tasks]
+    rows = [{"prompt": task_messages(t, backend, device, format), "task": t.name} for t in tasks]
     return Dataset.from_list(rows * max(1, repeats))
 
 
-def prompt_index(tasks: list[Task], backend: str, device: str) -> dict[str, Task]:
+def prompt_index(tasks: list[Task], backend: str, device: str, format: str = "kernelbench") -> dict[str, Task]:
     """Map from a prompt's user message to its task. A ``rollout_func`` receives only the prompts, so the
     multi-turn rollout finds each prompt's task here."""
-    return {task_messages(t, backend, device)[-1]["content"]: t for t in tasks}
+    return {task_messages(t, backend, device, format)[-1]["content"]: t for t in tasks}

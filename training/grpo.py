@@ -40,6 +40,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="suite spec: a name from tasks/suites.json, a level, a folder, or task names joined by commas")
     p.add_argument("--backend", default=None, help="kernel language: cpu, cuda, triton (default: by device)")
     p.add_argument("--device", default="auto", help="device the kernels are evaluated on: auto, cpu, cuda, cuda:1")
+    p.add_argument("--format", default="kernelbench", choices=["kernelbench", "fast", "triton"],
+                   help="action format the prompts ask for: kernelbench (load_inline), fast (extern \"C\" kernels "
+                        "through kbench_env.fastpath, ~1 s builds) or triton (GPU only)")
     p.add_argument("--reward", default="tiered", help="reward preset of kbench_env.pipeline.reward (tiered, binary, ...)")
     p.add_argument("--no-timing", action="store_true", help="correctness only: skip timing (speedup counts as 1)")
     p.add_argument("--eval-workers", type=int, default=None,
@@ -115,10 +118,12 @@ def remote_evaluator(args: argparse.Namespace):
     clashes = [flag for flag, clash in (
         (f"--device {args.device}", args.device not in ("auto", evaluator.device)),
         (f"--backend {args.backend}", args.backend not in (None, evaluator.backend_name)),
+        (f"--format {args.format}", args.format != evaluator.format),
         (f"--reward {args.reward}", args.reward != "tiered"), ("--no-timing", args.no_timing)) if clash]
     if clashes:
         raise SystemExit(f"{', '.join(clashes)}: with --env-url the server at {args.env_url} evaluates (device "
-                         f"{evaluator.device}, backend {evaluator.backend_name}, its own reward and timing); set "
+                         f"{evaluator.device}, backend {evaluator.backend_name}, format {evaluator.format}, its own reward "
+                         f"and timing); set "
                          f"these on `kbench serve` instead")
     return evaluator
 
@@ -134,6 +139,7 @@ def build_trainer(args: argparse.Namespace):
     from kbench_env.backends import default_backend
     from kbench_env.device import Device
     from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.pipeline.formats import resolve_backend
 
     from .data import build_dataset, load_tasks
     from .rewards import EpisodeReward, KBenchReward
@@ -142,18 +148,20 @@ def build_trainer(args: argparse.Namespace):
     # 1. where kernels run, and the tasks
     if args.env_url:
         evaluator = remote_evaluator(args)
-        device, backend = evaluator.device, evaluator.backend_name
+        device, backend, fmt = evaluator.device, evaluator.backend_name, evaluator.format
     else:
         dev = Device.parse(args.device)
         if dev == Device("cuda") and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             dev = Device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # each process evaluates on its own GPU
         device = str(dev)
-        backend = args.backend or default_backend(device)
-        evaluator = Evaluator(device=device, backend=backend, reward=args.reward, time_candidates=not args.no_timing)
+        fmt = getattr(args, "format", "kernelbench")
+        backend = resolve_backend(fmt, args.backend, device) or default_backend(device)
+        evaluator = Evaluator(device=device, backend=backend, reward=args.reward, time_candidates=not args.no_timing,
+                              format=fmt)
     tasks = load_tasks(args.suite, device)
     if args.env_url:
         evaluator.check_tasks(t.name for t in tasks)
-    dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)))
+    dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)), format=fmt)
 
     # 2. the model's tokenizer: left padding and a pad token, as GRPO needs
     tokenizer = AutoTokenizer.from_pretrained(args.model)

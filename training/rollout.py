@@ -94,7 +94,8 @@ class MultiTurnRollout:
     Args:
         evaluator: the Evaluator every episode's env shares (one build cache, one device lock).
         tasks: the tasks of the dataset (a prompt is matched to its task by its text).
-        backend, device: as the dataset was built with (they shape the prompt text).
+        backend, device: as the dataset was built with (they shape the prompt text); the action format is the
+            evaluator's (``evaluator.format``), as the dataset's prompts must be.
         max_turns: attempts per episode.
         mode, turn_cost: the episode reward (``episode_reward``).
         target_speedup: the env ends an episode early once an attempt is correct and this much faster.
@@ -110,7 +111,7 @@ class MultiTurnRollout:
             raise ValueError("max_turns must be at least 1")
         episode_reward([0.0], mode, turn_cost)  # validates mode
         self.evaluator = evaluator
-        self.index = prompt_index(tasks, backend, device)
+        self.index = prompt_index(tasks, backend, device, getattr(evaluator, "format", "kernelbench"))
         self.max_turns = max_turns
         self.mode = mode
         self.turn_cost = turn_cost

@@ -33,11 +33,13 @@ class BuilderError(RuntimeError):
 
 
 class Builder:
-    """Builds for one backend, device and build root (see the module docstring)."""
+    """Builds for one backend, device and build root (see the module docstring). ``kinds``: the request kinds it
+    accepts (None: all; the action format's, pipeline/formats.builder_kinds); any other is refused unbuilt."""
 
     def __init__(self, backend: str, device: str, build_root: str, limits: Limits | None = None,
-                 workers: int = 1):
+                 workers: int = 1, kinds: tuple | None = None):
         self.backend, self.device, self.build_root = backend, device, os.path.realpath(build_root)
+        self.kinds = None if kinds is None else tuple(kinds)
         self.limits = limits or Limits()
         self.workers = max(1, int(workers))
         self.history: collections.deque = collections.deque(maxlen=4096)
@@ -57,6 +59,14 @@ class Builder:
         """Send a build request (requests.py); the Future's result is the builder's reply: {"ok": True, "path",
         "module", "cached", "unit", "bytes", ...} or {"ok": False, "message"}. Raises BuilderError if the builder
         cannot be started."""
+        if self.kinds is not None and request.get("kind") not in self.kinds:
+            refused: Future = Future()
+            allowed = ", ".join(self.kinds) or "none"
+            refused.set_result({"ok": False, "refused": True, "message": (
+                f"a {request.get('kind')!r} build is not allowed in this evaluation's action format (builds "
+                f"allowed: {allowed}); the fast format builds only kbench_env.fastpath kernels, the triton format "
+                f"none")})
+            return refused
         if light_headers is None:
             light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"  # 0: build every source as written
         fut: Future = Future()

@@ -35,7 +35,8 @@ def sanitize(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
 
 
 def check_shared_evaluator(evaluator: Evaluator, *, device: str | None = None, backend: str | None = None,
-                           reward: Any = None, rules: str | None = None, evaluator_kwargs: dict | None = None) -> None:
+                           reward: Any = None, rules: str | None = None, evaluator_kwargs: dict | None = None,
+                           format: str | None = None) -> None:
     """Raise ValueError when an argument given beside a shared ``evaluator`` disagrees with it, or is an Evaluator
     option that the shared evaluator already fixed: such an argument would otherwise be silently ignored."""
     conflicts = []
@@ -48,6 +49,8 @@ def check_shared_evaluator(evaluator: Evaluator, *, device: str | None = None, b
         conflicts.append(f"reward={reward!r} (the evaluator pays {paid})")
     if rules is not None and check_rules(rules) != evaluator.rules:
         conflicts.append(f"rules={rules!r} differs from the given evaluator's rules {evaluator.rules!r}")
+    if format is not None and format != getattr(evaluator, "format", "kernelbench"):
+        conflicts.append(f"format={format!r} (the evaluator's format is {evaluator.format!r})")
     if evaluator_kwargs:
         conflicts.append(f"Evaluator options {', '.join(sorted(evaluator_kwargs))} (the evaluator is already made)")
     if conflicts:
@@ -69,25 +72,28 @@ class KBenchEnv(gym.Env):
     ## Action Space
     ``Text(max_length=200_000, min_length=0, charset=string.printable)``: Python source defining ``class
     ModelNew(nn.Module)`` with the same constructor and forward signature as the reference ``Model``, whose kernels
-    are written in the backend's language (C++ through ``load_inline`` for "cpu", CUDA C++ for "cuda", Triton for
-    "triton"). An LLM reply containing a fenced code block is accepted: the block is extracted. Non-ASCII
-    characters are accepted; any other value (a non-string, an oversized or unparsable source) is answered with an
-    error observation and the "invalid" reward, without building anything.
+    are written in the action ``format`` (``pipeline/formats.py``): "kernelbench", the backend's language (C++
+    through ``load_inline`` for "cpu", CUDA C++ for "cuda", Triton for "triton"); "fast", ``extern "C"`` kernels
+    through ``kbench_env.fastpath`` (``cpp_kernel`` on the CPU, ``cuda_kernel`` on a GPU: ~1 s builds,
+    ``torch.utils.cpp_extension`` refused); "triton", ``@triton.jit`` kernels (GPU only). An LLM reply containing a
+    fenced code block is accepted: the block is extracted. Non-ASCII characters are accepted; any other value (a
+    non-string, an oversized or unparsable source) is answered with an error observation and the "invalid" reward,
+    without building anything.
 
     ## Observation Space
     ``Text(max_length=64_000, min_length=0, charset=string.printable + "±")``; other characters are written as
     ASCII (typographic quotes as plain ones, anything else as its ``\\uXXXX`` escape) and an overlong text is
-    truncated. After ``reset``: the task prompt (reference program, shown configurations, target hardware,
-    backend rules, a one-shot example). After ``step``: the feedback on the attempt
+    truncated. After ``reset``: the task prompt (reference program, shown configurations, target hardware, the
+    action format and its rules, a one-shot example in that format). After ``step``: the feedback on the attempt
     (``pipeline.feedback.policy_feedback``): the stage reached, the compiler's or runtime's own error (trimmed),
     the first mismatching configuration with its error figures, or the timing table, speedup and kernel coverage.
     A held-out configuration appears only as "held-out configuration k of n": whether it passed and how it failed
     (wrong values with the error figures, a crash, a timeout), never its name, shapes, dtype or times.
 
-    ``info`` always holds ``task``, ``turn``, ``max_turns`` and ``best_speedup`` (the best verified speedup of the
-    episode, None until one); after ``step`` also ``eval``, the full ``EvalResult`` as a JSON-serialisable dict.
-    ``info`` is the researcher's record: ``eval`` names the held-out configurations with their shapes and times,
-    so a policy must read the observation only, never ``info``.
+    ``info`` always holds ``task``, ``turn``, ``max_turns``, ``format`` and ``best_speedup`` (the best verified
+    speedup of the episode, None until one); after ``step`` also ``eval``, the full ``EvalResult`` as a
+    JSON-serialisable dict. ``info`` is the researcher's record: ``eval`` names the held-out configurations with
+    their shapes and times, so a policy must read the observation only, never ``info``.
 
     ## Rewards
     Per step, the reward of that attempt's EvalResult. The default preset, "tiered"
@@ -130,6 +136,9 @@ class KBenchEnv(gym.Env):
     | `reward`           | str, callable   | `"tiered"`  | A preset of `reward.PRESETS`, or `f(EvalResult) -> float`  |
     | `rules`            | str             | `"strict"`  | "strict": forward runs only own kernels; "kernelbench":    |
     |                    |                 |             | PyTorch ops allowed beside one own kernel that runs        |
+    | `format`           | str             | see note    | Action format: "kernelbench" (the default: load_inline),   |
+    |                    |                 |             | "fast" (fastpath extern "C" kernels, ~1 s builds) or       |
+    |                    |                 |             | "triton" (GPU only); fixes the backend for fast and triton |
     | `baseline`         | str             | `"eager"`   | Speedup measured against "eager" or "compile" reference    |
     | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.policy`)      |
     | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
@@ -151,10 +160,10 @@ class KBenchEnv(gym.Env):
     | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
     |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
 
-    `device`, `backend`, `reward`, `rules` and the options from `baseline` down are the Evaluator's (they reach it
-    through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`, `backend`, `reward`
-    and `rules` may be repeated only with the values it has, and any other Evaluator option beside `evaluator=`
-    raises ValueError instead of being ignored.
+    `device`, `backend`, `reward`, `rules`, `format` and the options from `baseline` down are the Evaluator's
+    (they reach it through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`,
+    `backend`, `reward`, `rules` and `format` may be repeated only with the values it has, and any other Evaluator
+    option beside `evaluator=` raises ValueError instead of being ignored.
 
     ## Vector Environment
     ``gym.make_vec("KBench-v0", num_envs=N, vectorization_mode="vector_entry_point")`` (``env.vector``): N episodes
@@ -170,7 +179,7 @@ class KBenchEnv(gym.Env):
     ## Version History
     * v0: first version: text actions and observations, tiered reward, held-out configurations, integrity checks,
       the "strict" and "kernelbench" rules, and arguments that conflict with a shared ``evaluator`` raising
-      ValueError.
+      ValueError; the action ``format`` ("kernelbench", "fast", "triton"), "kernelbench" by default.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -179,18 +188,19 @@ class KBenchEnv(gym.Env):
                  backend: str | None = None, max_turns: int = 4, reward: Any = None,
                  target_speedup: float | None = None, evaluator: Evaluator | None = None,
                  render_mode: str | None = None, rules: str | None = None, dtype: str | None = None,
-                 **evaluator_kwargs):
+                 format: str | None = None, **evaluator_kwargs):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         if evaluator is not None:
             check_shared_evaluator(evaluator, device=device, backend=backend, reward=reward, rules=rules,
-                                   evaluator_kwargs=evaluator_kwargs)
+                                   evaluator_kwargs=evaluator_kwargs, format=format)
         self._owns_evaluator = evaluator is None  # closed with the env (its spare worker); a shared one is not
         self.evaluator = evaluator or Evaluator(device=device or "auto", backend=backend,
                                                 reward="tiered" if reward is None else reward,
-                                                rules=check_rules(rules or "strict"), **evaluator_kwargs)
+                                                rules=check_rules(rules or "strict"),
+                                                format=format or "kernelbench", **evaluator_kwargs)
         self.dtype = dtype
         self.fixed_task = resolve_task(task, dtype) if isinstance(task, str) else task
         self.suite_spec = suite
@@ -225,7 +235,7 @@ class KBenchEnv(gym.Env):
         self.best_speedup = None
         self.history = []
         self._last_obs = sanitize(build_prompt(self.task, self.evaluator.backend, self.evaluator.device,
-                                               rules=self.evaluator.rules))
+                                               rules=self.evaluator.rules, format=self.evaluator.format))
         return self._last_obs, self._info(None)
 
     def step(self, action):
@@ -270,7 +280,7 @@ class KBenchEnv(gym.Env):
 
     def _info(self, result: EvalResult | None) -> dict:
         info = {"task": self.task.name, "turn": self.turn, "max_turns": self.max_turns,
-                "best_speedup": self.best_speedup}
+                "format": self.evaluator.format, "best_speedup": self.best_speedup}
         if result is not None:
             info["eval"] = result.to_dict()
         return info

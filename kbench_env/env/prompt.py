@@ -1,7 +1,8 @@
 """Prompt text for a task: built here and nowhere else (the env, agents and training all use it).
 
 A prompt holds the reference program (without the KBENCH block, so held-out configurations stay hidden), the
-shown input configurations, the target hardware, the backend's rules and a one-shot example.
+shown input configurations, the target hardware, the action format with its rules and a one-shot example
+(pipeline/formats.py: the backend's own for "kernelbench" and "triton", the fast path's for "fast").
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import ast
 
 from kbench_env.hardware import describe
+from kbench_env.pipeline.formats import check_format, format_example, format_line, format_rules
 from kbench_env.pipeline.rules import prompt_rules
 from kbench_env.tasks.task import Task
 
@@ -30,8 +32,11 @@ def reference_program(task: Task) -> str:
     return "\n".join(kept) + "\n"
 
 
-def build_prompt(task: Task, backend, device: str, with_example: bool = True, rules: str = "strict") -> str:
-    """The prompt of ``task`` for ``backend`` on ``device``; the backend's rules as they read under ``rules``."""
+def build_prompt(task: Task, backend, device: str, with_example: bool = True, rules: str = "strict",
+                 format: str = "kernelbench") -> str:
+    """The prompt of ``task`` for ``backend`` on ``device`` in the action ``format``; its rules as they read under
+    ``rules``."""
+    format = check_format(format)
     shown = task.shown_configs(device)
     cfg_lines = []
     for c in shown:
@@ -60,11 +65,13 @@ def build_prompt(task: Task, backend, device: str, with_example: bool = True, ru
         "",
         f"Target hardware: {describe(device)}",
         "",
-        prompt_rules(backend.rules(), rules),
+        format_line(format),
+        prompt_rules(format_rules(format, backend), rules),
         "Correctness is checked against the reference on fresh random inputs, elementwise and norm-wise; then both "
         "are timed and your reward grows with the speedup.",
     ]
-    if with_example and backend.example():
-        parts += ["", backend.example()]
+    example = format_example(format, backend) if with_example else ""
+    if example:
+        parts += ["", example]
     parts += ["", "Answer with the complete Python source of ModelNew in one ```python code block."]
     return "\n".join(p for p in parts if p is not None)

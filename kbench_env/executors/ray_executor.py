@@ -15,10 +15,11 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from kbench_env.backends import default_backend, get_backend
+from kbench_env.backends import get_backend
 from kbench_env.device import Device
 from kbench_env.executors.options import check_arguments
 from kbench_env.executors.retried import RetriedResult
+from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.rules import DEFAULT as DEFAULT_RULES, check_rules
@@ -72,7 +73,7 @@ class RayExecutor:
         cpus_per_actor: CPUs reserved per actor for its builds.
         max_concurrency: evaluations one actor takes at once.
         retries: times an evaluation is sent again after its actor died.
-    ``device``, ``backend``, ``backend_name`` and ``rules`` are what the actors evaluate with: the prompts of a
+    ``device``, ``backend``, ``backend_name``, ``rules`` and ``format`` are what the actors evaluate with: the prompts of a
     server in front of this executor name them.
     """
 
@@ -92,7 +93,8 @@ class RayExecutor:
         actor_cls = ray.remote(_EvaluatorActor)
         self.actors = [actor_cls.options(**opts).remote(dev.kind, evaluator_kwargs) for _ in range(n)]
         self.device = str(Device(dev.kind))
-        self.backend_name = evaluator_kwargs.get("backend") or default_backend(self.device)
+        self.format, self.backend_name = formats.resolve(evaluator_kwargs.get("format", formats.DEFAULT),
+                                                         evaluator_kwargs.get("backend"), self.device)
         self.backend = get_backend(self.backend_name)
         self.rules = check_rules(evaluator_kwargs.get("rules") or DEFAULT_RULES)
         self.retries = retries

@@ -4,7 +4,6 @@ hit, the worker's warm-up phases). Builds run concurrently with other candidates
 
 from __future__ import annotations
 
-from kbench_env.pipeline.reports import note_reports
 from kbench_env.pipeline.result import EvalResult, add_phase, trim_log
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.worker_process import Worker
@@ -26,7 +25,6 @@ def build(worker: Worker, result: EvalResult, timeout: float) -> None:
         return
     result.compiled = True
     result.stage = "built"
-    note_reports(result, header)
     result.build_seconds = round(header["build_seconds"], 3)
     result.cached_build = header.get("cached")
     for key, phase in (("warmup_seconds", "worker_warmup"), ("cuda_start_seconds", "worker_cuda_start")):

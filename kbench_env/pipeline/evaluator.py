@@ -26,11 +26,12 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from kbench_env.backends import default_backend, get_backend
+from kbench_env.backends import get_backend
 from kbench_env.builder.client import Builder
 from kbench_env.cachedir import default_cache_dir
 from kbench_env.device import Device, resolve_device
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
+from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
@@ -77,6 +78,7 @@ class Evaluator:
         rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
         reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
+        format: the action format candidates are held to: "kernelbench", "fast" or "triton" (formats.py).
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -84,10 +86,9 @@ class Evaluator:
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
                  roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
-                 rules: str = rules_mod.DEFAULT, reference_cache=None):
-        self.rules = rules_mod.check_rules(rules)
-        self.device = resolve_device(device)
-        self.backend_name = backend or default_backend(self.device)
+                 rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT):
+        self.rules, self.device = rules_mod.check_rules(rules), resolve_device(device)
+        self.format, self.backend_name = formats.resolve(format, backend, self.device)
         self.backend = get_backend(self.backend_name)
         self.reward_fn = get_reward_fn(reward)
         if baseline not in ("eager", "compile"):
@@ -107,8 +108,9 @@ class Evaluator:
             self.compile_baseline = True
         self.reverify_above, self.roofline = reverify_above, roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
-        # Compiles every candidate's sources, in a process no candidate code runs in (kbench_env/builder).
-        self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers)
+        # Compiles every candidate's sources, in a process no candidate code runs in (kbench_env/builder); only the
+        self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers,
+                               formats.builder_kinds(self.format))  # kinds of build the action format allows
         weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device: on a GPU across processes too (devicelock.py).
         if Device.parse(self.device).is_cuda:
@@ -142,8 +144,8 @@ class Evaluator:
         configuration for this device raises TaskError: the task's error, not a result charged to the action."""
         task.require_configs(self.device)
         t0 = time.perf_counter()
-        result = EvalResult(task=task.name, backend=self.backend_name, device=self.device, baseline=self.baseline,
-                            rules=self.rules, held_out_count=sum(c.held_out for c in task.configs_for(self.device)))
+        result = EvalResult(task.name, self.backend_name, self.device, baseline=self.baseline, rules=self.rules,
+                            format=self.format, held_out_count=sum(c.held_out for c in task.configs_for(self.device)))
         try:
             self._evaluate(task, action, seed, result)
         except Exception as exc:  # an evaluator bug must not take the caller down; it is reported, not hidden
@@ -200,7 +202,7 @@ class Evaluator:
         try:
             source = screen_mod.extract_source(action)
             result.source_hash = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:16]
-            screen_mod.screen(source, self.backend)
+            formats.screen_action(source, self.backend, self.format)
         except screen_mod.ScreenError as exc:
             result.error, result.error_stage = str(exc), "screen"
             return

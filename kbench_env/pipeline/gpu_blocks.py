@@ -50,6 +50,7 @@ TOLERANCE = 0.2
 SLACK_MS = 0.1
 SLACK_SHARE = 0.25
 EAGER_MS_PER_CALL = 0.02
+EAGER_MAX_MS = 2.0  # (a candidate can choose to run eagerly: its extra slack is capped)
 #: A timing whose median block was reported under the bound by more than this factor is flagged. Host load
 #: (builds on every core, the evaluator's other threads) stretches this side's wall time of an honest block: at 1.5
 #: an H200 running 16 evaluations at once flagged 2 of 35 honest solutions (bench/results/trust_gpu.md); a forgery
@@ -173,14 +174,15 @@ class _Run:
         if len(entries) != len(self.inputs.originals):
             raise WorkerError("the worker's input buffers do not match the configuration's inputs")
         for x, e in zip(self.inputs.originals, entries):
-            if not isinstance(x, torch.Tensor):
+            nbytes = b * x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+            if nbytes == 0:  # not a tensor, or an empty one: nothing to write
                 self.dsts.append(None)
                 continue
-            nbytes = b * x.numel() * x.element_size()
             if not (isinstance(e, list) and len(e) == 3 and e[2] == nbytes):
                 raise WorkerError(f"the worker's buffer for an input of {nbytes} bytes per block is {e!r}")
             self.dsts.append(self.maps.bytes_at(self._handle(e[0]), e[1], nbytes))
         self.layout, self.outputs = ready.get("layout") or [], ready.get("outputs") or []
+        self.method = method
         return b, method
 
     def _handle(self, i) -> str:
@@ -207,6 +209,8 @@ class _Run:
         if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
             raise WorkerError(f"the worker reported a block time of {ms!r}")
         method = str(header.get("method", ""))
+        if method != self.method:  # the slack depends on it: a block is what its set-up said
+            raise WorkerError(f"the worker set up {self.method!r} blocks and ran one as {method!r}")
         if method == "eager-sync":
             self.layout, self.outputs = header.get("layout") or [], header.get("outputs") or []
             self.handles = list(header.get("handles") or [])
@@ -260,7 +264,8 @@ class _Run:
 def bound_ms(wall_ms: float, reference: dict, method: str, block: int) -> float:
     """The least device time a block of wall time ``wall_ms`` may be reported to have taken (module docstring)."""
     fixed = max(float(reference.get("fixed_ms", 0.0)), 0.0)
-    slack = SLACK_MS + SLACK_SHARE * fixed + (EAGER_MS_PER_CALL * block if method != "cuda-graph" else 0.0)
+    slack = SLACK_MS + SLACK_SHARE * fixed + (min(EAGER_MS_PER_CALL * block, EAGER_MAX_MS)
+                                              if method != "cuda-graph" else 0.0)
     return max(0.0, wall_ms - fixed - slack) / (1.0 + TOLERANCE)
 
 

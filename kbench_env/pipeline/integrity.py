@@ -1,5 +1,5 @@
 """Integrity checks: what makes a speedup real. Owns the runtime audit of ``ModelNew.forward``, the per-call input
-perturbation, pinned precision flags, the worker's check for replaced harness functions and the roofline floor.
+perturbation, pinned precision flags and the roofline floor.
 The timed calls' outputs are read and checked by the trusted side itself (blocks.py, gpu_blocks.py).
 
 The worker side (audit, flags) runs inside the candidate's process but holds nothing the candidate could use: no
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time as _time
 import types
 
 import torch
@@ -27,7 +26,6 @@ from kbench_env.device import Device
 from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline.compare import flatten_outputs
-from kbench_env.worker import timing
 from kbench_env.worker.timing import _perf_counter  # captured before any candidate code loads
 
 #: aten operators a candidate may call in forward: allocation, views, data movement, dtype/device casts.
@@ -209,27 +207,23 @@ def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str
     return flags
 
 
-# ---------------------------------------------------------------------- harness patches (worker side)
-
-
-class HarnessGuard:
-    """The functions a worker times, audits and checks with, as they were before the candidate loaded;
-    ``changed()`` names those the candidate has replaced since (``timing._perf_counter = ...``,
-    ``torch.cuda.Event.elapsed_time = ...``). The timing does not rely on this: the trusted side times or bounds
-    every block itself; this makes the attempt an integrity flag of its own (``harness_patched``) instead of a
-    speedup that merely fails to pay."""
+class AuditGuard:
+    """The functions the worker's forward audit and its in-worker checks run on (``ForwardAudit``, the coverage
+    rules, the comparison of the two runs), as they were before the candidate loaded; ``changed()`` names those
+    the candidate has replaced since. Unlike the timing and the timed outputs, which the trusted side measures and
+    reads itself, the audit's report comes from the worker: a candidate that replaces its ``_report`` could run
+    PyTorch compute unseen, so a replaced audit is flagged (``audit_patched``). Native code could still blind the
+    audit in ways this does not see (README, the trust boundary's known gaps)."""
 
     def __init__(self, extra: list = ()):
         me = sys.modules[__name__]
-        targets = [(_time, "perf_counter"), (_time, "perf_counter_ns"), (_time, "monotonic"),
-                   (timing, "_perf_counter"), (timing, "time_calls"), (me, "perturb"), (me, "ForwardAudit"),
-                   (torch, "cuda"), (torch.cuda, "synchronize"), (torch.cuda, "Event"), (torch.cuda, "CUDAGraph"),
-                   (torch.cuda, "graph")]
-        for cls_name, attrs in (("Event", ("record", "elapsed_time", "synchronize")), ("CUDAGraph", ("replay",))):
-            cls = getattr(torch.cuda, cls_name, None)
-            targets += [(cls, a) for a in attrs] if cls is not None else []
-        targets += [(ForwardAudit, a) for a in ("__enter__", "__exit__", "report", "_report")]
-        targets += [(_coverage, a) for a in ("profile_times", "own_call", "is_record", "_cpu_times", "_device_rows")]
+        targets = [(me, "ForwardAudit"), (me, "audit_flags"), (me, "_inside_glue")]
+        targets += [(_threads, a) for a in ("cpu_profiler", "sentinel", "blinding", "threads", "library_controls",
+                                            "flags")]
+        targets += [(ForwardAudit, a) for a in dir(ForwardAudit) if not a.startswith("__") or a in
+                    ("__enter__", "__exit__")]
+        targets += [(_coverage, a) for a in ("profile_times", "own_call", "is_record", "_cpu_times", "_device_rows",
+                                             "profiling")]
         self._refs = [(owner, attr, getattr(owner, attr)) for owner, attr in [*targets, *extra] if hasattr(owner, attr)]
         # a Python function can also be changed in place (its __code__ swapped)
         self._code = [(obj, obj.__code__) for _, _, obj in self._refs if isinstance(obj, types.FunctionType)]

@@ -1,5 +1,6 @@
-"""Integrity flags from what the worker and the sandbox report of a candidate: harness functions it replaced,
-lazy (tensor-subclass) outputs, what the sandbox refused it; and the rule that a result carries at most one flag
+"""Integrity flags from what the worker and the sandbox report of a candidate: a replaced forward audit, lazy
+(tensor-subclass) outputs,
+what the sandbox refused it; and the rule that a result carries at most one flag
 of each kind."""
 
 from __future__ import annotations
@@ -16,26 +17,24 @@ def flag(result: EvalResult, text: str) -> None:
 
 
 def note_reports(result: EvalResult, header, config: str | None = None) -> bool:
-    """What the worker reported of the candidate with a reply: harness functions it replaced
-    (integrity.HarnessGuard) and tensor subclasses forward returned (their values may be computed when read,
-    after the timed region). Each is an integrity flag; True if there was any."""
+    """What the worker reported of the candidate with a reply: the forward audit's functions replaced
+    (integrity.AuditGuard), tensor subclasses forward returned (their values may be computed when read, after the
+    timed region). Integrity flags; True if there was any."""
     if not isinstance(header, dict):
         return False
     where = f" on configuration {config!r}" if config else ""
-    found = False
-    if header.get("harness_patched"):
-        found = True
-        flag(result, "harness_patched: the candidate replaced functions the worker times or checks with ("
-                     + ", ".join(map(str, header["harness_patched"][:8])) + f"){where}; timing and checks "
-                     "are not to be touched")
-    if header.get("lazy_output"):
-        found = True
-        flag(result, f"lazy_output: forward returned tensor subclasses "
-                     f"({', '.join(map(str, header['lazy_output'][:4]))}){where}; return plain torch.Tensor "
-                     f"outputs, computed by the time forward returns")
-    if found:
+    if header.get("audit_patched"):
+        flag(result, "audit_patched: the candidate replaced functions the worker's forward audit or checks run on ("
+                     + ", ".join(map(str, header["audit_patched"][:8])) + f"){where}; what forward ran cannot be "
+                     "trusted")
         result.correct = False
-    return found
+        return True
+    if not header.get("lazy_output"):
+        return False
+    flag(result, f"lazy_output: forward returned tensor subclasses ({', '.join(map(str, header['lazy_output'][:4]))})"
+                 f"{where}; return plain torch.Tensor outputs, computed by the time forward returns")
+    result.correct = False
+    return True
 
 
 def flag_sandbox_violations(worker: Worker, result: EvalResult) -> None:

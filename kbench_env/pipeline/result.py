@@ -62,6 +62,7 @@ class EvalResult:
     speedup_compile: float | None = None  # vs torch.compile, when measured
     baseline: str = "eager"
     rules: str = "strict"  # what forward may run besides the candidate's own kernels (rules.py)
+    format: str = "kernelbench"  # the action format the candidate was held to (formats.py)
     kernel_coverage: float | None = None  # mean of the configurations' kernel_coverage
     integrity_flags: list = field(default_factory=list)  # "name: one-line reason"
     reward: float = 0.0

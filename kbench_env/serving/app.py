@@ -110,5 +110,6 @@ class KBenchServer:
                     "text": {"type": "string"}, "info": {"type": "object"}, "terminated": {"type": "boolean"},
                     "truncated": {"type": "boolean"}, "session_id": {"type": "string"}}},
                 "state": {"type": "object"}, "reset_options": list(RESET_OPTIONS),
-                "evaluator": {"device": ev.device, "backend": ev.backend_name, "rules": ev.rules},
+                "evaluator": {"device": ev.device, "backend": ev.backend_name, "rules": ev.rules,
+                              "format": ev.format},
                 "limits": json.loads(json.dumps(self.limits.__dict__))}

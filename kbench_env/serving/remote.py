@@ -1,6 +1,6 @@
 """An Evaluator that lives on a ``kbench serve`` server: ``RemoteEvaluator(url, token)`` has the parts of
 ``Evaluator`` that trainers and ``KBenchEnv`` use (``evaluate``, ``evaluate_many``, ``device``, ``backend``,
-``backend_name``, ``rules``), so the GRPO reward function and multi-turn rollout (``training/``) evaluate on the
+``backend_name``, ``rules``, ``format``), so the GRPO reward function and multi-turn rollout (``training/``) evaluate on the
 server's GPUs or Ray cluster instead of in the trainer's process (``python -m training.grpo --env-url ...``).
 
 ``evaluate_many`` sends the items through ``POST /batch`` in chunks the server takes (``--max-batch``, and no more
@@ -43,6 +43,7 @@ class RemoteEvaluator:
         self.backend_name = schema["evaluator"]["backend"]
         self.backend = get_backend(self.backend_name)
         self.rules = schema["evaluator"]["rules"]
+        self.format = schema["evaluator"].get("format", "kernelbench")
         limits = schema["limits"]
         capacity = max(1, int(limits["workers"]) + int(limits["queue"]))
         self.chunk = max(1, min(int(limits["max_batch"]), capacity))

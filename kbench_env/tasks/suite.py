@@ -148,8 +148,10 @@ def _folder(folder: Path, dtype: str | None = None) -> list[Task]:
     return files + robust
 
 
-def solution_path(task: Task, backend: str = "cpu") -> Path | None:
-    """The shipped sample solution of ``task`` for ``backend``, if there is one."""
+def solution_path(task: Task, backend: str = "cpu", format: str = "kernelbench") -> Path | None:
+    """The shipped sample solution of ``task`` for ``backend`` in the action ``format``, if there is one: under
+    ``solutions/<backend>/``, or ``solutions/fast_<backend>/`` for the fast format (pipeline/formats.py)."""
     level, _, stem = task.name.rpartition("/")
-    p = tasks_root() / "solutions" / backend / level / f"{stem}.py"
+    folder = f"fast_{backend}" if format == "fast" else backend
+    p = tasks_root() / "solutions" / folder / level / f"{stem}.py"
     return p if p.is_file() else None

@@ -151,7 +151,8 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     st = _Block(model, big, sets, graph, outs, gap if graph is not None else 0.0, exporter)
     st.handed = handed
     s.gpu = st
-    inputs = [[*exporter.locate(t), t.numel() * t.element_size()] if t is not None else None for t in big]
+    inputs = [[*exporter.locate(t), t.numel() * t.element_size()] if t is not None and t.numel() else None
+              for t in big]
     reply = {"type": msg.GPU_BUFFERS, "config": cfg, "block": block,
              "method": "cuda-graph" if graph is not None else "eager-sync", "inputs": inputs}
     if graph is not None:

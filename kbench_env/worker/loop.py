@@ -167,6 +167,7 @@ class _Session:
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
         self.gpu = None  # the GPU's timed block (gpu_executor.py)
+        self.guard = None  # integrity.AuditGuard, made before the candidate loaded
 
 
 def _run(s: _Session, header: dict, payload, grad, send) -> None:
@@ -207,7 +208,7 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
         again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
     del out, out2
     reply = {"out": out_cpu} if full else None
-    send({"type": msg.OUTPUT, "config": cfg, "audit": audit.report(),
+    send({"type": msg.OUTPUT, "config": cfg, "audit": audit.report(), "audit_patched": s.guard.changed(),
           "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags()),
           "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
           "inputs_modified": full and not _same(inputs, s.originals[cfg]),
@@ -275,9 +276,9 @@ def main(conn, job: dict) -> None:
         if source is None:
             return
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
-    # what the worker checks with, before any candidate code runs (integrity.HarnessGuard)
-    guard = integrity.HarnessGuard(extra=[(sys.modules[__name__], "compare_outputs"), (type(backend), "sync"),
-                                          (type(backend), "poison")])
+    # what the forward audit and the in-worker checks run on, before any candidate code runs (integrity.AuditGuard)
+    guard = integrity.AuditGuard(extra=[(sys.modules[__name__], "compare_outputs"), (sys.modules[__name__], "_same"),
+                                        (sys.modules[__name__], "_subclass_outputs")])
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()
     builds = BuildClient(conn)
@@ -291,22 +292,20 @@ def main(conn, job: dict) -> None:
         return
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(),
-          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds,
-          "harness_patched": guard.changed()})
-    _serve(_Session(conn, job, backend, mod, own_namespaces), guard)
+          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
+    session = _Session(conn, job, backend, mod, own_namespaces)
+    session.guard = guard
+    _serve(session)
 
 
-def _serve(s: _Session, guard) -> None:
+def _serve(s: _Session) -> None:
     """Answer requests one by one; every failure is an ERROR reply, and the candidate's exit ends the worker."""
     while True:
         header, payload = unpack(s.conn.recv_bytes())
         kind = header["type"]
         grad = torch.enable_grad() if header.get("backward") else torch.no_grad()
         busy0 = time.perf_counter()
-        # A timed block's reply ends the trusted side's clock: the guard's walk is left to the next reply.
-        patched = (lambda: []) if kind in (msg.BLOCK, msg.GPU_BLOCK) else guard.changed
-        send = lambda h, p=None, _t=busy0: s.conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t,  # noqa: E731
-                                                                   "harness_patched": patched()}, p))
+        send = lambda h, p=None, _t=busy0: s.conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t}, p))  # noqa: E731
         try:
             handler = HANDLERS.get(kind)
             if handler is None:

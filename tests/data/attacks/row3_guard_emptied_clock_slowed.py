@@ -1,7 +1,8 @@
-"""Attack row 3 of issue #21 (the trust boundary), CPU backend, task level1/logsumexp_rows: the worker's harness
-guard is found (in the frames that load this module, e.g. the worker's ``main``, and among all live objects) and
-emptied, so that it reports nothing changed; then the clocks the worker's timing reads are slowed 4-fold (the
-claimed speedup stays under the trusted side's re-timing threshold, 10x).
+"""Attack row 3 of issue #21 (the trust boundary), CPU backend, task level1/logsumexp_rows: any patch check the
+worker keeps (an object of type ``HarnessGuard``, looked for in the frames that load this module, e.g. the worker's
+``main``, and among all live objects) is emptied, so that it would report nothing changed (the worker keeps none:
+the trusted side does not read its clocks). Then the clocks the worker's timing reads are slowed
+4-fold (the claimed speedup stays under the trusted side's re-timing threshold, 10x).
 
 The kernel is the shipped solution's. What is slowed: every ``_perf_counter`` a loaded kbench module holds, and
 ``time.perf_counter`` / ``perf_counter_ns`` / ``monotonic``. Where the worker's clock does not decide the time, the
