@@ -248,7 +248,8 @@ class CudaBackend(ExtensionBackend):
         by_bytes = BLOCK_BYTES // max(per_call, 1)
         return int(max(1, min(max_block, by_bytes, target_ms / max(est_ms, 1e-4))))
 
-    def _capture(self, fn, make_inputs, B: int, first: int = -300, handed: list | None = None):
+    def _capture(self, fn, make_inputs, B: int, first: int = -300, handed: list | None = None,
+                 static_in: list | None = None):
         """Capture B calls on static input buffers as one CUDA graph; None if the candidate cannot be captured.
 
         The warm-up calls before capture get inputs of their own (other storage, other content) and every static
@@ -257,11 +258,13 @@ class CudaBackend(ExtensionBackend):
         stale output replayed as fresh (calls elided from the graph, which sampled output checks mostly miss). Whatever it returns at capture time without launching work is now stale for
         inputs it has never seen, and the output checks catch it. ``handed`` (the caller's list of inputs already
         given to the candidate) keeps this capture's warm-up and static inputs alive too, so a later capture's
-        buffers cannot take their addresses."""
+        buffers cannot take their addresses. ``static_in`` (B input sets): capture on these buffers instead of
+        fresh copies (the trusted GPU timing's exported buffers, worker/gpu_executor.py)."""
         try:
             warm = [make_inputs(first - 1000 - k) for k in range(2)]
-            static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in make_inputs(first - b)]
-                         for b in range(B)]
+            if static_in is None:
+                static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in make_inputs(first - b)]
+                             for b in range(B)]
             if handed is not None:
                 handed.extend(warm + static_in)
             s = torch.cuda.Stream()

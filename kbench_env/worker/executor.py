@@ -65,16 +65,22 @@ def _release(s, header: dict, payload, grad, send) -> None:
     send({"type": msg.RELEASED, "config": header["config"]})
 
 
-def _describe(outs: list) -> tuple[list, torch.Tensor]:
-    """The outputs' layout (per output leaf of the first call: dtype and number of dimensions, or the value of a
-    Python number) and a table with one row per call: per tensor leaf its address, shape and strides."""
-    first = flatten_outputs(outs[0]) if outs else []
+def output_layout(outs: list) -> list:
+    """The outputs' layout: per output leaf of the first call, its dtype and number of dimensions, or the value of
+    a Python number (both executors describe their outputs this way)."""
     layout = []
-    for leaf in first:
+    for leaf in (flatten_outputs(outs[0]) if outs else []):
         if isinstance(leaf, torch.Tensor):
             layout.append({"dtype": str(leaf.dtype).replace("torch.", ""), "ndim": leaf.dim()})
         else:
             layout.append({"value": leaf if isinstance(leaf, (int, float, bool)) else repr(leaf)})
+    return layout
+
+
+def _describe(outs: list) -> tuple[list, torch.Tensor]:
+    """The outputs' layout (``output_layout``) and a table with one row per call: per tensor leaf its address,
+    shape and strides."""
+    layout = output_layout(outs)
     width = sum(1 + 2 * d["ndim"] for d in layout if "ndim" in d)
     rows = []
     for out in outs:

@@ -29,6 +29,7 @@ from kbench_env.pipeline.compare import flatten_outputs
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.cuda_ipc import Exporter
 from kbench_env.worker import timing
+from kbench_env.worker.executor import output_layout
 
 #: Calls per block at most, and the device time a block aims at: long enough that the trusted side's fixed cost
 #: around a block (writing its inputs, flushing L2, the exchange: about 1 ms on an H200) and its jitter are small
@@ -70,39 +71,11 @@ def _buffers(originals: list, block: int) -> tuple[list, list]:
     return big, sets
 
 
-def _capture(model, sets: list, make, handed: list):
-    """The block captured as one CUDA graph on ``sets`` (its outputs), or None where the candidate cannot be."""
-    try:
-        warm = [make(-1000 - k) for k in range(2)]
-        handed.extend(warm)
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for ins in warm:
-                model(*ins)
-        torch.cuda.current_stream().wait_stream(s)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            outs = [model(*ins) for ins in sets]
-        torch.cuda.synchronize()
-        return g, outs
-    except Exception:  # noqa: BLE001 - not capturable: run the blocks eagerly instead
-        torch.cuda.synchronize()
-        return None
-
-
 def _describe(outs: list, exporter: Exporter) -> tuple[list, list]:
     """The outputs' layout (per leaf of the first call: dtype and dimensions, or a Python number's value) and per
     call, per tensor leaf, [handle index, byte offset, *shape, *strides] ([-1, ...] where a call's leaf does not
     have the first call's layout: unreadable, so wrong if checked)."""
-    first = flatten_outputs(outs[0]) if outs else []
-    layout = []
-    for leaf in first:
-        if isinstance(leaf, torch.Tensor):
-            layout.append({"dtype": str(leaf.dtype).replace("torch.", ""), "ndim": leaf.dim()})
-        else:
-            layout.append({"value": leaf if isinstance(leaf, (int, float, bool)) else repr(leaf)})
+    layout = output_layout(outs)
     table = []
     for out in outs:
         leaves = flatten_outputs(out)
@@ -142,10 +115,10 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         big, sets = _buffers(originals, block)
         for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)
             integrity.copy_into(one, make(-200 - b))
-        captured = _capture(model, sets, make, handed)
+        captured = cuda._capture(model, make, block, handed=handed, static_in=sets)
     exporter = Exporter()
     gap = float(header.get("gap_ms") or 0.0)
-    graph, outs = captured if captured is not None else (None, None)
+    graph, outs = (captured[0], captured[2]) if captured is not None else (None, None)
     if graph is not None and gap > 0 and header.get("in_situ", True):
         gap = cuda._in_situ_gap(graph, block, gap)
     st = _Block(model, big, sets, graph, outs, gap if graph is not None else 0.0, exporter)
