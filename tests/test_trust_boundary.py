@@ -43,8 +43,19 @@ def honest(ev):
     return r
 
 
+#: The line an attack file has where the shared honest kernel goes (tests/data/attacks/honest_kernel.py).
+KERNEL_MARKER = ("# The shipped solution's kernel (the honest computation every attack here starts from) goes here: "
+                 "tests/data/attacks/\n# honest_kernel.py, put in by tests/test_trust_boundary.py's attack_source.\n")
+
+
+def attack_source(name: str) -> str:
+    """Attack ``name`` as a whole candidate: its file with the shared honest kernel in place of its marker."""
+    text = read(ATTACKS / f"{name}.py")
+    return text.replace(KERNEL_MARKER, read(ATTACKS / "honest_kernel.py")) if KERNEL_MARKER in text else text
+
+
 def _evaluate(ev, name: str):
-    r = ev.evaluate(TASK, read(ATTACKS / f"{name}.py"), seed=SEED)
+    r = ev.evaluate(TASK, attack_source(name), seed=SEED)
     # the attack must have loaded and run: a candidate that fails to build proves nothing about the checks
     assert r.compiled and r.error_stage not in ("screen", "build", "load"), r.feedback()
     return r
