@@ -104,3 +104,16 @@ def test_a_forgery_stays_under_the_bound_on_every_timing(monkeypatch):
     calls = _fake_timings(monkeypatch, [6.0, 5.5, 7.0, 1.0])
     got = gpu_blocks.time_gpu_retimed()
     assert len(calls) == gpu_blocks.RETIMINGS and got.ratio == 5.5 and got.flagged
+
+
+def test_the_gpu_stopping_rule():
+    from kbench_env.worker.timing import gpu_blocks_done
+
+    steady = [1.0, 1.0, 1.0, 1.0]
+    assert not gpu_blocks_done(steady, total_s=1.0, elapsed_s=0.1, block=8)  # under 5 blocks
+    assert gpu_blocks_done(steady + [1.0], total_s=1.0, elapsed_s=0.1, block=8)  # 5 blocks, min_seconds reached
+    noisy = [1.0, 3.0, 0.5, 2.0, 1.5]
+    assert not gpu_blocks_done(noisy, total_s=0.05, elapsed_s=0.1, block=8)  # short and imprecise: go on
+    assert gpu_blocks_done(steady + [1.0], total_s=0.05, elapsed_s=0.1, block=8)  # short but precise
+    assert gpu_blocks_done(noisy, total_s=0.05, elapsed_s=5.0, block=8)  # past max_seconds
+    assert gpu_blocks_done([1.0] * 800, total_s=0.05, elapsed_s=0.1, block=8)  # 200 x 32 calls

@@ -44,11 +44,8 @@ L2_FLUSH_BYTES = 256 << 20
 MAX_BLOCK = 256  # calls per graph block
 BLOCK_BYTES = 1 << 30  # static inputs and outputs of one block
 PROBE_CALLS = 8
-CALL_BUDGET_BLOCK = 32  # timed calls per repetition when max_reps bounds a timing (each has host-side work)
 IN_SITU_BELOW_MS = 0.2  # calls shorter than this have the idle time between their graph's nodes measured in place
 IN_SITU_CAP_MS = 0.002  # ... and subtracted up to the calibrated gap plus this much per call
-PRECISION = 0.005  # a timing may stop before min_seconds once its median's 95% confidence interval is this narrow
-PRECISE_AFTER = 0.1  # ... and it has this fraction of min_seconds of device time behind it
 
 
 class CudaBackend(ExtensionBackend):
@@ -140,7 +137,7 @@ class CudaBackend(ExtensionBackend):
 
     def time_calls(self, fn, make_inputs, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                    min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
-                   gap_ms: float = 0.0, in_situ: bool = True, precision: float = PRECISION) -> timing.Timing:
+                   gap_ms: float = 0.0, in_situ: bool = True, precision: float = timing.PRECISION) -> timing.Timing:
         """Per-call device time (see the module docstring). ``gap_ms`` is the measured idle time between two
         consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
         so a few-microsecond kernel is not read as half launch gap. With ``in_situ`` (and ``gap_ms`` > 0), calls
@@ -172,11 +169,8 @@ class CudaBackend(ExtensionBackend):
         if graph is not None and gap_ms > 0 and in_situ:
             gap_ms = self._in_situ_gap(graph[0], B, gap_ms)
         times, j, start, total = [], 0, clock(), 0.0
-        min_blocks = max(5, -(-min_reps // B))
-        max_blocks = max(min_blocks, -(-max_reps * CALL_BUDGET_BLOCK // B))  # at most max_reps blocks of 32 calls
-        while len(times) < max_blocks and (clock() - start) < max_seconds and (
-                len(times) < min_blocks or (total < min_seconds and not (
-                    total >= PRECISE_AFTER * min_seconds and timing.median_is_precise(times, precision)))):
+        while not timing.gpu_blocks_done(times, total, clock() - start, B, min_reps, max_reps, min_seconds,
+                                         max_seconds, precision):
             if graph is not None:
                 g, static_in, _ = graph
                 for b, dst in enumerate(static_in):

@@ -39,7 +39,7 @@ from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.worker.gpu_executor import MAX_BLOCK
-from kbench_env.worker.timing import Timing, median_is_precise, summarize
+from kbench_env.worker.timing import PRECISION, Timing, gpu_blocks_done, summarize
 
 #: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
 #: fixed; an eagerly run block (a candidate that cannot be captured) has its outputs exported inside the window:
@@ -59,10 +59,6 @@ EAGER_MAX_MS = 2.0  # (a candidate can choose to run eagerly: its extra slack is
 FLAG_RATIO = 3.0
 #: Timings of a configuration at most, while the bound is paid (``time_gpu_retimed``).
 RETIMINGS = 3
-#: Stopping rule (as the worker-timed GPU timing had it: cuda.CudaBackend.time_calls).
-PRECISION = 0.005
-PRECISE_AFTER = 0.1
-CALL_BUDGET_BLOCK = 32
 L2_FLUSH_BYTES = 256 << 20
 _flush: dict = {}
 
@@ -138,13 +134,9 @@ def _reply(worker, timeout: float, what: str) -> tuple[dict, object]:
 
 
 def _stop(times: list, total_s: float, elapsed_s: float, block: int, p: dict) -> bool:
-    min_blocks = max(5, -(-int(p.get("min_reps", 10)) // block))
-    max_blocks = max(min_blocks, -(-int(p.get("max_reps", 200)) * CALL_BUDGET_BLOCK // block))
-    min_seconds = float(p.get("min_seconds", 0.1))
-    if len(times) >= max_blocks or elapsed_s > float(p.get("max_seconds", 4.0)):
-        return True
-    precise = total_s >= PRECISE_AFTER * min_seconds and median_is_precise(times, float(p.get("precision", PRECISION)))
-    return len(times) >= min_blocks and (total_s >= min_seconds or precise)
+    return gpu_blocks_done(times, total_s, elapsed_s, block, p.get("min_reps", 10), p.get("max_reps", 200),
+                           float(p.get("min_seconds", 0.1)), float(p.get("max_seconds", 4.0)),
+                           float(p.get("precision", PRECISION)))
 
 
 class _Run:

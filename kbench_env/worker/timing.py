@@ -41,6 +41,29 @@ def median_is_precise(times_ms: list, rel: float) -> bool:
     return 1.58 * s.iqr_ms / len(times_ms) ** 0.5 <= rel * s.median_ms
 
 
+#: The GPU timings' stopping rule (``gpu_blocks_done``): a timing may stop before ``min_seconds`` of device time
+#: once its median's 95% confidence interval is within PRECISION of itself, with PRECISE_AFTER of ``min_seconds``
+#: behind it; ``max_reps`` bounds it at CALL_BUDGET_BLOCK calls a repetition.
+PRECISION = 0.005
+PRECISE_AFTER = 0.1
+CALL_BUDGET_BLOCK = 32
+
+
+def gpu_blocks_done(times: list, total_s: float, elapsed_s: float, block: int, min_reps: int = 10,
+                    max_reps: int = 200, min_seconds: float = 0.1, max_seconds: float = 4.0,
+                    precision: float = PRECISION) -> bool:
+    """Whether a GPU timing of blocks of ``block`` calls may stop: ``times`` per block so far, ``total_s`` of
+    device time, ``elapsed_s`` of wall time. At least 5 blocks and ``min_reps`` calls; then ``min_seconds`` of
+    device time, or a precise median (the floor is there because very short timings agreed with themselves while
+    repeated timings disagreed); at most ``max_reps`` x CALL_BUDGET_BLOCK calls or ``max_seconds``."""
+    min_blocks = max(5, -(-int(min_reps) // block))
+    max_blocks = max(min_blocks, -(-int(max_reps) * CALL_BUDGET_BLOCK // block))
+    if len(times) >= max_blocks or elapsed_s > max_seconds:
+        return True
+    precise = total_s >= PRECISE_AFTER * min_seconds and median_is_precise(times, precision)
+    return len(times) >= min_blocks and (total_s >= min_seconds or precise)
+
+
 def time_calls(fn, make_inputs, *, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                min_seconds: float = 0.3, max_seconds: float = 10.0, sync=None) -> Timing:
     """Time ``fn(*make_inputs(j))`` for calls j = 0, 1, ...; one clock reading pair per call.
