@@ -155,7 +155,7 @@ class _Session:
     """What the request handlers share once the candidate is loaded: its module, the models and the inputs per
     configuration."""
 
-    def __init__(self, conn, job: dict, backend, mod: types.ModuleType, own_namespaces: set):
+    def __init__(self, conn, job: dict, backend, mod: types.ModuleType, own_namespaces: set, guard):
         self.conn, self.job, self.backend, self.mod = conn, job, backend, mod
         self.device = job["device"]
         self.own_namespaces = own_namespaces
@@ -167,7 +167,7 @@ class _Session:
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
         self.gpu = None  # the GPU's timed block (gpu_executor.py)
-        self.guard = None  # integrity.AuditGuard, made before the candidate loaded
+        self.guard = guard  # integrity.AuditGuard, made before the candidate loaded
 
 
 def _run(s: _Session, header: dict, payload, grad, send) -> None:
@@ -293,9 +293,7 @@ def main(conn, job: dict) -> None:
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(),
           "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
-    session = _Session(conn, job, backend, mod, own_namespaces)
-    session.guard = guard
-    _serve(session)
+    _serve(_Session(conn, job, backend, mod, own_namespaces, guard))
 
 
 def _serve(s: _Session) -> None:
