@@ -39,6 +39,7 @@ def main() -> int:
     ap.add_argument("--trace", default=None, help="append every worker message's timing to this JSONL file")
     ap.add_argument("n", type=int, nargs="?", default=2)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--default-timing", action="store_true", help="the Evaluator's own timing settings, not TIMING")
     args = ap.parse_args()
 
     import kbench_env
@@ -50,7 +51,7 @@ def main() -> int:
         os.environ["KBENCH_TRACE"] = args.trace
     task = resolve_task(args.task)
     ev = Evaluator(device=args.device, cache_dir=tempfile.mkdtemp(prefix="kbench-cost-") if args.what == "cold" else None,
-                   timing=dict(TIMING))
+                   timing=None if args.default_timing else dict(TIMING))
     if args.what == "big":
         big = Config(name="big", sizes={"batch_size": 256, "dim": 65536}, dtype="float32", held_out=False,
                      devices=(args.device,))

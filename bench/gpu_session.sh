@@ -22,6 +22,10 @@
 #                                     # per block, one cached evaluation traced, then tests/test_gpu.py
 #   bash bench/gpu_session.sh recheck # after a timing change: fidelity, one cached evaluation traced (TRACE=0:
 #                                     # not), then tests/test_gpu.py (solutions and adversarial candidates)
+#   bash bench/gpu_session.sh trust1  # #21 on the merged code: tests/test_gpu.py without the rules tests (cold builds)
+#   bash bench/gpu_session.sh trust2  # the rest of tests/test_gpu.py; gpu_trust.py; timing_fidelity_trusted.py
+#   bash bench/gpu_session.sh trust3  # false_positives.py cut by $DEADLINE; eval_cost.py task on this tree and on
+#                                     # the tree before #21 (.carry/before: git archive 4ee33f8), same GPU
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -147,6 +151,35 @@ falsepos)
     2>&1 | tr '\r' '\n' | grep -v "^ *$" | tail -40
   stamp "test_escapes (cuda)"
   timeout $(left 540) python3 -m pytest -q tests/test_escapes.py -k cuda -p no:cacheprovider -rA 2>&1 | tail -6
+  ;;
+trust1)
+  stamp "tests/test_gpu.py without the rules tests"
+  KBENCH_GPU_RECORD="$OUT/test_gpu_part1.jsonl" timeout $(left 590) python3 -m pytest -q tests/test_gpu.py \
+    -k "not (kernelbench_rule or strict_rules)" -p no:cacheprovider -rfE 2>&1 | tee "$OUT/test_gpu_part1.txt" | tail -30
+  ;;
+trust2)
+  stamp "tests/test_gpu.py: the rules tests and the Triton solutions"
+  KBENCH_GPU_RECORD="$OUT/test_gpu_part2.jsonl" timeout $(left 240) python3 -m pytest -q tests/test_gpu.py \
+    -k "kernelbench_rule or strict_rules or triton" -p no:cacheprovider -rfE 2>&1 | tee "$OUT/test_gpu_part2.txt" | tail -12
+  stamp "forgeries (gpu_trust.py)"
+  timeout $(left 380) python3 bench/gpu_trust.py --out "$OUT/trust_gpu.jsonl" 2>&1 | tail -30
+  stamp "timing fidelity through the trusted path"
+  timeout $(left 590) python3 bench/timing_fidelity_trusted.py --out "$OUT/timing_fidelity_trusted.md" 2>&1 | tail -16
+  ;;
+trust3)
+  stamp "false-positive campaign (cuda, triton)"
+  KBENCH_COMPILE_BASELINE=0 timeout $(left ${DEADLINE:-330}) python3 bench/false_positives.py --device cuda \
+    --seeds ${SEEDS:-2} --workers 16 --jsonl "$OUT/false_positives_cuda.jsonl" --record "$OUT/false_positives_cuda.md" \
+    2>&1 | tr '\r' '\n' | grep -v "^ *$" | tail -30
+  for tree in before after; do
+    root=$PWD; [ $tree = before ] && root=$PWD/.carry/before
+    for t in level1/relu level1/softmax_rows; do
+      stamp "cost per evaluation, $tree #21, $t (default timing settings)"
+      (cd "$root" && PYTHONPATH=/tmp/site:$root KBENCH_CACHE=/tmp/kbench-cache-$tree KBENCH_COMPILE_BASELINE=0 \
+        timeout 60 python3 bench/eval_cost.py task 3 --task $t --device cuda --default-timing 2>&1 | grep '^{' \
+        | sed "s/^{/{\"tree\": \"$tree\", /" | tee -a "$OUT/eval_cost_gpu.jsonl")
+    done
+  done
   ;;
 train)
   stamp "GRPO"

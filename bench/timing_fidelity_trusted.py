@@ -1,7 +1,10 @@
 """Timing fidelity of the GPU timing as evaluations now run it (issue #21): the trusted side drives blocks in a
 separate worker process through CUDA IPC (pipeline/gpu_blocks.py, worker/gpu_executor.py), and its per-call figure
 is compared with Nsight Compute's kernel duration (bench/timing_fidelity.py's kernels, cases and ncu run), from a
-few microseconds to ~10 ms. The worker here is a plain process running the real executor handlers on a fast-path
+few microseconds to ~10 ms, and with the kernel's own CUPTI duration in the same kind of runs (one more timing per
+case, with the PyTorch profiler on in the worker and the in-situ idle measurement off, since CUPTI allows one
+subscriber): that column separates the method's error from the two profilers' disagreement on short kernels. The
+worker here is a plain process running the real executor handlers on a fast-path
 kernel (no sandbox: the sandbox does not change the device's timing).
 
     python bench/timing_fidelity_trusted.py --out bench/results/timing_fidelity_trusted_h200.md   (on a GPU)
@@ -31,6 +34,8 @@ from kbench_env.protocol.wire import pack, unpack  # noqa: E402
 
 
 def worker(conn) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
     from kbench_env.backends.cuda import CudaBackend
     from kbench_env.fastpath import cuda_kernel
     from kbench_env.worker import executor, gpu_executor
@@ -45,6 +50,17 @@ def worker(conn) -> None:
         header, payload = unpack(conn.recv_bytes())
         if header["type"] == "stop":
             return
+        if header["type"] == "profile_on":
+            prof = profile(activities=[ProfilerActivity.CUDA])
+            prof.__enter__()
+            send({"type": "ok"})
+            continue
+        if header["type"] == "profile_off":
+            torch.cuda.synchronize()
+            prof.__exit__(None, None, None)
+            durs = [e.device_time for e in prof.events() if "scale_add" in e.name]  # microseconds
+            send({"type": "ok", "cupti_ms": statistics.median(durs) / 1e3 if durs else None, "kernels": len(durs)})
+            continue
         if header["type"] == "setup":
             n, iters = header["n"], header["iters"]
 
@@ -99,7 +115,13 @@ def main() -> None:
             g = time_gpu(shim, f"c{k}", [x], 0.01, {"gap_ms": gap, "in_situ": not args.no_in_situ}, 120, "cuda")
             ts.append(g.timing.median_ms)
             blocks.append(g.block)
-        rows.append({"case": label, "kbench_ms": statistics.median(ts), "repeats_ms": ts, "block": blocks[0]})
+        shim.send({"type": "profile_on"})
+        shim.recv(60, "profile_on")
+        time_gpu(shim, f"c{k}", [x], 0.01, {"gap_ms": gap, "in_situ": False}, 120, "cuda")
+        shim.send({"type": "profile_off"})
+        prof = shim.recv(120, "profile_off")[0]
+        rows.append({"case": label, "kbench_ms": statistics.median(ts), "repeats_ms": ts, "block": blocks[0],
+                     "cupti_ms": prof["cupti_ms"], "cupti_kernels": prof["kernels"]})
         print(rows[-1], flush=True)
     shim.send({"type": "stop"})
     p.join()
@@ -108,14 +130,19 @@ def main() -> None:
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", "",
              "`python bench/timing_fidelity_trusted.py`: per-call median of `gpu_blocks.time_gpu` (median of "
              f"{args.repeats} timings) against Nsight Compute's `gpu__time_duration` (--cache-control all, median of "
-             "5 launches). Calibrated graph-node gap: " + f"{gap * 1e3:.2f} us"
+             "5 launches) and against CUPTI's duration of the same kernel in one more timing of the same blocks "
+             "(profiler on in the worker). Calibrated graph-node gap: " + f"{gap * 1e3:.2f} us"
              + ("; in-situ idle time not measured." if args.no_in_situ else "."), "",
-             "| case | block | kbench ms | ncu ms | kbench / ncu | repeats (ms) |", "|---|---|---|---|---|---|"]
+             "| case | block | kbench ms | CUPTI ms | ncu ms | kbench / CUPTI | kbench / ncu | CUPTI / ncu | repeats (ms) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r, nc in zip(rows, ncu or [None] * len(rows)):
         r["ncu_ms"] = nc
-        ratio = f"{r['kbench_ms'] / nc:.3f}" if nc else "-"
-        lines.append(f"| {r['case']} | {r['block']} | {r['kbench_ms']:.5f} | {nc if nc is None else f'{nc:.5f}'} | "
-                     f"{ratio} | {', '.join(f'{t:.5f}' for t in r['repeats_ms'])} |")
+        cu = r["cupti_ms"]
+        f5 = lambda v: "-" if v is None else f"{v:.5f}"  # noqa: E731
+        ratio = lambda a, b: f"{a / b:.3f}" if a and b else "-"  # noqa: E731
+        lines.append(f"| {r['case']} | {r['block']} | {r['kbench_ms']:.5f} | {f5(cu)} | {f5(nc)} | "
+                     f"{ratio(r['kbench_ms'], cu)} | {ratio(r['kbench_ms'], nc)} | {ratio(cu, nc)} | "
+                     f"{', '.join(f'{t:.5f}' for t in r['repeats_ms'])} |")
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).write_text(text)
