@@ -46,10 +46,14 @@ def worker(conn) -> None:
     send = lambda h, p=None: conn.send_bytes(pack(h, p))  # noqa: E731
     send({"type": "hello", "gap_ms": backend.graph_gap_ms("cuda")})
     handlers = {**gpu_executor.HANDLERS, msg.RELEASE: executor._release}  # noqa: SLF001
+    last_gap = None
     while True:
         header, payload = unpack(conn.recv_bytes())
         if header["type"] == "stop":
             return
+        if header["type"] == "gap":  # the per-call idle time the executor subtracts (diagnostics)
+            send({"type": "ok", "gap_ms": last_gap})
+            continue
         if header["type"] == "profile_on":
             prof = profile(activities=[ProfilerActivity.CUDA])
             prof.__enter__()
@@ -74,6 +78,8 @@ def worker(conn) -> None:
             send({"type": "ok"})
             continue
         handlers[header["type"]](s, header, payload, torch.no_grad(), send)
+        if header["type"] == msg.GPU_SLOTS and s.gpu is not None:
+            last_gap = s.gpu.gap_ms
 
 
 class Shim:
@@ -95,7 +101,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results/timing_fidelity_trusted.md")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--no-in-situ", action="store_true", help="subtract the calibrated graph-node gap only")
+    ap.add_argument("--gap", default="in-situ", choices=["in-situ", "calibrated", "none"],
+                    help="per-call idle time subtracted: measured in the timed graph (as evaluations do), the "
+                         "calibrated graph-node gap only, or none (replay time over calls)")
     ap.add_argument("--no-ncu", action="store_true")
     args = ap.parse_args()
     ctx = mp.get_context("spawn")
@@ -104,24 +112,28 @@ def main() -> None:
     p.start()
     shim = Shim(a)
     gap = shim.recv(300, "hello")[0]["gap_ms"]
+    params = {"gap_ms": 0.0 if args.gap == "none" else gap, "in_situ": args.gap == "in-situ"}
     torch.cuda.init()
     rows = []
     for k, (label, n, iters) in enumerate(CASES):
         shim.send({"type": "setup", "config": f"c{k}", "n": n, "iters": iters})
         shim.recv(60, "setup")
         x = torch.randn(n, device="cuda")
-        ts, blocks = [], []
+        ts, blocks, gaps = [], [], []
         for _ in range(args.repeats):
-            g = time_gpu(shim, f"c{k}", [x], 0.01, {"gap_ms": gap, "in_situ": not args.no_in_situ}, 120, "cuda")
+            g = time_gpu(shim, f"c{k}", [x], 0.01, params, 120, "cuda")
             ts.append(g.timing.median_ms)
             blocks.append(g.block)
+            shim.send({"type": "gap"})
+            gaps.append(shim.recv(60, "gap")[0]["gap_ms"])
         shim.send({"type": "profile_on"})
         shim.recv(60, "profile_on")
         time_gpu(shim, f"c{k}", [x], 0.01, {"gap_ms": gap, "in_situ": False}, 120, "cuda")
         shim.send({"type": "profile_off"})
         prof = shim.recv(120, "profile_off")[0]
         rows.append({"case": label, "kbench_ms": statistics.median(ts), "repeats_ms": ts, "block": blocks[0],
-                     "cupti_ms": prof["cupti_ms"], "cupti_kernels": prof["kernels"]})
+                     "cupti_ms": prof["cupti_ms"], "cupti_kernels": prof["kernels"],
+                     "gap_mode": args.gap, "gaps_us": [None if v is None else v * 1e3 for v in gaps]})
         print(rows[-1], flush=True)
     shim.send({"type": "stop"})
     p.join()
@@ -132,9 +144,9 @@ def main() -> None:
              f"{args.repeats} timings) against Nsight Compute's `gpu__time_duration` (--cache-control all, median of "
              "5 launches) and against CUPTI's duration of the same kernel in one more timing of the same blocks "
              "(profiler on in the worker). Calibrated graph-node gap: " + f"{gap * 1e3:.2f} us"
-             + ("; in-situ idle time not measured." if args.no_in_situ else "."), "",
-             "| case | block | kbench ms | CUPTI ms | ncu ms | kbench / CUPTI | kbench / ncu | CUPTI / ncu | repeats (ms) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             + f"; per-call idle time subtracted: {args.gap}.", "",
+             "| case | block | kbench ms | CUPTI ms | ncu ms | kbench / CUPTI | kbench / ncu | CUPTI / ncu | repeats (ms) "
+             "| idle subtracted per call (us) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r, nc in zip(rows, ncu or [None] * len(rows)):
         r["ncu_ms"] = nc
         cu = r["cupti_ms"]
@@ -142,7 +154,8 @@ def main() -> None:
         ratio = lambda a, b: f"{a / b:.3f}" if a and b else "-"  # noqa: E731
         lines.append(f"| {r['case']} | {r['block']} | {r['kbench_ms']:.5f} | {f5(cu)} | {f5(nc)} | "
                      f"{ratio(r['kbench_ms'], cu)} | {ratio(r['kbench_ms'], nc)} | {ratio(cu, nc)} | "
-                     f"{', '.join(f'{t:.5f}' for t in r['repeats_ms'])} |")
+                     f"{', '.join(f'{t:.5f}' for t in r['repeats_ms'])} | "
+                     f"{', '.join('-' if v is None else f'{v:.3f}' for v in r['gaps_us'])} |")
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).write_text(text)
