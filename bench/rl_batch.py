@@ -16,6 +16,12 @@ process is reported beside it), and the results (correct, flagged, failed with t
 
     python bench/rl_batch.py --device cpu --tasks 2 --per-task 2                  # small, as in CI
     python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --out bench/results/rl_batch_h100.md
+    python bench/rl_batch.py --device cuda --gpus 2 --cross 4 --serve    # over 2 GPUs of the host; the same
+                                         # candidates timed on each GPU; the batch once more through kbench serve
+
+With ``--gpus N`` the candidates go through the local executor (one Evaluator per GPU, each with its builder and
+its device lock, caches shared on disk), as a trainer's step would; per device it reports how many candidates ran
+there and its idle fraction (1 - the device hold of its candidates / the pass's wall clock).
 """
 
 from __future__ import annotations
@@ -115,43 +121,137 @@ def pct(xs: list, q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def run_pass(label: str, items: list, device: str, cache_dir: Path, seed: int, options: dict) -> dict:
-    from kbench_env.pipeline.evaluator import Evaluator
+def devices_for(device: str, gpus: int) -> list[str]:
+    """The devices a pass spreads over: ``gpus`` GPUs of this host (cuda:0 ...), or ``device`` itself."""
+    if device.startswith("cuda") and gpus > 1:
+        return [f"cuda:{i}" for i in range(gpus)]
+    return [device]
+
+
+def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed: int, options: dict) -> dict:
+    """One pass of the batch through the local executor: one Evaluator per device (its own builder and device
+    lock, the build and reference caches shared on disk), every candidate in flight at once."""
+    from kbench_env.executors.local import LocalExecutor
     from kbench_env.tasks.suite import resolve_task
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ev = Evaluator(device=device, cache_dir=cache_dir, **options)  # otherwise the defaults: what a trainer gets
-    cpu = BuilderCPU(ev.builder)
+    ex = LocalExecutor(device=devices, cache_dir=cache_dir, **options)  # otherwise the defaults: a trainer's
+    cpus = [BuilderCPU(ev.builder) for ev in ex.evaluators]
     rows, t0 = [], time.perf_counter()
     try:
-        for i, r in ev.evaluate_iter([(tasks[t], src) for t, _, src in items], max_workers=len(items), seed=seed):
-            cpu.sample()
+        for i, r in ex.evaluate_iter([(tasks[t], src) for t, _, src in items], max_workers=len(items), seed=seed):
+            for c in cpus:
+                c.sample()
             task, cand, _ = items[i]
             hold = sum(r.phase_seconds.get(p, 0.0) for p in DEVICE_PHASES)
-            rows.append({"pass": label, "task": task, "candidate": cand, "correct": r.correct,
+            rows.append({"pass": label, "task": task, "candidate": cand, "device": r.device, "correct": r.correct,
                          "flags": r.integrity_flags, "error": r.error, "speedup": r.speedup,
                          "step_s": r.eval_seconds, "device_hold_s": round(hold, 4), "phases": r.phase_seconds,
+                         "configs": [[c.name, c.candidate_ms] for c in r.configs],
                          "done_s": round(time.perf_counter() - t0, 3)})
-            print(f"  [{label} {len(rows)}/{len(items)}] {task} {cand}: "
+            print(f"  [{label} {len(rows)}/{len(items)}] {task} {cand} on {r.device}: "
                   f"{'correct' if r.correct else 'FAILED'} {r.eval_seconds:.1f} s"
                   f"{'' if r.speedup is None else f', {r.speedup:.2f}x'}"
                   f"{'' if r.correct else f' ({(r.error or str(r.integrity_flags))[:160]})'}", flush=True)
         wall = time.perf_counter() - t0
-        build_cpu = cpu.stop()
-        ref_cache = ev.baselines.disk_root is not None
+        build_cpu = sum(c.stop() for c in cpus)
+        ref_cache = ex.evaluators[0].baselines.disk_root is not None
     finally:
-        ev.close()
+        ex.close()
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
     steps = [r["step_s"] for r in rows]
-    return {"pass": label, "candidates": len(rows), "wall_s": round(wall, 2),
+    per_device = {d: [r for r in rows if r["device"] == d] for d in devices}
+    idle = {d: round(1 - sum(r["device_hold_s"] for r in rs) / wall, 3) for d, rs in per_device.items()}
+    return {"pass": label, "devices": devices, "candidates": len(rows), "wall_s": round(wall, 2),
             "per_minute": round(60 * len(rows) / wall, 2), "step_p50_s": round(pct(steps, .5), 2),
             "step_p95_s": round(pct(steps, .95), 2),
             "device_hold_p50_s": round(statistics.median([r["device_hold_s"] for r in rows]), 3),
             "build_cpu_s": round(build_cpu, 2), "build_cpu_per_candidate_s": round(build_cpu / len(rows), 2),
             "children_cpu_s": round(child_cpu, 2), "correct": sum(r["correct"] for r in rows),
-            "flagged": sum(bool(r["flags"]) for r in rows), "reference_cache": ref_cache, "rows": rows}
+            "flagged": sum(bool(r["flags"]) for r in rows), "reference_cache": ref_cache,
+            "per_device": ", ".join(f"{d}: {len(rs)}" for d, rs in per_device.items()),
+            "gpu_idle": ", ".join(f"{d}: {v:.2f}" for d, v in idle.items()), "rows": rows}
+
+
+def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, options: dict, k: int) -> dict:
+    """The first ``k`` candidates evaluated once on every device (all devices at once, warm caches): per
+    candidate and configuration, how far apart the devices' times are (max / min - 1)."""
+    from kbench_env.executors.local import LocalExecutor
+    from kbench_env.tasks.suite import resolve_task
+
+    chosen = items[:k]
+    times: dict = {}
+    exs = [LocalExecutor(device=[d], cache_dir=cache_dir, **options) for d in devices]
+    try:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def on(ex):
+            return [ex.evaluate(resolve_task(t), src, seed) for t, _, src in chosen]
+
+        with ThreadPoolExecutor(len(exs)) as pool:
+            per_dev = list(pool.map(on, exs))
+    finally:
+        for ex in exs:
+            ex.close()
+    rows = []
+    for j, (t, cand, _) in enumerate(chosen):
+        for cfg_i, cfg in enumerate(per_dev[0][j].configs):
+            ms = [res[j].configs[cfg_i].candidate_ms if len(res[j].configs) > cfg_i else None for res in per_dev]
+            if all(m for m in ms):
+                rows.append({"task": t, "candidate": cand, "config": cfg.name, "ms": ms,
+                             "apart": max(ms) / min(ms) - 1})
+                times[(t, cand, cfg.name)] = ms
+    apart = [r["apart"] for r in rows]
+    print(f"  cross-device: {len(rows)} timings, apart median {statistics.median(apart):.2%}, "
+          f"max {max(apart):.2%}" if rows else "  cross-device: nothing timed", flush=True)
+    return {"rows": rows, "median_apart": statistics.median(apart) if apart else None,
+            "max_apart": max(apart) if apart else None}
+
+
+def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str) -> dict:
+    """The batch through ``kbench serve`` on localhost (its /batch endpoint, results streamed), the server on
+    the same devices and caches: the serving layer's cost against the in-process warm pass."""
+    import asyncio
+    import re
+    import subprocess
+
+    from kbench_env.serving.aclient import AsyncKBenchClient
+
+    token = "rl-batch-" + hashlib.sha256(os.urandom(16)).hexdigest()[:16]
+    device = "cuda" if len(devices) > 1 else devices[0]
+    env = dict(os.environ, KBENCH_TOKEN=token, KBENCH_CACHE=str(cache_dir))
+    cmd = [sys.executable, "-m", "kbench_apps", "serve", "--port", "0", "--device", device, "--suite", "all",
+           "--timing", timing, "--queue", str(len(items)), "--per-client", str(len(items)),
+           "--max-batch", str(len(items)), "--workers", str(len(items))]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = None
+    for line in proc.stdout:
+        m = re.search(r"listening on (http://[\d.]+:\d+)", line)
+        if m:
+            url = m.group(1)
+            break
+    if url is None:
+        proc.kill()
+        raise RuntimeError("kbench serve did not start")
+    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+
+    async def go():
+        async with AsyncKBenchClient(url, token, timeout=3600) as c:
+            t0 = time.perf_counter()
+            res = await c.evaluate_many([(t, src) for t, _, src in items], seed=seed)
+            return time.perf_counter() - t0, res
+
+    try:
+        wall, res = asyncio.run(go())
+    finally:
+        proc.terminate()
+        proc.wait(120)
+    ok = sum(bool((r or {}).get("result", {}).get("correct")) for r in res)
+    print(f"  [served] {len(res)} results in {wall:.1f} s, {ok} correct", flush=True)
+    return {"pass": "warm, served", "candidates": len(res), "wall_s": round(wall, 2),
+            "per_minute": round(60 * len(res) / wall, 2), "correct": ok}
 
 
 def report(args, chosen: list, passes: list[dict]) -> str:
@@ -165,11 +265,13 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("build CPU-seconds, builder and compilers", "build_cpu_s"),
                ("build CPU-seconds per candidate", "build_cpu_per_candidate_s"),
                ("CPU-seconds of reaped children (getrusage)", "children_cpu_s"),
-               ("correct", "correct"), ("flagged", "flagged"), ("reference cache on disk", "reference_cache")]
+               ("correct", "correct"), ("flagged", "flagged"), ("reference cache on disk", "reference_cache"),
+               ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle")]
     for name, key in figures:
-        lines.append(f"| {name} | " + " | ".join(str(p[key]) for p in passes) + " |")
-    lines += ["", f"Command: `python bench/rl_batch.py --device {args.device} --tasks {args.tasks} "
-                  f"--per-task {args.per_task} --timing {args.timing} --reference-cache {args.reference_cache}`"]
+        lines.append(f"| {name} | " + " | ".join(str(p.get(key, "-")) for p in passes) + " |")
+    lines += ["", f"Command: `python bench/rl_batch.py --device {args.device} --gpus {args.gpus} --tasks {args.tasks} "
+                  f"--per-task {args.per_task} --timing {args.timing} --reference-cache {args.reference_cache}"
+                  f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -186,6 +288,13 @@ def main(argv=None) -> int:
                          "the integrity checks are the same)")
     ap.add_argument("--reference-cache", default="default", choices=["default", "on", "off"],
                     help="reference timings on disk (default: the Evaluator's, on for GPUs and off on the CPU)")
+    ap.add_argument("--gpus", type=int, default=1, help="spread the batch over this many GPUs of the host "
+                    "(cuda:0 ...), one Evaluator each, as the local executor does")
+    ap.add_argument("--passes", default="cold,warm", help="which passes, in order (cold: empty caches first)")
+    ap.add_argument("--cross", type=int, default=0, help="then time the first K candidates on every device and "
+                    "report how far apart the devices' times are")
+    ap.add_argument("--serve", action="store_true", help="then run the batch once more through `kbench serve` on "
+                    "localhost (warm caches) and compare its wall clock with the in-process warm pass")
     ap.add_argument("--out", default=None, help="Markdown report; the rows go beside it as .jsonl")
     args = ap.parse_args(argv)
     backend = args.backend or ("cpu" if args.device == "cpu" else "cuda")
@@ -200,18 +309,36 @@ def main(argv=None) -> int:
         options["timing"] = TIMING_PRESETS[args.timing]
     if args.reference_cache != "default":
         options["reference_cache"] = args.reference_cache == "on"
-    passes = [run_pass(p, items, args.device, cache, args.seed, options) for p in ("cold", "warm")]
-    text = report(args, chosen, passes)
+    devices = devices_for(args.device, args.gpus)
+    passes = [run_pass(p, items, devices, cache, args.seed, options) for p in args.passes.split(",") if p]
+    extra = []
+    if args.serve:
+        served = serve_pass(items, devices, cache, args.seed, args.timing)
+        warm = next((p for p in passes if p["pass"] == "warm"), passes[-1])
+        passes.append(served)
+        extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): {served['wall_s']} s "
+                     f"against {warm['wall_s']} s in-process ({served['wall_s'] / warm['wall_s'] - 1:+.1%}), "
+                     f"{served['correct']} of {served['candidates']} correct.")
+    cross = None
+    if args.cross:
+        cross = cross_device(items, devices, cache, args.seed, options, args.cross)
+        if cross["rows"]:
+            extra.append(f"The same candidates on every device ({len(devices)}): {len(cross['rows'])} "
+                         f"configuration timings, devices apart by {cross['median_apart']:.2%} median, "
+                         f"{cross['max_apart']:.2%} at most (max / min - 1 of the candidate's time).")
+    text = report(args, chosen, passes) + "".join(f"\n{e}\n" for e in extra)
     print(text)
     if args.out:
         out = Path(args.out)
         out.write_text(text)
         with open(out.with_suffix(".jsonl"), "w") as f:
             for p in passes:
-                for r in p.pop("rows"):
+                for r in p.pop("rows", []):
                     f.write(json.dumps(r) + "\n")
                 f.write(json.dumps({"summary": p}) + "\n")
-    return 0 if all(p["candidates"] == len(items) for p in passes) else 1
+            if cross:
+                f.write(json.dumps({"cross_device": cross}) + "\n")
+    return 0 if all(p["candidates"] == len(items) for p in passes) else 1  # the served pass counts too
 
 
 if __name__ == "__main__":

@@ -30,7 +30,8 @@ def test_rl_batch_benchmark_small(tmp_path):
     out = tmp_path / "rl.md"
     p = subprocess.run([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--tasks", "1",
                         "--per-task", "2", "--timing", "quick", "--reference-cache", "on", "--cache-dir",
-                        str(tmp_path / "cache"), "--out", str(out)], capture_output=True, text=True, timeout=900)
+                        str(tmp_path / "cache"), "--serve", "--out", str(out)], capture_output=True, text=True,
+                       timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     text = out.read_text()
     for figure in ("candidates per minute", "step latency p95", "build CPU-seconds per candidate",
@@ -44,3 +45,7 @@ def test_rl_batch_benchmark_small(tmp_path):
     assert len({r["candidate"] for r in rows}) == 2 and len({r["task"] for r in rows}) == 1  # two distinct kernels
     assert summary["cold"]["build_cpu_s"] > summary["warm"]["build_cpu_s"]  # the warm pass finds its builds cached
     assert list((tmp_path / "cache" / "reference").glob("*/entries/*.json"))  # references kept for the warm pass
+    assert {r["device"] for r in rows} == {"cpu"}
+    served = summary["warm, served"]  # the same batch through kbench serve's /batch, same caches
+    assert served["candidates"] == 2 and served["correct"] == 2
+    assert "Through HTTP (`kbench serve`" in text

@@ -95,3 +95,37 @@ def test_make_vec_shares_one_evaluator(evaluator):
     obs, rewards, *_ = venv.step([GOOD, GOOD, GOOD])  # next-step autoreset: new prompts, no reward
     assert (rewards == 0).all() and all("ModelNew" in o for o in obs)
     venv.close()
+
+
+def test_local_evaluate_iter_spreads_candidates_over_the_devices():
+    """evaluate_iter yields every index once, as evaluations finish, and a batch in flight is spread over the
+    devices' evaluators (least loaded first), as rl_batch --gpus N and a trainer's step use it."""
+    import threading
+    import time as _time
+
+    class Fake:
+        def __init__(self, name):
+            self.name, self.seen, self.busy, self.most = name, [], 0, 0
+            self.lock = threading.Lock()
+
+        def evaluate(self, task, action, seed):
+            with self.lock:
+                self.busy += 1
+                self.most = max(self.most, self.busy)
+                self.seen.append(action)
+            _time.sleep(0.05 if action % 3 else 0.15)
+            with self.lock:
+                self.busy -= 1
+            return (self.name, action, seed)
+
+    ex = make_executor("local", device=["cpu", "cpu"])
+    for ev in ex.evaluators:
+        ev.close()
+    ex.evaluators = [Fake("a"), Fake("b")]
+    ex._load = [0, 0]
+    got = list(ex.evaluate_iter([(None, k) for k in range(12)], max_workers=12, seed=7))
+    assert sorted(i for i, _ in got) == list(range(12))
+    assert all(r[1] == i and r[2] == 7 for i, r in got)
+    a, b = ex.evaluators
+    assert len(a.seen) == len(b.seen) == 6 and a.most > 1 and b.most > 1
+    assert [i for i, _ in got] != list(range(12))  # yielded as they finished, not in submission order

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 import torch
 
@@ -56,6 +56,14 @@ class LocalExecutor:
     def evaluate_many(self, items: list, seed: int | None = None) -> list:
         with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
             return list(pool.map(lambda ta: self._run(ta[0], ta[1], seed), items))
+
+    def evaluate_iter(self, items: list, max_workers: int | None = None, seed: int | None = None):
+        """Yield ``(index, EvalResult)`` for ``[(task, action), ...]`` as the evaluations finish, spread over the
+        devices (each result's ``device`` says which ran it)."""
+        with ThreadPoolExecutor(max_workers=max(1, max_workers or self.workers)) as pool:
+            futures = {pool.submit(self._run, t, a, seed): i for i, (t, a) in enumerate(items)}
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
 
     def evaluate(self, task, action, seed: int | None = None):
         return self._run(task, action, seed)
