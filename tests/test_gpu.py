@@ -480,3 +480,27 @@ def test_kernelbench_rules_catch_a_forward_with_no_own_kernel_on_the_gpu(kernelb
     kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
     assert kinds == ["no_kernel_launched"] and r.reward < 0, r.feedback()
     assert r.kernel_coverage == 0.0, r.feedback()
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_an_evaluator_of_the_second_gpu_evaluates_and_calibrates_there():
+    """On a host of several GPUs an evaluator of cuda:1 works like one of cuda:0: its worker's events, graph capture,
+    CUDA IPC exports and calibration act on GPU 1 (on an H200 x2, before the worker made its GPU current, every
+    cuda:1 evaluation failed: IpcError 'finding the allocation of device address', and cuda:1's calibration read
+    3.5 times cuda:0's bandwidth, invalidating the shared reference cache at every switch)."""
+    from kbench_env.pipeline.evaluator import Evaluator
+
+    relu = ROOT / "tasks/solutions/cuda/level1/relu.py"
+    results, calibrations = [], []
+    for dev in ("cuda:0", "cuda:1"):
+        ev = Evaluator(device=dev, compile_baseline=False, timing=dict(TIMING))
+        try:
+            results.append(ev.evaluate(resolve_task("level1/relu"), relu.read_text(), seed=3))
+            calibrations.append(ev.baselines.calibration)
+        finally:
+            ev.close()
+    for r in results:
+        assert r.correct and not r.integrity_flags, (r.device, r.error, r.integrity_flags)
+    assert results[1].device == "cuda:1"
+    bw0, bw1 = (c["bandwidth"] for c in calibrations)
+    assert 0.8 < bw1 / bw0 < 1.25, calibrations

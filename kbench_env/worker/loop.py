@@ -124,6 +124,15 @@ def _device_inputs(xs, device):
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
 
 
+def select_device(device: str) -> None:
+    """Make ``cuda:N`` this process's current device. What acts on the current device rather than on a tensor's
+    (events, streams, graph capture, the driver calls of CUDA IPC, the calibration's timings) must run on the
+    worker's own GPU: on a host of several GPUs, an evaluator of cuda:1 has its workers on GPU 1."""
+    dev = Device.parse(device)
+    if dev.is_cuda and dev.index is not None:
+        torch.cuda.set_device(dev.index)
+
+
 def _warm_up(device: str, job: dict) -> tuple[float, float]:
     """Start CUDA, and the profiler the forward audit uses, before the candidate loads: trusted one-off work that
     otherwise lands in the candidate's turn on the device (the audit's first profile costs seconds on a GPU), and
@@ -137,6 +146,7 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
         return time.perf_counter() - t0, 0.0
     t_cuda = time.perf_counter()
     torch.cuda.init()
+    select_device(device)
     x = torch.ones(256, device=device)
     torch.cuda.synchronize(device)
     cuda_start = time.perf_counter() - t_cuda
@@ -269,7 +279,11 @@ def main(conn, job: dict) -> None:
     device = job["device"]
     send = lambda header, payload=None: conn.send_bytes(pack(header, payload))  # noqa: E731
     send({"type": msg.HELLO, "pid": os.getpid()})
-    warmup_seconds, cuda_start_seconds = _warm_up(device, job) if job.get("warmup", True) else (0.0, 0.0)
+    if job.get("warmup", True):
+        warmup_seconds, cuda_start_seconds = _warm_up(device, job)
+    else:
+        select_device(device)
+        warmup_seconds = cuda_start_seconds = 0.0
     source = job["source"]
     if source is None:  # a spare: wait for a candidate, or leave
         source = _await_source(conn, job)
