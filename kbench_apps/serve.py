@@ -3,8 +3,9 @@ through the local executor (every GPU here, else the CPU) or a Ray cluster (``--
 ``RayExecutor`` as ``make_executor("ray", address=...)``, whose actors' device and backend the prompts name).
 
 It binds 127.0.0.1 unless ``--host`` says otherwise, needs a token (``--token-file``, ``$KBENCH_TOKEN``, else one
-is made and printed), prints ``kbench serve: listening on http://HOST:PORT`` once it accepts connections, and on
-SIGINT or SIGTERM stops accepting, finishes the requests in flight, then closes the executor.
+is made and printed), prints ``kbench serve: listening on http://HOST:PORT`` on stdout once it accepts connections,
+and on SIGINT or SIGTERM stops accepting, finishes the requests in flight, then closes the executor. Its log
+(``kbench_env.serving.logs``: JSON Lines, or text) goes to stderr or ``--log-file``; stdout has the lines for people.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import os
 import secrets
 import signal
 import socket
-import sys
 from pathlib import Path
 
 from kbench_apps.runner import TIMING_PRESETS
 from kbench_env.executors import make_executor
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
+from kbench_env.serving import logs
 from kbench_env.serving.admission import ServerLimits
 from kbench_env.serving.registry import TaskRegistry
 
@@ -35,7 +36,8 @@ def _token(args) -> str:
     if os.environ.get(TOKEN_ENV):
         return os.environ[TOKEN_ENV]
     token = secrets.token_urlsafe(24)
-    print(f"kbench serve: no --token-file or ${TOKEN_ENV}; this run's token: {token}", file=sys.stderr, flush=True)
+    # stdout, not the log: the log never holds the token
+    print(f"kbench serve: no --token-file or ${TOKEN_ENV}; this run's token: {token}", flush=True)
     return token
 
 
@@ -55,11 +57,37 @@ def _limits(args, workers: int) -> ServerLimits:
                         max_sessions=args.max_sessions, session_idle=args.session_idle)
 
 
+def _uvicorn_server(config, server):
+    """uvicorn's server, telling ``server`` when shutdown begins (uvicorn then waits for open requests)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        signal_name = None
+
+        def handle_exit(self, sig, frame):
+            self.signal_name = self.signal_name or signal.Signals(sig).name
+            super().handle_exit(sig, frame)
+
+        async def shutdown(self, sockets=None):
+            server.stopping(self.signal_name)
+            await super().shutdown(sockets=sockets)
+
+    return Server(config)
+
+
+def _log_start(args, host, port, registry, front, limits: ServerLimits) -> None:
+    logs.event("server_start", host=host, port=port, executor="ray" if args.ray_address else "local",
+               ray_address=args.ray_address, workers=limits.workers, device=front.device,
+               backend=front.backend_name, rules=args.rules, reward=args.reward, timing=args.timing,
+               suite=args.suite, tasks=len(registry.tasks), limits=dict(limits.__dict__), pid=os.getpid())
+
+
 def cmd_serve(args) -> int:
     import uvicorn
 
     from kbench_env.serving.app import KBenchServer  # the [serve] extra (starlette)
 
+    logs.configure(args.log_level, args.log_format, args.log_file)
     token = _token(args)
     registry = TaskRegistry(args.suite, dtype=args.dtype)
     kwargs = _evaluator_kwargs(args)
@@ -81,8 +109,13 @@ def cmd_serve(args) -> int:
     sock.bind((args.host, args.port))
     sock.listen(128)  # connections queue from here on, before uvicorn accepts them
     host, port = sock.getsockname()[:2]
-    config = uvicorn.Config(server.app, log_level=args.log_level, timeout_graceful_shutdown=int(
-        limits.request_timeout) + 30, ws_max_size=limits.max_body_bytes, timeout_keep_alive=30)
+    # uvicorn's records go through the log's handler (log_config=None), from warning up unless debugging; its
+    # access lines are the log's request events
+    config = uvicorn.Config(server.app, log_config=None, access_log=False,
+                            log_level=args.log_level if args.log_level in ("debug", "error") else "warning",
+                            timeout_graceful_shutdown=int(limits.request_timeout) + 30,
+                            ws_max_size=limits.max_body_bytes, timeout_keep_alive=30)
+    _log_start(args, host, port, registry, front, limits)
     print(f"kbench serve: listening on http://{host}:{port} ({len(registry.tasks)} tasks of {args.suite!r}, "
           f"{front.device} {front.backend_name} backend, {limits.workers} workers + {limits.queue} queued)",
           flush=True)
@@ -90,7 +123,7 @@ def cmd_serve(args) -> int:
     # these make that second delivery a no-op, so the command ends with its own status
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: None)
-    uvicorn.Server(config).run(sockets=[sock])
+    _uvicorn_server(config, server).run(sockets=[sock])
     print("kbench serve: stopped; in-flight work finished", flush=True)
     return 0
 
@@ -123,5 +156,9 @@ def add_parser(sub, device_help: str, dtype_arg: dict, formatter) -> None:
     s.add_argument("--request-timeout", type=float, default=900.0, help="seconds a request waits for a result")
     s.add_argument("--max-sessions", type=int, default=256, help="episodes open at once")
     s.add_argument("--session-idle", type=float, default=1800.0, help="seconds before an idle episode is closed")
-    s.add_argument("--log-level", default="warning", help="uvicorn's log level")
+    s.add_argument("--log-level", default="info", choices=logs.LEVELS,
+                   help="the log's least level (info: every request, evaluation and refusal)")
+    s.add_argument("--log-format", default="json", choices=logs.FORMATS,
+                   help="json: one JSON object a line (ts, level, event, fields); text: one line for people")
+    s.add_argument("--log-file", default=None, help="append the log to this file (default: stderr)")
     s.set_defaults(fn=cmd_serve)

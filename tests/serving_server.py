@@ -14,14 +14,21 @@ TOKEN = "test-token-for-kbench-serve"
 
 
 class ServerProcess:
-    def __init__(self, *args: str, startup: float = 120.0, env: dict | None = None):
+    """``lines``: what the server wrote to stdout and, unless ``stderr_apart``, stderr; with ``stderr_apart``,
+    stderr's lines (the log) are ``err_lines``."""
+
+    def __init__(self, *args: str, startup: float = 120.0, env: dict | None = None, stderr_apart: bool = False):
         env = dict(os.environ, KBENCH_TOKEN=TOKEN, KBENCH_SPARE_WORKER="0", **(env or {}))
         cmd = [sys.executable, "-m", "kbench_apps", "serve", "--port", "0", "--device", "cpu", "--timing", "off",
                "--suite", "all", *args]
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
+                                     stderr=subprocess.PIPE if stderr_apart else subprocess.STDOUT)
         self.lines: list[str] = []
+        self.err_lines: list[str] = []
         found = threading.Event()
+        if stderr_apart:
+            self._err_reader = threading.Thread(target=lambda: self.err_lines.extend(self.proc.stderr), daemon=True)
+            self._err_reader.start()
 
         def read():
             for line in self.proc.stdout:
@@ -30,7 +37,8 @@ class ServerProcess:
                     found.set()
             found.set()
 
-        threading.Thread(target=read, daemon=True).start()
+        self._reader = threading.Thread(target=read, daemon=True)
+        self._reader.start()
         found.wait(startup)
         match = next((re.search(r"http://[\d.]+:\d+", ln) for ln in self.lines if "listening on" in ln), None)
         if match is None:
@@ -55,7 +63,11 @@ class ServerProcess:
 
     def stop(self, timeout: float = 120.0) -> int:
         self.proc.terminate()
-        return self.proc.wait(timeout)
+        code = self.proc.wait(timeout)
+        self._reader.join(timeout)  # until the last lines are read
+        if self.proc.stderr is not None:
+            self._err_reader.join(timeout)
+        return code
 
 
 def cmdline(pid: int) -> str:

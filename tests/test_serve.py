@@ -192,6 +192,10 @@ def test_full_queue_answers_429_and_shutdown_finishes_in_flight_work():
     assert answer["r"].status_code == 200 and lines[-1] == {"done": True, "count": 1, "failed": 0}
     assert lines[0]["result"]["task"] == "level1/relu"
     assert code == 0 and "in-flight work finished" in "".join(srv.lines)
+    events = [json.loads(ln) for ln in srv.lines if ln.startswith("{")]  # the log (stderr, merged here)
+    assert [e["reason"] for e in events if e["event"] == "refused"] == ["queue_full"]
+    begin, done = [e for e in events if e["event"] == "shutdown"]
+    assert begin["in_flight"] == 1 and (done["finished"], done["handed_back"]) == (1, 0)
     assert under  # the evaluation ran in worker processes under the server
     # Python's forkserver leaves when it reads EOF from the server that started it: wait for that, bounded
     for _ in range(300):

@@ -34,23 +34,32 @@ class ServerLimits:
     retry_after: int = 5  # seconds a 429 asks the client to wait
 
 
-class Refused(Exception):
-    """A request the server will not take: ``status`` (401, 413, 429, ...), a message for people, headers."""
+#: a refusal's reason in the log when its raiser names none
+REASONS = {400: "invalid_request", 401: "token", 404: "not_found", 409: "conflict", 413: "too_large",
+           429: "busy", 504: "request_timeout"}
 
-    def __init__(self, status: int, message: str, code: str = "VALIDATION_ERROR", headers: dict | None = None):
+
+class Refused(Exception):
+    """A request the server will not take: ``status`` (401, 413, 429, ...), a message for people, headers, and
+    ``reason``, a snake_case word for the log (``token_wrong``, ``queue_full``, ...)."""
+
+    def __init__(self, status: int, message: str, code: str = "VALIDATION_ERROR", headers: dict | None = None,
+                 reason: str | None = None):
         super().__init__(message)
         self.status, self.message, self.code, self.headers = status, message, code, headers or {}
+        self.reason = reason or REASONS.get(status, f"http_{status}")
 
 
 def check_token(header: str | None, token: str) -> None:
     """Refuse (401) a request whose ``Authorization: Bearer`` token is missing or not ``token`` (constant time)."""
     if not header:
         raise Refused(401, "missing token: send 'Authorization: Bearer <token>' (kbench serve printed or was given "
-                           "the token: --token-file or $KBENCH_TOKEN)", "SESSION_ERROR")
+                           "the token: --token-file or $KBENCH_TOKEN)", "SESSION_ERROR",
+                      reason="token_missing")
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
         raise Refused(401, "wrong token: the Authorization header's bearer token is not this server's",
-                      "SESSION_ERROR")
+                      "SESSION_ERROR", reason="token_wrong")
 
 
 def check_source(source, limits: ServerLimits, where: str = "action.source"):
@@ -58,7 +67,8 @@ def check_source(source, limits: ServerLimits, where: str = "action.source"):
     (the body limit bounds its size)."""
     if isinstance(source, str) and len(source) > limits.max_source_chars:
         raise Refused(413, f"{where} is {len(source):,} characters; this server takes at most "
-                           f"{limits.max_source_chars:,} (--max-source-chars)", "TOO_LARGE")
+                           f"{limits.max_source_chars:,} (--max-source-chars)", "TOO_LARGE",
+                      reason="source_too_large")
     return source
 
 
@@ -74,14 +84,15 @@ class Admission:
         self.clients: Counter = Counter()
         self._lock = threading.Lock()
 
-    def _busy(self, message: str) -> Refused:
-        return Refused(429, message, "CAPACITY_REACHED", {"Retry-After": str(self.limits.retry_after)})
+    def _busy(self, message: str, reason: str) -> Refused:
+        return Refused(429, message, "CAPACITY_REACHED", {"Retry-After": str(self.limits.retry_after)}, reason)
 
     def enter_client(self, client: str) -> None:
         with self._lock:
             if self.clients[client] >= self.limits.per_client:
                 raise self._busy(f"client {client} already has {self.clients[client]} requests in flight "
-                                 f"(--per-client {self.limits.per_client}); retry after {self.limits.retry_after} s")
+                                 f"(--per-client {self.limits.per_client}); retry after {self.limits.retry_after} s",
+                                 "client_limit")
             self.clients[client] += 1
 
     def leave_client(self, client: str) -> None:
@@ -94,11 +105,12 @@ class Admission:
         """Take ``n`` evaluation places or refuse: 413 when ``n`` could never fit, 429 when the queue is full."""
         if n > self.capacity:
             raise Refused(413, f"{n} evaluations in one request; this server holds at most {self.capacity} at once "
-                               f"(--workers + --queue): send smaller batches", "TOO_LARGE")
+                               f"(--workers + --queue): send smaller batches", "TOO_LARGE",
+                          reason="over_capacity")
         with self._lock:
             if self.admitted + n > self.capacity:
                 raise self._busy(f"the evaluation queue is full ({self.admitted} of {self.capacity} places taken); "
-                                 f"retry after {self.limits.retry_after} s")
+                                 f"retry after {self.limits.retry_after} s", "queue_full")
             self.admitted += n
 
     def started(self) -> None:

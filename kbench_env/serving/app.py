@@ -1,6 +1,7 @@
 """The server's routes (``wire.py`` describes the protocol): OpenEnv's reset/step/state over HTTP and WebSocket,
 the streamed batch, and /health, /metrics, /tasks, /schema. ``KBenchServer`` holds the parts (registry,
-admission, evaluations, sessions, metrics); ``server.app`` is the ASGI application uvicorn runs."""
+admission, evaluations, sessions, metrics); ``server.app`` is the ASGI application uvicorn runs, wrapped in the
+request log (``logevents.py``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from kbench_env.serving.admission import Admission, ServerLimits
 from kbench_env.serving.batch import batch_route
 from kbench_env.serving.evaluations import Evaluations
 from kbench_env.serving.http import guarded, read_json
+from kbench_env.serving.logevents import RequestLog
+from kbench_env.serving.logs import event
 from kbench_env.serving.metrics import Metrics
 from kbench_env.serving.registry import TaskRegistry
 from kbench_env.serving.sessions import Sessions
@@ -39,12 +42,25 @@ class KBenchServer:
         self.admission = Admission(self.limits)
         self.evaluations = Evaluations(executor, self.admission, self.metrics)
         self.sessions = Sessions(registry, evaluator, self.evaluations, self.limits)
-        self.app = self._build()
+        self.app = RequestLog(self._build())
+        self._stopping: dict | None = None  # what was in flight when shutdown began
+
+    def stopping(self, signal_name: str | None = None) -> None:
+        """Shutdown begins (the server stops accepting): log what is in flight."""
+        a = self.admission
+        self._stopping = {"ended": self.evaluations.ended, "in_flight": a.admitted}
+        event("shutdown", stage="begin", signal=signal_name, in_flight=a.admitted, running=a.running,
+              open_requests=self.app.open, sessions=len(self.sessions.open))
 
     def close(self) -> None:
-        """Finish in-flight evaluations, then close sessions and the executor."""
+        """Finish in-flight evaluations, then close sessions and the executor; log what finished and what did
+        not (``handed_back``: evaluations still holding a place once the executor closed)."""
+        if self._stopping is None:
+            self.stopping()
         self.evaluations.close()
         self.sessions.close_all()
+        event("shutdown", stage="done", in_flight=self._stopping["in_flight"],
+              finished=self.evaluations.ended - self._stopping["ended"], handed_back=self.admission.admitted)
 
     def _build(self) -> Starlette:
         limit = self.limits.max_body_bytes

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from kbench_env.serving.admission import Refused, check_source, check_token
-from kbench_env.serving.http import client_key, error_response, read_json
+from kbench_env.serving.http import error_response, read_json
+from kbench_env.serving.logevents import client_key, origin, refused
 from kbench_env.serving.wire import TOKEN_HEADER
 
 
@@ -23,7 +25,7 @@ def _parse_items(server, data: dict) -> list[tuple]:
                            "\"id\"?: any}, ...]} with at least one item")
     if len(items) > server.limits.max_batch:
         raise Refused(413, f"batch of {len(items)} items; this server takes at most {server.limits.max_batch} "
-                           f"per request (--max-batch)", "TOO_LARGE")
+                           f"per request (--max-batch)", "TOO_LARGE", reason="batch_too_large")
     parsed = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -86,8 +88,10 @@ def batch_route(server):
                 raise
         except Refused as exc:
             server.metrics.refused[str(exc.status)] += 1
+            refused(exc, client, request.url.path)
             return error_response(exc)
-        jobs = {asyncio.wrap_future(server.evaluations.submit(task, source, seed)): (i, item_id, task)
-                for i, item_id, task, source, seed in items}
+        batch_id = secrets.token_hex(6)
+        jobs = {asyncio.wrap_future(server.evaluations.submit(task, source, seed, origin(batch=batch_id, index=i))):
+                (i, item_id, task) for i, item_id, task, source, seed in items}
         return StreamingResponse(_stream(server, jobs, client), media_type="application/x-ndjson")
     return batch

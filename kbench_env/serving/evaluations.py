@@ -1,14 +1,17 @@
 """Evaluations on the server: each runs through the executor (``kbench_env.executors``) on a thread of a pool as
 wide as the server's workers, after it took a place in ``Admission``; the place is given back when the
-evaluation ends. A request waits at most ``request_timeout`` for its result (504 past it)."""
+evaluation ends, and the evaluation is logged (``logevents.evaluation``). A request waits at most
+``request_timeout`` for its result (504 past it)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.serving.admission import Admission, Refused
+from kbench_env.serving import logevents
 from kbench_env.serving.metrics import Metrics
 
 
@@ -18,22 +21,29 @@ class Evaluations:
         self.admission = admission
         self.metrics = metrics
         self.pool = ThreadPoolExecutor(max_workers=max(1, admission.limits.workers), thread_name_prefix="kbench-eval")
+        self.ended = 0  # evaluations that ended (a result or an exception), for the shutdown's count
+        self._ended_lock = threading.Lock()
 
-    def _job(self, task, source, seed) -> EvalResult:
+    def _job(self, task, source, seed, where: dict) -> EvalResult:
         self.admission.started()
         try:
             result = self.executor.evaluate(task, source, seed)
         except BaseException as exc:
             self.metrics.errors[type(exc).__name__] += 1
+            logevents.evaluation(task, source, where, exc=exc)
             raise
         finally:
             self.admission.give_back(was_running=True)
+            with self._ended_lock:
+                self.ended += 1
         self.metrics.evaluated(result.to_dict())
+        logevents.evaluation(task, source, where, result)
         return result
 
-    def submit(self, task, source: str, seed: int | None) -> Future:
-        """Run one evaluation whose place the caller already took."""
-        fut = self.pool.submit(self._job, task, source, seed)
+    def submit(self, task, source: str, seed: int | None, where: dict | None = None) -> Future:
+        """Run one evaluation whose place the caller already took; ``where`` names its origin in the log
+        (``logevents.origin``: request, session or batch)."""
+        fut = self.pool.submit(self._job, task, source, seed, where if where is not None else logevents.origin())
         fut.add_done_callback(lambda f: f.cancelled() and self.admission.give_back(was_running=False))
         return fut
 
@@ -48,9 +58,9 @@ class Evaluations:
                                f"(--request-timeout); the evaluation goes on and its place stays taken until it "
                                f"ends", "TIMEOUT") from None
 
-    async def run(self, task, source: str, seed: int | None) -> EvalResult:
+    async def run(self, task, source: str, seed: int | None, where: dict | None = None) -> EvalResult:
         self.admission.take(1)
-        return await self.result(self.submit(task, source, seed), f"task {task.name}")
+        return await self.result(self.submit(task, source, seed, where), f"task {task.name}")
 
     def close(self) -> None:
         """Let running and queued evaluations finish, then close the executor."""

@@ -10,11 +10,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from kbench_env.serving.admission import Refused, check_token
+from kbench_env.serving.logevents import client_key, refused
 from kbench_env.serving.wire import TOKEN_HEADER
-
-
-def client_key(scope_client) -> str:
-    return scope_client[0] if scope_client else "unknown"
 
 
 async def read_json(request: Request, limit: int) -> dict:
@@ -23,13 +20,13 @@ async def read_json(request: Request, limit: int) -> dict:
     announced = request.headers.get("content-length")
     if announced and announced.isdigit() and int(announced) > limit:
         raise Refused(413, f"request body is {int(announced):,} bytes; this server takes at most {limit:,} "
-                           f"(--max-body-bytes)", "TOO_LARGE")
+                           f"(--max-body-bytes)", "TOO_LARGE", reason="body_too_large")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
         if len(body) > limit:
             raise Refused(413, f"request body is over {limit:,} bytes, this server's limit (--max-body-bytes)",
-                          "TOO_LARGE")
+                          "TOO_LARGE", reason="body_too_large")
     if not body:
         return {}
     try:
@@ -63,6 +60,7 @@ def guarded(server, route: str, *, counted: bool = False):
                 return await handler(request)
             except Refused as exc:
                 server.metrics.refused[str(exc.status)] += 1
+                refused(exc, client, request.url.path)
                 return error_response(exc)
             finally:
                 if entered:

@@ -12,6 +12,7 @@ import time
 from kbench_env.env.env import KBenchEnv
 from kbench_env.serving.admission import Refused, check_source
 from kbench_env.serving.evaluations import Evaluations
+from kbench_env.serving.logevents import origin
 from kbench_env.serving.registry import TaskRegistry
 from kbench_env.serving.wire import observation_payload
 
@@ -51,7 +52,7 @@ class Sessions:
         if len(self.open) >= self.limits.max_sessions:
             raise Refused(429, f"{len(self.open)} sessions open, the most this server keeps (--max-sessions); close "
                                f"one (POST /close) or retry after {self.limits.retry_after} s", "CAPACITY_REACHED",
-                          {"Retry-After": str(self.limits.retry_after)})
+                          {"Retry-After": str(self.limits.retry_after)}, "sessions_full")
         env = KBenchEnv(evaluator=self.evaluator)
         sid = secrets.token_urlsafe(16)
         self.open[sid] = Session(sid, env)
@@ -93,7 +94,7 @@ class Sessions:
             if env.task is None:
                 raise Refused(409, "step before reset: call /reset first", "SESSION_ERROR")
             seed = int(env.np_random.integers(2**62))
-            result = await self.evaluations.run(env.task, source, seed)
+            result = await self.evaluations.run(env.task, source, seed, origin(session=session.id[:8]))
             obs, reward, terminated, truncated, info = env.record(result)
         return observation_payload(session.id, obs, info, reward, terminated, truncated)
 

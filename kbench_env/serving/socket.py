@@ -11,7 +11,7 @@ import json
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kbench_env.serving.admission import Refused, check_token
-from kbench_env.serving.http import client_key
+from kbench_env.serving.logevents import client_key, refused
 from kbench_env.serving.wire import TOKEN_HEADER
 
 
@@ -42,21 +42,25 @@ async def _answer(server, session, client: str, msg: dict) -> str | None:
 def websocket_route(server):
     async def ws(websocket: WebSocket):
         server.metrics.requests["ws"] += 1
+        client = client_key(websocket.scope.get("client"))
         try:
             check_token(websocket.headers.get(TOKEN_HEADER), server.token)
             session = server.sessions.create()
         except Refused as exc:
             server.metrics.refused[str(exc.status)] += 1
+            refused(exc, client, "/ws")
             await websocket.close(code=1008, reason=exc.message[:120])
             return
         await websocket.accept()
-        client = client_key(websocket.scope.get("client"))
         try:
             while True:
                 raw = await asyncio.wait_for(websocket.receive_text(), server.limits.session_idle)
                 if len(raw) > server.limits.max_body_bytes:
-                    await websocket.send_text(_error(f"message over {server.limits.max_body_bytes:,} bytes "
-                                                     f"(--max-body-bytes)", "TOO_LARGE", 413))
+                    too_large = Refused(413, f"message over {server.limits.max_body_bytes:,} bytes (--max-body-bytes)",
+                                        "TOO_LARGE", reason="body_too_large")
+                    server.metrics.refused["413"] += 1
+                    refused(too_large, client, "/ws")
+                    await websocket.send_text(_error(too_large.message, too_large.code, 413))
                     continue
                 try:
                     msg = json.loads(raw)
@@ -65,6 +69,7 @@ def websocket_route(server):
                     answer = _error(f"invalid JSON: {exc}", "INVALID_JSON", 400)
                 except Refused as exc:
                     server.metrics.refused[str(exc.status)] += 1
+                    refused(exc, client, "/ws")
                     answer = _error(exc.message, exc.code, exc.status)
                 if answer is None:
                     break

@@ -1,0 +1,104 @@
+"""What the server logs (``logs.py`` writes it): ``request`` for every HTTP request or WebSocket connection
+(``RequestLog``, an ASGI wrapper), ``refused`` for every request turned away and why, ``evaluation`` for every
+evaluation that ends; ``server_start`` and ``shutdown`` come from ``kbench serve`` and ``KBenchServer``.
+
+The log must be safe to ship: no event carries the bearer token (the Authorization header is never read here) or a
+candidate's source. A source appears as its size and a sha256 prefix; an evaluation's error message, which can quote
+the source (a compiler's or a traceback's line), is left out: its stage is logged, the message goes to the caller."""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import logging
+import secrets
+import time
+
+from kbench_env.serving.logs import event
+
+#: the id of the request being served (set by ``RequestLog``): events of one request share it
+REQUEST_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("kbench_request_id", default=None)
+
+
+def client_key(scope_client) -> str:
+    """Who a client is, for per-client limits and the log: its address."""
+    return scope_client[0] if scope_client else "unknown"
+
+
+class RequestLog:
+    """ASGI wrapper: gives each request an id and logs ``request`` (method, path without the query, status,
+    duration_ms, client) when it ends; ``open`` counts requests in progress. A WebSocket connection is one request
+    (method ``WS``, status 101 once accepted, 403 when refused before)."""
+
+    def __init__(self, app):
+        self.app = app
+        self.open = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] not in ("http", "websocket"):
+            return await self.app(scope, receive, send)
+        rid = secrets.token_hex(6)
+        reset = REQUEST_ID.set(rid)
+        status: list = [None]
+
+        async def watched(message):
+            kind = message["type"]
+            if kind in ("http.response.start", "websocket.http.response.start"):
+                status[0] = message["status"]
+            elif kind == "websocket.accept":
+                status[0] = 101
+            elif kind == "websocket.close" and status[0] is None:
+                status[0] = 403
+            await send(message)
+
+        start = time.perf_counter()
+        self.open += 1
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            self.open -= 1
+            code = status[0] or 500  # no answer started: the application raised (uvicorn answers 500)
+            event("request", logging.WARNING if code >= 500 else logging.INFO, request_id=rid,
+                  method=scope.get("method", "WS"), path=scope.get("path"), status=code,
+                  duration_ms=round((time.perf_counter() - start) * 1e3, 2), client=client_key(scope.get("client")))
+            REQUEST_ID.reset(reset)
+
+
+def refused(exc, client: str, path: str | None) -> None:
+    """Log a refusal (an ``admission.Refused``): its reason (``token_missing``, ``source_too_large``,
+    ``queue_full``, ``client_limit``, ...), status and message. Messages name limits and sizes, never the token
+    or a source."""
+    event("refused", logging.WARNING, request_id=REQUEST_ID.get(), path=path, client=client, status=exc.status,
+          reason=exc.reason, code=exc.code, message=exc.message[:300])
+
+
+def source_fields(source) -> dict:
+    """What the log says of a candidate's source: its size and the first 12 hex digits of its sha256."""
+    if not isinstance(source, str):
+        return {"source_chars": None, "source_sha256": None}
+    return {"source_chars": len(source),
+            "source_sha256": hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]}
+
+
+def origin(**ids) -> dict:
+    """Where an evaluation comes from: the current request's id and ``ids`` (session, or batch and index)."""
+    return {"request_id": REQUEST_ID.get(), **ids}
+
+
+def evaluation(task, source, where: dict, result=None, exc: BaseException | None = None) -> None:
+    """Log an evaluation that ended: its ``result`` (an EvalResult) or the exception the executor raised."""
+    fields = {"task": getattr(task, "name", str(task)), **where, **source_fields(source)}
+    if exc is not None:
+        event("evaluation", logging.ERROR, **fields, correct=None, error_stage="executor",
+              exception=f"{type(exc).__name__}: {exc}"[:300])
+        return
+    flags = list(result.integrity_flags or [])
+    fields.update(correct=result.correct, compiled=result.compiled, stage=result.stage,
+                  error_stage=None if result.correct else result.error_stage, speedup=result.speedup,
+                  reward=result.reward, integrity_flags=flags, eval_seconds=result.eval_seconds,
+                  phase_seconds={k: round(v, 4) for k, v in (result.phase_seconds or {}).items()
+                                 if isinstance(v, (int, float))},
+                  cached_build=result.cached_build, device=result.device)
+    if getattr(result, "retries", None):
+        fields["retries"] = result.retries
+    event("evaluation", logging.WARNING if flags else logging.INFO, **fields)
