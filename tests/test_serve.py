@@ -18,7 +18,7 @@ from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.serving.aclient import AsyncKBenchClient
 from kbench_env.serving.client import RemoteKBenchEnv
 from tests import candidates
-from tests.serving_server import TOKEN, ServerProcess, alive
+from tests.serving_server import TOKEN, ServerProcess, alive, cmdline
 from tests.conftest import ROOT
 
 RELU = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
@@ -161,6 +161,50 @@ def test_bounded_load_loses_no_request(server):
         assert rewards[1] == pytest.approx(-0.6) and rewards[2] < 0 and rewards[4] < 0
     assert _metric(server.url, "kbench_evaluations_total") - before == 20
     assert _metric(server.url, "kbench_queue_depth") == 0 and _metric(server.url, "kbench_running") == 0
+
+
+def test_eight_clients_by_fifty_mixed_actions_lose_nothing_and_leak_no_worker(server):
+    """The issue's load test: 8 clients x 50 actions each (honest, garbage and hostile: crashes, aborts, exits at
+    import, wrong answers, input writes), each client its own episode. Every step gets its answer, the honest ones
+    pay and nothing else does, the server counts 400 evaluations, and once idle it has the processes it had before
+    (every worker of the 400 is gone)."""
+    import time as _time
+
+    cycle = [RELU, "garbage", candidates.SEGFAULT, candidates.RAISES_IN_FORWARD, "class ModelNew: pass",
+             candidates.WRONG_SHAPE, candidates.ABORT, candidates.EXIT_AT_IMPORT, candidates.MODIFIES_INPUT, "x = ("]
+    actions = cycle * 5
+    warm = RemoteKBenchEnv(server.url, TOKEN, task="level1/relu", max_turns=2)
+    warm.reset(seed=99)
+    for a in (RELU, candidates.RAISES_IN_FORWARD):  # the fork server and the builder start on first use: not leaks
+        warm.step(a)
+    warm.close()
+    before_procs = server.descendants()
+    assert before_procs  # (the list of processes under the server is read at all)
+    before = _metric(server.url, "kbench_evaluations_total")
+    results: dict = {}
+
+    def client(n: int):
+        env = RemoteKBenchEnv(server.url, TOKEN, task="level1/relu", max_turns=len(actions))
+        env.reset(seed=100 + n)
+        results[n] = [env.step(a)[1] for a in actions]
+        env.close()
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(1200)
+    assert sorted(results) == list(range(8)) and all(len(r) == 50 for r in results.values())
+    for rewards in results.values():
+        for k, reward in enumerate(rewards):
+            assert (reward > 0) == (k % len(cycle) == 0), (k, reward)
+    assert _metric(server.url, "kbench_evaluations_total") - before == 400
+    assert _metric(server.url, "kbench_queue_depth") == 0 and _metric(server.url, "kbench_running") == 0
+    deadline = _time.monotonic() + 30
+    while server.descendants() - before_procs and _time.monotonic() < deadline:
+        _time.sleep(0.5)
+    left = server.descendants() - before_procs
+    assert not left, f"processes left behind after the load: {[cmdline(p) for p in left]}"
 
 
 SLOW = candidates._forward("        return x", at_import="time.sleep(6)\n")
