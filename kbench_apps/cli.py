@@ -39,7 +39,14 @@ def _add_rules(p) -> None:
                    help="strict: only the candidate's own kernels and glue (allocation, views, copies) in forward; "
                         "kernelbench: PyTorch operators allowed beside at least one own kernel that runs. Kernel "
                         "coverage (share of forward's time in own kernels) is reported under both")
-    _add_format(p)  # where the rules are chosen (eval, run), the action format is too
+    _add_format(p)  # where the rules are chosen (eval, run), the action format is too, and where builds run
+    add_remote_builds(p)
+
+
+def add_remote_builds(p) -> None:
+    p.add_argument("--remote-builds", default=None, metavar="ray[:ADDRESS]",
+                   help="build candidates as Ray tasks on a cluster's CPU nodes (ray: the cluster running here; "
+                        "ray:ADDRESS: that one); running and timing stay here. Default: builds on this host")
 
 
 def _add_format(p) -> None:
@@ -93,7 +100,7 @@ def cmd_eval(args) -> int:
     task = resolve_task(args.task, dtype=args.dtype)
     source = _read_solution(args.solution)
     ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules,
-                   format=args.format)
+                   format=args.format, remote_builds=args.remote_builds)
     task.require_configs(ev.device)  # the task's error (exit 2), not the candidate's
     result = ev.evaluate(task, source, seed=args.seed)
     if args.json:

@@ -88,7 +88,8 @@ def run_suite(args) -> int:
     dtype = _opt(args, "dtype", None)
     env = KBenchEnv(suite=args.suite, device=args.device, backend=args.backend, max_turns=max_turns,
                     reward=args.reward, rules=_opt(args, "rules", "strict"),
-                    format=_opt(args, "format", "kernelbench"), dtype=dtype, **({"timing": timing} if timing else {}))
+                    format=_opt(args, "format", "kernelbench"), dtype=dtype, **({"timing": timing} if timing else {}),
+                    remote_builds=_opt(args, "remote_builds", None))
     backend = env.evaluator.backend_name
     agent = make_agent(args.agent, backend, args)
     all_tasks = load_suite(args.suite, dtype=dtype)

@@ -8,5 +8,6 @@ which the worker can read but not write, or with the compiler's trimmed error.
 ``client`` (Builder: the trusted side's handle, one per Evaluator, serving its workers concurrently), ``server``
 (the confined builder process), ``requests`` (what a request may hold; content-addressed unit names), ``flags``
 (the compiler and linker flags refused, with reasons), ``torch_ext`` and ``fast`` (the two kinds of build),
-``store`` (staging, manifest, publication into the cache), ``compiler`` (a compiler under a deadline), ``errors``.
+``store`` (staging, manifest, publication into the cache), ``compiler`` (a compiler under a deadline), ``errors``;
+``remote`` and ``ray_task`` (the same builds as Ray tasks on a cluster's CPU nodes, published into this cache).
 """

@@ -34,11 +34,13 @@ class BuilderError(RuntimeError):
 
 class Builder:
     """Builds for one backend, device and build root (see the module docstring). ``kinds``: the request kinds it
-    accepts (None: all; the action format's, pipeline/formats.builder_kinds); any other is refused unbuilt."""
+    accepts (None: all; the action format's, pipeline/formats.builder_kinds); any other is refused unbuilt.
+    ``build_env``: the build environment (backend.build_environment()) to use in place of the builder's own."""
 
     def __init__(self, backend: str, device: str, build_root: str, limits: Limits | None = None,
-                 workers: int = 1, kinds: tuple | None = None):
+                 workers: int = 1, kinds: tuple | None = None, build_env: dict | None = None):
         self.backend, self.device, self.build_root = backend, device, os.path.realpath(build_root)
+        self.build_env = build_env  # None: the backend's, read in the builder process (server._confine)
         self.kinds = None if kinds is None else tuple(kinds)
         self.limits = limits or Limits()
         self.workers = max(1, int(workers))
@@ -101,7 +103,7 @@ class Builder:
         config = {"backend": self.backend, "device": self.device, "build_root": self.build_root,
                   "scratch": self._scratch, "workers": self.workers, "env": scrubbed_environment(worker=True),
                   "isolate": l.isolation, "memory_bytes": l.memory_bytes, "file_bytes": l.file_bytes,
-                  "extra_read": list(l.extra_read_paths)}
+                  "extra_read": list(l.extra_read_paths), "build_env": self.build_env}
         ctx = context()
         conn, child = ctx.Pipe(duplex=True)
         proc = ctx.Process(target=server.main, args=(child, config), daemon=True, name="kbench-builder")

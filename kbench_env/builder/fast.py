@@ -24,12 +24,18 @@ def command_head(language: str, flag_list: list, arch: str | None) -> tuple[list
     return [nvcc, "-cubin", f"-arch={arch}", "-O3", *flag_list], nvcc
 
 
+def unit_of(req: dict) -> str:
+    """The unit a ``fast`` request (requests.normalise'd) is built as."""
+    head, tool = command_head(req["language"], req["flags"], req["arch"])
+    return requests.fast_unit(head, req["source"], tool)
+
+
 def build(req: dict, store: Store, timeout: float, max_bytes: int) -> dict:
     """Build a ``fast`` request (requests.normalise'd) in ``store``; returns the manifest with ``cached``."""
     language = req["language"]
     flags.check_fast(req["flags"], language)
-    head, tool = command_head(language, req["flags"], req["arch"])
-    unit = requests.fast_unit(head, req["source"], tool)
+    head, _ = command_head(language, req["flags"], req["arch"])
+    unit = unit_of(req)
     src, out = ("kernel.cpp", "kernel.so") if language == "cpp" else ("kernel.cu", "kernel.cubin")
 
     def make(directory):

@@ -25,10 +25,8 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 
-import torch
 
 from kbench_env.backends import get_backend
-from kbench_env.backends.extension import compiler_id
 from kbench_env.builder import fast, requests, torch_ext
 from kbench_env.builder.compiler import CompileError
 from kbench_env.builder.errors import BuildRefused, trim_compiler_output
@@ -59,8 +57,10 @@ def _confine(config: dict, conn) -> dict:
     os.environ.update({"HOME": scratch, "TMPDIR": scratch})
     if shutil.which("ninja") is None:  # torch's builds need it on PATH; the venv's bin may not be on it
         os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    # Before the confinement: the CUDA backend asks the GPU for its architecture.
-    config["build_env"] = get_backend(config["backend"]).build_environment()
+    # Before the confinement: the CUDA backend asks the GPU for its architecture (a remote builder, on a node
+    # without the GPU, is given the GPU host's: builder/remote.py).
+    if config.get("build_env") is None:
+        config["build_env"] = get_backend(config["backend"]).build_environment()
     os.environ.update(config["build_env"])
     if not config.get("isolate", True):
         return status
@@ -86,8 +86,7 @@ class _Server:
         self.store = Store(config["build_root"])
         # The builder's own directory (no worker writes it); made in the background, so cold builds do not wait.
         self.pch = BindingHeaders(os.path.join(config["scratch"], "pch"), background=True)
-        self.context = {"torch": torch.__version__, "cxx": compiler_id(), "backend": self.backend.name,
-                        "env": config.get("build_env", {})}
+        self.context = torch_ext.build_context(self.backend, config.get("build_env", {}))
 
     def build(self, header: dict) -> dict:
         req = requests.normalise(header.get("request"))

@@ -3,9 +3,11 @@ given a manifest (the artifact's name, module name and SHA-256) and renamed into
 step; a unit with a manifest whose artifact still has its digest is a hit. One build of a unit at a time, across
 threads and processes (an flock per unit), so a second request for a unit being built waits and finds it built.
 
-Only the builder writes here: workers see the cache read-only (sandbox/confine). GPU workers have no read-only view
-(confinement.LIMITATIONS): the digest check turns a library changed after its build into a rebuild rather than a
-load, though it cannot stop a change made between the check and the load.
+Only the builder writes here, and the trusted side when it publishes a build made by a remote builder
+(``publish_external``, builder/remote.py: the same staging, digest check and rename); workers see the cache
+read-only (sandbox/confine). GPU workers have no read-only view (confinement.LIMITATIONS): the digest check turns a
+library changed after its build into a rebuild rather than a load, though it cannot stop a change made between the
+check and the load.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from kbench_env.sandbox import buildcache
 
 MANIFEST = ".kbench-build.json"
 _UNIT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}$")
+_FILE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,99}$")  # a file of a published build: a plain name
+
+
+class ExternalBuildRefused(ValueError):
+    """A build made elsewhere that the store will not publish (publish_external says why)."""
 
 
 def sha256_file(path: str) -> str:
@@ -95,6 +102,46 @@ class Store:
                 manifest = {"unit": unit, "artifact": artifact, "module": module, "bytes": size,
                             "sha256": sha256_file(os.path.join(staging, artifact)),
                             "build_seconds": round(time.perf_counter() - t0, 3)}
+                with open(os.path.join(staging, MANIFEST), "w") as f:
+                    json.dump(manifest, f)
+                self._install(staging, unit)
+            finally:
+                if os.path.isdir(staging):
+                    shutil.rmtree(staging, ignore_errors=True)
+        return {**manifest, "path": os.path.join(self.path(unit), artifact)}, False
+
+    def publish_external(self, unit: str, files: dict, manifest: dict, max_bytes: int) -> tuple[dict, bool]:
+        """(manifest, cached): publish a build made elsewhere (a remote builder, builder/remote.py) through the same
+        staging, manifest and rename as a local build, so a later local request for ``unit`` finds it. ``files``:
+        {name: bytes}, the artifact among them. Refused with ExternalBuildRefused, nothing published, when the
+        manifest names another unit or artifact, the artifact's bytes do not have the manifest's SHA-256, or the
+        files are over ``max_bytes``."""
+        artifact = manifest.get("artifact") if isinstance(manifest, dict) else None
+        if not isinstance(artifact, str) or manifest.get("unit") != unit or artifact not in files:
+            raise ExternalBuildRefused(f"the remote build's manifest does not describe unit {unit!r} and its "
+                                       f"artifact (manifest: {str(manifest)[:200]})")
+        if any(not _FILE.match(name) for name in files) or MANIFEST in files:
+            raise ExternalBuildRefused(f"the remote build of {unit} holds a file kbench does not publish: "
+                                       f"{sorted(files)[:8]}")
+        size = sum(len(data) for data in files.values())
+        if size > max_bytes:
+            raise ExternalBuildRefused(f"the remote build of {unit} is {size / 2**20:.1f} MiB, over the "
+                                       f"{max_bytes / 2**20:.1f} MiB bound (Limits.build_bytes)")
+        digest = hashlib.sha256(files[artifact]).hexdigest()
+        if digest != manifest.get("sha256"):
+            raise ExternalBuildRefused(f"the remote build of {unit}: {artifact} has SHA-256 {digest}, not the "
+                                       f"manifest's {manifest.get('sha256')}; not published")
+        with self._locked(unit):
+            found = self.lookup(unit)
+            if found is not None:
+                return found, True
+            staging = tempfile.mkdtemp(prefix=".staging-", dir=self.root)
+            try:
+                for name, data in files.items():
+                    with open(os.path.join(staging, name), "wb") as f:
+                        f.write(data)
+                if sha256_file(os.path.join(staging, artifact)) != digest:
+                    raise ExternalBuildRefused(f"{unit}: {artifact} changed while it was written; not published")
                 with open(os.path.join(staging, MANIFEST), "w") as f:
                     json.dump(manifest, f)
                 self._install(staging, unit)

@@ -16,6 +16,9 @@ import inspect
 import os
 import time
 
+import torch
+
+from kbench_env.backends.extension import compiler_id
 from kbench_env.builder import flags, requests
 from kbench_env.builder import pch as pch_heads
 from kbench_env.builder.compiler import CompileError, run
@@ -118,6 +121,19 @@ def _plans(req: dict, backend, light_headers: bool) -> list:
     files = inline_files(name, cpp, cuda, functions, options)
     plans.append((sorted(files.items()), files, options))
     return plans
+
+
+def build_context(backend, build_env: dict) -> dict:
+    """What besides the request names a build (requests.extension_unit): torch's version, the compiler, the backend
+    and its build environment. The builder's own, and the trusted side's expectation of a remote builder's."""
+    return {"torch": torch.__version__, "cxx": compiler_id(), "backend": backend.name, "env": build_env}
+
+
+def plan_units(req: dict, backend, context: dict, light_headers: bool) -> list:
+    """The units ``build`` tries for ``req`` (requests.normalise'd), in order: a remote build must come back as one
+    of them (builder/remote.py)."""
+    return [requests.extension_unit(req["kind"], req["name"], key_sources, options, context)
+            for key_sources, _, options in _plans(req, backend, light_headers)]
 
 
 def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: int, light_headers: bool = True,

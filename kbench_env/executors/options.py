@@ -6,7 +6,8 @@ Both executors are built as ``make_executor(kind, device=..., workers=..., **eva
   only: a Ray actor's GPU is always its own "cuda"), or a list of these (local only).
 - ``workers``: evaluations in flight at once: the local executor's threads (default: the Evaluator's
   ``build_workers``), the Ray executor's actors (default: one per GPU of the cluster, else 1).
-- everything else goes to each ``Evaluator`` (``cache_dir``, ``timing``, ``reward``, ``rules``, ...).
+- everything else goes to each ``Evaluator`` (``cache_dir``, ``timing``, ``reward``, ``rules``, ``remote_builds``:
+  builds as Ray tasks on a cluster's CPU nodes, builder/remote.py, ...).
 
 The Ray executor also takes its cluster's options (``address``, ``cpus_per_actor``, ``max_concurrency``,
 ``retries``).

@@ -1,8 +1,8 @@
 """The Ray executor: one actor per GPU (or per CPU slot), each holding an Evaluator for its device, on an
 existing Ray cluster (``address="auto"``) or a local instance (``"local"`` or None). Builds use the actor's CPUs;
 results come back as EvalResult dicts and are rebuilt here, so callers see the same objects as with the local
-executor. ``kbench serve --ray-address`` builds this same executor (``connect`` is the one place an address is
-understood).
+executor. ``kbench serve --ray-address`` builds this same executor (``raycluster.connect`` is the one place an
+address is understood).
 
 An actor that dies (its worker process killed, its node gone) loses no evaluation: Ray restarts the actor
 (``max_restarts=-1``, on another node when its own is gone) and the evaluation is sent again to another live actor,
@@ -23,6 +23,7 @@ from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.rules import DEFAULT as DEFAULT_RULES, check_rules
+from kbench_env.raycluster import connect
 
 
 class _EvaluatorActor:
@@ -31,23 +32,6 @@ class _EvaluatorActor:
 
     def evaluate(self, task, action, seed):
         return self.evaluator.evaluate(task, action, seed).to_dict()
-
-
-def connect(address: str | None, num_cpus: int | None = None):
-    """Join the Ray cluster at ``address`` ("auto": the one running here; "ray://host:port" or "host:port"), or
-    start a local instance (``"local"`` or None; ``num_cpus`` at least). Returns the ``ray`` module."""
-    import ray
-
-    if ray.is_initialized():
-        return ray
-    local = address in (None, "", "local")
-    try:
-        ray.init(address=None if local else address, ignore_reinit_error=True, include_dashboard=False,
-                 log_to_driver=False, **({"num_cpus": num_cpus} if local and num_cpus else {}))
-    except ConnectionError as exc:
-        raise ConnectionError(f"no Ray cluster at address {address!r}: {exc} (start one with `ray start --head`, "
-                              f"or use 'local' to start an instance in this process)") from None
-    return ray
 
 
 def actor_device(device: str, cluster_gpus: int) -> Device:

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from kbench_env.backends import get_backend
-from kbench_env.builder.client import Builder
+from kbench_env.builder.remote import make_builder
 from kbench_env.cachedir import default_cache_dir
 from kbench_env.device import Device, resolve_device
 from kbench_env.devicelock import DeviceLock, gpu_lock_path
@@ -79,6 +79,7 @@ class Evaluator:
         reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
         format: the action format candidates are held to: "kernelbench", "fast" or "triton" (formats.py).
+        remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/remote.py).
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -86,7 +87,8 @@ class Evaluator:
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
                  roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
-                 rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT):
+                 rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT,
+                 remote_builds: str | None = None):
         self.rules, self.device = rules_mod.check_rules(rules), resolve_device(device)
         self.format, self.backend_name = formats.resolve(format, backend, self.device)
         self.backend = get_backend(self.backend_name)
@@ -98,8 +100,7 @@ class Evaluator:
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.build_root = str((self.cache_dir / "builds" / self.backend_name).resolve())
         os.makedirs(self.build_root, exist_ok=True)
-        self.input_sets = max(1, input_sets)
-        self.noise, self.check_calls = noise, check_calls
+        self.input_sets, self.noise, self.check_calls = max(1, input_sets), noise, check_calls
         self.timing, self.time_candidates = dict(timing or {}), time_candidates
         if compile_baseline is None and os.environ.get("KBENCH_COMPILE_BASELINE", "") in ("0", "1"):
             compile_baseline = os.environ["KBENCH_COMPILE_BASELINE"] == "1"  # a run-wide switch, e.g. smoke runs
@@ -108,15 +109,13 @@ class Evaluator:
             self.compile_baseline = True
         self.reverify_above, self.roofline = reverify_above, roofline
         self.build_workers = build_workers or max(1, os.cpu_count() or 1)
-        # Compiles every candidate's sources, in a process no candidate code runs in (kbench_env/builder); only the
-        self.builder = Builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers,
-                               formats.builder_kinds(self.format))  # kinds of build the action format allows
+        # Compiles the sources of the kinds of build the format allows, where no candidate code runs (builder/)
+        self.builder = make_builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers,
+                                    formats.builder_kinds(self.format), remote_builds)
         weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device: on a GPU across processes too (devicelock.py).
-        if Device.parse(self.device).is_cuda:
-            self._device_lock = DeviceLock(lambda: gpu_lock_path(self.cache_dir / "locks", self.device))
-        else:
-            self._device_lock = threading.Lock()
+        self._device_lock = (DeviceLock(lambda: gpu_lock_path(self.cache_dir / "locks", self.device))
+                             if Device.parse(self.device).is_cuda else threading.Lock())
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
                                    self.compile_baseline, self.noise, self.input_sets,
                                    resolve_root(reference_cache, self.device, self.cache_dir))
