@@ -10,18 +10,22 @@ are taken most-candidates first, alternating between levels; a task offers at mo
 
 Reports per pass: candidates per minute (batch wall clock), p50/p95 step latency (one candidate's evaluation,
 submission to result), device hold per candidate (check, reference timing, timing, plausibility: the phases that
-hold the device lock), build CPU-seconds (the builder process and the compilers it ran, from /proc/<pid>/stat,
-since the builder is a child of the fork server and not of this process; ``getrusage(RUSAGE_CHILDREN)`` of this
-process is reported beside it), and the results (correct, flagged, failed with the first error).
+hold the device lock), split into the correctness checks and the exclusive hold (reference timing, timing and
+plausibility; the trusted side's reading of timed outputs, ``timed_output_checks``, is inside ``timing``), build
+CPU-seconds (the builder process and the compilers it ran, from /proc/<pid>/stat, since the builder is a child of
+the fork server and not of this process; ``getrusage(RUSAGE_CHILDREN)`` of this process is reported beside it),
+and the results (correct, flagged, failed with the first error).
 
     python bench/rl_batch.py --device cpu --tasks 2 --per-task 2                  # small, as in CI
     python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --out bench/results/rl_batch_h100.md
+    python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --shared-checks  # checks share the GPU
     python bench/rl_batch.py --device cuda --gpus 2 --cross 4 --serve    # over 2 GPUs of the host; the same
                                          # candidates timed on each GPU; the batch once more through kbench serve
 
 With ``--gpus N`` the candidates go through the local executor (one Evaluator per GPU, each with its builder and
 its device lock, caches shared on disk), as a trainer's step would; per device it reports how many candidates ran
-there and its idle fraction (1 - the device hold of its candidates / the pass's wall clock).
+there and its idle fraction (1 - the device hold of its candidates / the pass's wall clock; under
+``--shared-checks``, where checks overlap, the time the device lock was held at all, from the lock).
 """
 
 from __future__ import annotations
@@ -43,8 +47,12 @@ sys.path.insert(0, str(ROOT))
 
 #: KernelBench-format CPU solutions (bench/data/kernelbench_cpu) that solve one of kbench's own tasks.
 KERNELBENCH_CPU = {"level1/relu": "19_ReLU.py", "level1/softmax_rows": "23_Softmax.py"}
-#: The phases of an evaluation that hold the device (evaluator._run_stages).
-DEVICE_PHASES = ("check", "reference_timing", "timing", "plausibility")
+#: The phases of an evaluation that hold the device (evaluator._run_stages): the correctness checks (shared with
+#: other candidates' checks under ``--shared-checks``) and the rest, which holds the device alone in either mode
+#: (``timed_output_checks`` is part of ``timing``'s wall time, so it is not added again).
+CHECK_PHASES = ("check",)
+EXCLUSIVE_PHASES = ("reference_timing", "timing", "plausibility")
+DEVICE_PHASES = CHECK_PHASES + EXCLUSIVE_PHASES
 
 
 def catalogue(backend: str) -> dict[str, list[tuple[str, str]]]:
@@ -145,9 +153,12 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
                 c.sample()
             task, cand, _ = items[i]
             hold = sum(r.phase_seconds.get(p, 0.0) for p in DEVICE_PHASES)
+            exclusive = sum(r.phase_seconds.get(p, 0.0) for p in EXCLUSIVE_PHASES)
             rows.append({"pass": label, "task": task, "candidate": cand, "device": r.device, "correct": r.correct,
                          "flags": r.integrity_flags, "error": r.error, "speedup": r.speedup,
-                         "step_s": r.eval_seconds, "device_hold_s": round(hold, 4), "phases": r.phase_seconds,
+                         "step_s": r.eval_seconds, "device_hold_s": round(hold, 4),
+                         "exclusive_hold_s": round(exclusive, 4), "check_s": round(hold - exclusive, 4),
+                         "phases": r.phase_seconds,
                          "configs": [[c.name, c.candidate_ms] for c in r.configs],
                          "done_s": round(time.perf_counter() - t0, 3)})
             print(f"  [{label} {len(rows)}/{len(items)}] {task} {cand} on {r.device}: "
@@ -157,17 +168,23 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         wall = time.perf_counter() - t0
         build_cpu = sum(c.stop() for c in cpus)
         ref_cache = ex.evaluators[0].baselines.disk_root is not None
+        # Under shared checks the holds overlap: the lock's own count of the time it was held at all is the figure.
+        locks = [ev._device_lock for ev in ex.evaluators]  # noqa: SLF001
+        held = {d: getattr(lock, "held_seconds", None) for d, lock in zip(devices, locks)}
     finally:
         ex.close()
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
     steps = [r["step_s"] for r in rows]
     per_device = {d: [r for r in rows if r["device"] == d] for d in devices}
-    idle = {d: round(1 - sum(r["device_hold_s"] for r in rs) / wall, 3) for d, rs in per_device.items()}
+    idle = {d: round(1 - (held.get(d) if held.get(d) is not None else sum(r["device_hold_s"] for r in rs)) / wall, 3)
+            for d, rs in per_device.items()}
     return {"pass": label, "devices": devices, "candidates": len(rows), "wall_s": round(wall, 2),
             "per_minute": round(60 * len(rows) / wall, 2), "step_p50_s": round(pct(steps, .5), 2),
             "step_p95_s": round(pct(steps, .95), 2),
             "device_hold_p50_s": round(statistics.median([r["device_hold_s"] for r in rows]), 3),
+            "exclusive_hold_p50_s": round(statistics.median([r["exclusive_hold_s"] for r in rows]), 3),
+            "check_p50_s": round(statistics.median([r["check_s"] for r in rows]), 3),
             "build_cpu_s": round(build_cpu, 2), "build_cpu_per_candidate_s": round(build_cpu / len(rows), 2),
             "children_cpu_s": round(child_cpu, 2), "correct": sum(r["correct"] for r in rows),
             "flagged": sum(bool(r["flags"]) for r in rows), "reference_cache": ref_cache,
@@ -210,7 +227,8 @@ def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, op
             "max_apart": max(apart) if apart else None}
 
 
-def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str) -> dict:
+def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str,
+               shared_checks: bool = False) -> dict:
     """The batch through ``kbench serve`` on localhost (its /batch endpoint, results streamed), the server on
     the same devices and caches: the serving layer's cost against the in-process warm pass."""
     import asyncio
@@ -222,6 +240,8 @@ def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timi
     token = "rl-batch-" + hashlib.sha256(os.urandom(16)).hexdigest()[:16]
     device = "cuda" if len(devices) > 1 else devices[0]
     env = dict(os.environ, KBENCH_TOKEN=token, KBENCH_CACHE=str(cache_dir))
+    if shared_checks:
+        env["KBENCH_SHARED_CHECKS"] = "1"
     cmd = [sys.executable, "-m", "kbench_apps", "serve", "--port", "0", "--device", device, "--suite", "all",
            "--timing", timing, "--queue", str(len(items)), "--per-client", str(len(items)),
            "--max-batch", str(len(items)), "--workers", str(len(items))]
@@ -262,6 +282,9 @@ def report(args, chosen: list, passes: list[dict]) -> str:
     figures = [("candidates per minute", "per_minute"), ("batch wall clock (s)", "wall_s"),
                ("step latency p50 (s)", "step_p50_s"), ("step latency p95 (s)", "step_p95_s"),
                ("device hold per candidate, median (s)", "device_hold_p50_s"),
+               ("exclusive device hold per candidate (reference timing, timing, plausibility), median (s)",
+                "exclusive_hold_p50_s"),
+               ("correctness checks per candidate, median (s)", "check_p50_s"),
                ("build CPU-seconds, builder and compilers", "build_cpu_s"),
                ("build CPU-seconds per candidate", "build_cpu_per_candidate_s"),
                ("CPU-seconds of reaped children (getrusage)", "children_cpu_s"),
@@ -271,7 +294,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
         lines.append(f"| {name} | " + " | ".join(str(p.get(key, "-")) for p in passes) + " |")
     lines += ["", f"Command: `python bench/rl_batch.py --device {args.device} --gpus {args.gpus} --tasks {args.tasks} "
                   f"--per-task {args.per_task} --timing {args.timing} --reference-cache {args.reference_cache}"
-                  f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}`"]
+                  f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
+                  f"{' --shared-checks' if args.shared_checks else ''}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -295,6 +319,8 @@ def main(argv=None) -> int:
                     "report how far apart the devices' times are")
     ap.add_argument("--serve", action="store_true", help="then run the batch once more through `kbench serve` on "
                     "localhost (warm caches) and compare its wall clock with the in-process warm pass")
+    ap.add_argument("--shared-checks", action="store_true", help="the Evaluator's shared_checks: correctness "
+                    "checks share the device, timing holds it alone (default: the Evaluator's, off)")
     ap.add_argument("--out", default=None, help="Markdown report; the rows go beside it as .jsonl")
     args = ap.parse_args(argv)
     backend = args.backend or ("cpu" if args.device == "cpu" else "cuda")
@@ -309,11 +335,13 @@ def main(argv=None) -> int:
         options["timing"] = TIMING_PRESETS[args.timing]
     if args.reference_cache != "default":
         options["reference_cache"] = args.reference_cache == "on"
+    if args.shared_checks:
+        options["shared_checks"] = True
     devices = devices_for(args.device, args.gpus)
     passes = [run_pass(p, items, devices, cache, args.seed, options) for p in args.passes.split(",") if p]
     extra = []
     if args.serve:
-        served = serve_pass(items, devices, cache, args.seed, args.timing)
+        served = serve_pass(items, devices, cache, args.seed, args.timing, args.shared_checks)
         warm = next((p for p in passes if p["pass"] == "warm"), passes[-1])
         passes.append(served)
         extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): {served['wall_s']} s "

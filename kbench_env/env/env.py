@@ -159,6 +159,8 @@ class KBenchEnv(gym.Env):
     |                    |                 |             | `KBENCH_SPARE_WORKER=0`                                    |
     | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
     |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
+    | `shared_checks`    | bool, None      | `None` (off)| Correctness checks share the device (timing stays alone on |
+    |                    |                 |             | it); on with True or `KBENCH_SHARED_CHECKS=1`              |
 
     `device`, `backend`, `reward`, `rules`, `format` and the options from `baseline` down are the Evaluator's
     (they reach it through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`,

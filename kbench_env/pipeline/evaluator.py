@@ -10,7 +10,8 @@ worker, ``blocks``; on a GPU by the worker's device events bounded by this proce
 ``gpu_blocks``) -> plausibility (roofline
 floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI) calls
 this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does: every
-failure is a result.
+failure is a result. The stages that run candidate code on the device hold its lock as pipeline/device_hold.py
+says (timing always alone on it).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import hashlib
 import os
 import random
 import secrets
-import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -30,20 +30,17 @@ from kbench_env.backends import get_backend
 from kbench_env.builder.remote import make_builder
 from kbench_env.cachedir import default_cache_dir
 from kbench_env.device import Device, resolve_device
-from kbench_env.devicelock import DeviceLock, gpu_lock_path
 from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
-from kbench_env.pipeline.check import check
-from kbench_env.pipeline.plausibility import plausibility
+from kbench_env.pipeline.device_hold import device_stages, make_device_lock
 from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.threads import trusted_threads
-from kbench_env.pipeline.timing import time_stage
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
@@ -80,6 +77,12 @@ class Evaluator:
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
         format: the action format candidates are held to: "kernelbench", "fast" or "triton" (formats.py).
         remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/remote.py).
+        shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at
+            once per process) instead of holding it one at a time; timing, reference timing and plausibility still
+            have it to themselves, excluding every other holder in this and other processes. It trades device
+            memory (several candidates' checks, and checked candidates waiting for their timing, at once) and
+            CPU contention on the CPU device for less time waiting on the device. Off by default; on with True
+            or KBENCH_SHARED_CHECKS=1.
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -88,7 +91,7 @@ class Evaluator:
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
                  roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
                  rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT,
-                 remote_builds: str | None = None):
+                 remote_builds: str | None = None, shared_checks: bool | None = None):
         self.rules, self.device = rules_mod.check_rules(rules), resolve_device(device)
         self.format, self.backend_name = formats.resolve(format, backend, self.device)
         self.backend = get_backend(self.backend_name)
@@ -113,9 +116,13 @@ class Evaluator:
         self.builder = make_builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers,
                                     formats.builder_kinds(self.format), remote_builds)
         weakref.finalize(self, self.builder.close)
-        # Run and time one candidate at a time on this device: on a GPU across processes too (devicelock.py).
-        self._device_lock = (DeviceLock(lambda: gpu_lock_path(self.cache_dir / "locks", self.device))
-                             if Device.parse(self.device).is_cuda else threading.Lock())
+        # Run and time one candidate at a time on this device (on a GPU across processes too), or with
+        # shared_checks let checks share it while timing has it alone (device_hold.py).
+        if shared_checks is None:
+            shared_checks = os.environ.get("KBENCH_SHARED_CHECKS", "0") == "1"
+        self.shared_checks = bool(shared_checks)
+        self._device_lock, self._device_slots = make_device_lock(self.device, self.cache_dir / "locks",
+                                                                 self.shared_checks)
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
                                    self.compile_baseline, self.noise, self.input_sets,
                                    resolve_root(reference_cache, self.device, self.cache_dir))
@@ -230,20 +237,7 @@ class Evaluator:
             build(worker, result, self.limits.build_timeout)  # concurrent with other candidates' builds and runs
         if not result.compiled:
             return
-        with phase(result, "device_wait"):
-            self._device_lock.acquire()
-        try:
-            with self._trusted_threads():
-                with phase(result, "check"):
-                    prepared = check(self, task, configs, seed, worker, result)
-                if not result.correct or not self.time_candidates:
-                    return
-                time_stage(self, task, configs, prepared, seed, worker, result)
-                if result.stage == "timed" and not result.integrity_flags:
-                    with phase(result, "plausibility"):
-                        plausibility(self, task, configs, prepared, seed, worker, result)
-        finally:
-            self._device_lock.release()
+        device_stages(self, task, configs, seed, worker, result)
 
     def _trusted_threads(self):
         """torch's thread count in this process while the evaluation holds the device (threads.trusted_threads)."""

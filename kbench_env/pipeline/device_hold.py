@@ -1,0 +1,85 @@
+"""How an evaluation holds its device for the stages that run candidate code on it (check, timing,
+plausibility), and the lock it holds: by default one candidate at a time from its checks to the end of its timing;
+with the Evaluator's ``shared_checks``, the checks shared with other candidates' checks and the timing and
+plausibility alone (kbench_env/shared_devicelock.py). Either way no timing overlaps other work on the device that
+goes through the lock, in this process or another.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from kbench_env.device import Device
+from kbench_env.devicelock import DeviceLock, gpu_lock_path
+from kbench_env.pipeline.check import check
+from kbench_env.pipeline.plausibility import plausibility
+from kbench_env.pipeline.result import EvalResult, phase
+from kbench_env.pipeline.timing import time_stage
+from kbench_env.shared_devicelock import SharedDeviceLock
+from kbench_env.tasks.task import Config, Task
+
+
+def make_device_lock(device: str, lock_dir, shared_checks: bool):
+    """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across processes too (devicelock.py), on
+    the CPU this process's. ``slots`` (shared_checks only, else None) bounds the candidates between the start of
+    their checks and the end of their timing, so that what they keep on the device while waiting for the timing
+    (inputs, reference modules, the worker's state) is bounded as well as the checks running at once."""
+    path = (lambda: gpu_lock_path(lock_dir, device)) if Device.parse(device).is_cuda else None
+    if not shared_checks:
+        return (DeviceLock(path) if path else threading.Lock()), None
+    lock = SharedDeviceLock(path)
+    return lock, threading.BoundedSemaphore(lock.max_shared + 1)
+
+
+def device_stages(ev, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
+    """Check, then (if correct and timed) time and judge plausibility, holding ``ev``'s device lock as its mode
+    says; torch's thread count in this process lowered while holding it (``ev._trusted_threads``)."""
+    if ev.shared_checks:
+        _shared_checks_then_timing(ev, task, configs, seed, worker, result)
+        return
+    with phase(result, "device_wait"):
+        ev._device_lock.acquire()
+    try:
+        with ev._trusted_threads():
+            with phase(result, "check"):
+                prepared = check(ev, task, configs, seed, worker, result)
+            if not result.correct or not ev.time_candidates:
+                return
+            _timed_stages(ev, task, configs, prepared, seed, worker, result)
+    finally:
+        ev._device_lock.release()
+
+
+def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
+    """The checks hold the device shared (waiting in phase ``check_wait``), then timing and plausibility hold it
+    exclusive (waiting in ``device_wait``)."""
+    lock = ev._device_lock
+    with phase(result, "check_wait"):
+        ev._device_slots.acquire()
+        lock.acquire(shared=True)
+    try:
+        try:
+            with ev._trusted_threads(), phase(result, "check"):
+                prepared = check(ev, task, configs, seed, worker, result)
+        finally:
+            lock.release()
+        if not result.correct or not ev.time_candidates:
+            return
+        with phase(result, "device_wait"):
+            lock.acquire()
+        try:
+            with ev._trusted_threads():
+                _timed_stages(ev, task, configs, prepared, seed, worker, result)
+        finally:
+            lock.release()
+    finally:
+        ev._device_slots.release()
+
+
+def _timed_stages(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker,
+                  result: EvalResult) -> None:
+    """Timing (the reference's too) and plausibility, while the evaluation holds the device alone."""
+    time_stage(ev, task, configs, prepared, seed, worker, result)
+    if result.stage == "timed" and not result.integrity_flags:
+        with phase(result, "plausibility"):
+            plausibility(ev, task, configs, prepared, seed, worker, result)

@@ -1,0 +1,127 @@
+"""A device lock with shared and exclusive holders (the Evaluator's ``shared_checks`` option): correctness runs
+may share the device with each other, timing has it to itself.
+
+Shared holders (candidates' correctness checks) overlap each other, at most ``max_shared`` at once in a process,
+which bounds the device memory they take together; an exclusive holder (timing, reference timing,
+plausibility) overlaps nobody, in this process (threads) and in others on the same lock file (``flock``).
+
+``flock`` on one open file converts its lock rather than stacking it, so the threads of this process agree among
+themselves first and the file lock follows: the first shared holder takes ``LOCK_SH`` and the last one out drops
+it; an exclusive holder waits for this process's shared holders to leave, then takes ``LOCK_EX``. In this process
+a waiting exclusive holder stops new shared ones (writer preference), so timing is not starved by a stream of
+checks; between processes the order is the kernel's, which gives no such preference.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import threading
+import time
+
+from kbench_env.devicelock import DeviceLock
+
+#: Shared holders at once per process, by default: the correctness runs that may be on the device together.
+SHARED_CAP = 4
+
+
+class SharedDeviceLock(DeviceLock):
+    """``acquire(shared=True)`` for a shared hold, ``acquire()`` (or ``with lock:``) for an exclusive one;
+    ``release()`` ends whichever this holder has.
+
+    ``path`` is the lock file or a callable returning it, as for DeviceLock; None keeps the lock to this process's
+    threads (the CPU device), with the same semantics. ``held_seconds`` is the time this process held the lock at
+    all (shared or exclusive; overlapping holds count once).
+    """
+
+    def __init__(self, path=None, max_shared: int = SHARED_CAP):
+        super().__init__(path)
+        if max_shared < 1:
+            raise ValueError(f"SharedDeviceLock: max_shared must be at least 1, not {max_shared}")
+        self._failed = path is None  # no lock file: this process's threads only
+        self.max_shared = max_shared
+        self._cond = threading.Condition()
+        self._shared = 0  # this process's shared holders
+        self._exclusive = False  # this process's exclusive holder (also while it waits for the file lock)
+        self._writers_waiting = 0
+        self._file_busy = False  # the first shared holder is taking LOCK_SH: the others wait for it
+        self._held_since: float | None = None
+        self.held_seconds = 0.0
+
+    def acquire(self, blocking: bool = True, shared: bool = False) -> bool:
+        return self._acquire_shared(blocking) if shared else self._acquire_exclusive(blocking)
+
+    def release(self) -> None:
+        with self._cond:
+            if self._exclusive:
+                self._exclusive = False
+            elif self._shared:
+                self._shared -= 1
+            else:
+                raise RuntimeError("SharedDeviceLock.release: the lock is not held")
+            if not (self._exclusive or self._shared):
+                self._unlock_file()
+                self.held_seconds += time.monotonic() - self._held_since
+                self._held_since = None
+            self._cond.notify_all()
+
+    def _acquire_exclusive(self, blocking: bool) -> bool:
+        with self._cond:
+            self._writers_waiting += 1
+            try:
+                if not self._wait(lambda: not (self._exclusive or self._shared or self._file_busy), blocking):
+                    return False
+            finally:
+                self._writers_waiting -= 1
+                self._cond.notify_all()  # shared holders held back by this waiter look again
+            self._exclusive = True
+        if self._lock_file(fcntl.LOCK_EX, blocking):
+            self._held_since = time.monotonic()  # no other holder can touch it now
+            return True
+        with self._cond:
+            self._exclusive = False
+            self._cond.notify_all()
+        return False
+
+    def _acquire_shared(self, blocking: bool) -> bool:
+        def may_enter():
+            return not (self._exclusive or self._writers_waiting or self._file_busy) and self._shared < self.max_shared
+
+        with self._cond:
+            if not self._wait(may_enter, blocking):
+                return False
+            if self._shared:  # the process holds LOCK_SH already
+                self._shared += 1
+                return True
+            self._file_busy = True
+        ok = self._lock_file(fcntl.LOCK_SH, blocking)  # outside the condition: another process may hold LOCK_EX
+        with self._cond:
+            self._file_busy = False
+            if ok:
+                self._shared, self._held_since = 1, time.monotonic()
+            self._cond.notify_all()
+        return ok
+
+    def _wait(self, predicate, blocking: bool) -> bool:
+        if blocking:
+            self._cond.wait_for(predicate)
+            return True
+        return predicate()
+
+    def _lock_file(self, op: int, blocking: bool) -> bool:
+        fd = self._open()
+        if fd is None:
+            return True
+        try:
+            fcntl.flock(fd, op if blocking else op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:  # the file lock failed: this process's lock still holds
+            self._failed = True
+        return True
+
+    def _unlock_file(self) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
