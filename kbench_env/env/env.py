@@ -159,6 +159,8 @@ class KBenchEnv(gym.Env):
     |                    |                 |             | `KBENCH_SPARE_WORKER=0`                                    |
     | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
     |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
+    | `remote_builds`    | str, None       | `None`      | "ray" or "ray:<address>": builds as Ray tasks on a         |
+    |                    |                 |             | cluster's CPU nodes (builder/remote.py)                    |
     | `shared_checks`    | bool, None      | `None` (off)| Correctness checks share the device (timing stays alone on |
     |                    |                 |             | it); on with True or `KBENCH_SHARED_CHECKS=1`              |
 
