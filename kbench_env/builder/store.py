@@ -87,8 +87,7 @@ class Store:
             found = self.lookup(unit)
             if found is not None:
                 return found, True
-            staging = tempfile.mkdtemp(prefix=".staging-", dir=self.root)
-            try:
+            with self._staging() as staging:
                 t0 = time.perf_counter()
                 try:
                     artifact, module = make(staging)
@@ -102,12 +101,7 @@ class Store:
                 manifest = {"unit": unit, "artifact": artifact, "module": module, "bytes": size,
                             "sha256": sha256_file(os.path.join(staging, artifact)),
                             "build_seconds": round(time.perf_counter() - t0, 3)}
-                with open(os.path.join(staging, MANIFEST), "w") as f:
-                    json.dump(manifest, f)
-                self._install(staging, unit)
-            finally:
-                if os.path.isdir(staging):
-                    shutil.rmtree(staging, ignore_errors=True)
+                self._install(staging, unit, manifest)
         return {**manifest, "path": os.path.join(self.path(unit), artifact)}, False
 
     def publish_external(self, unit: str, files: dict, manifest: dict, max_bytes: int) -> tuple[dict, bool]:
@@ -135,23 +129,30 @@ class Store:
             found = self.lookup(unit)
             if found is not None:
                 return found, True
-            staging = tempfile.mkdtemp(prefix=".staging-", dir=self.root)
-            try:
+            with self._staging() as staging:
                 for name, data in files.items():
                     with open(os.path.join(staging, name), "wb") as f:
                         f.write(data)
                 if sha256_file(os.path.join(staging, artifact)) != digest:
                     raise ExternalBuildRefused(f"{unit}: {artifact} changed while it was written; not published")
-                with open(os.path.join(staging, MANIFEST), "w") as f:
-                    json.dump(manifest, f)
-                self._install(staging, unit)
-            finally:
-                if os.path.isdir(staging):
-                    shutil.rmtree(staging, ignore_errors=True)
+                self._install(staging, unit, manifest)
         return {**manifest, "path": os.path.join(self.path(unit), artifact)}, False
 
-    def _install(self, staging: str, unit: str) -> None:
-        """Rename the finished build into place, setting aside what is there (a build whose artifact changed)."""
+    @contextlib.contextmanager
+    def _staging(self):
+        """A staging directory in the root (the same file system, so the install is one rename), removed after."""
+        staging = tempfile.mkdtemp(prefix=".staging-", dir=self.root)
+        try:
+            yield staging
+        finally:
+            if os.path.isdir(staging):
+                shutil.rmtree(staging, ignore_errors=True)
+
+    def _install(self, staging: str, unit: str, manifest: dict) -> None:
+        """Write the manifest and rename the finished build into place, setting aside what is there (a build whose
+        artifact changed)."""
+        with open(os.path.join(staging, MANIFEST), "w") as f:
+            json.dump(manifest, f)
         dest = self.path(unit)
         os.chmod(staging, 0o755)
         if os.path.lexists(dest):
