@@ -139,22 +139,28 @@ def test_batch_streams_every_result(server):
     assert not lines[2]["result"]["correct"] and lines[2]["result"]["compiled"] is not None
 
 
-def test_bounded_load_loses_no_request(server):
-    before = _metric(server.url, "kbench_evaluations_total")
+def _clients(url: str, actions: list, seeds) -> dict:
+    """One remote episode per seed, each in its own thread stepping through ``actions``: {seed: rewards}."""
     results: dict = {}
-    actions = [RELU, "garbage", candidates.RAISES_IN_FORWARD, RELU, "class ModelNew: pass"]
 
-    def client(n: int):
-        env = RemoteKBenchEnv(server.url, TOKEN, task="level1/relu", max_turns=len(actions))
-        env.reset(seed=n)
-        results[n] = [env.step(a)[1] for a in actions]
+    def client(seed: int):
+        env = RemoteKBenchEnv(url, TOKEN, task="level1/relu", max_turns=len(actions))
+        env.reset(seed=seed)
+        results[seed] = [env.step(a)[1] for a in actions]
         env.close()
 
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(4)]
+    threads = [threading.Thread(target=client, args=(seed,)) for seed in seeds]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(600)
+        t.join(1200)
+    return results
+
+
+def test_bounded_load_loses_no_request(server):
+    before = _metric(server.url, "kbench_evaluations_total")
+    actions = [RELU, "garbage", candidates.RAISES_IN_FORWARD, RELU, "class ModelNew: pass"]
+    results = _clients(server.url, actions, range(4))
     assert sorted(results) == [0, 1, 2, 3]
     for rewards in results.values():
         assert rewards[0] > 0 and rewards[3] > 0  # the honest ones pay
@@ -181,20 +187,8 @@ def test_eight_clients_by_fifty_mixed_actions_lose_nothing_and_leak_no_worker(se
     before_procs = server.descendants()
     assert before_procs  # (the list of processes under the server is read at all)
     before = _metric(server.url, "kbench_evaluations_total")
-    results: dict = {}
-
-    def client(n: int):
-        env = RemoteKBenchEnv(server.url, TOKEN, task="level1/relu", max_turns=len(actions))
-        env.reset(seed=100 + n)
-        results[n] = [env.step(a)[1] for a in actions]
-        env.close()
-
-    threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(1200)
-    assert sorted(results) == list(range(8)) and all(len(r) == 50 for r in results.values())
+    results = _clients(server.url, actions, range(100, 108))
+    assert sorted(results) == list(range(100, 108)) and all(len(r) == 50 for r in results.values())
     for rewards in results.values():
         for k, reward in enumerate(rewards):
             assert (reward > 0) == (k % len(cycle) == 0), (k, reward)
