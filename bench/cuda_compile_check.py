@@ -72,7 +72,7 @@ def check_parameters(path: Path, mod) -> str | None:
 
     from kbench_env.tasks.suite import resolve_task
 
-    task_path = ROOT / "tasks" / path.parent.name / path.name
+    task_path = ROOT / "tasks" / path.parent.name / (path.stem.split("__")[0] + ".py")  # <task>__<variant>.py
     if not task_path.is_file():
         return f"no task file {task_path.relative_to(ROOT)} for this solution"
     task = resolve_task(str(task_path))
