@@ -25,6 +25,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 NVCC_FLAGS = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
               "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"]
+#: Running a module (load_inline swapped for a recorder) and seeding torch's global RNG to build ModelNew and Model
+#: are process-wide: checks running in parallel threads (-j) take turns for that part; only nvcc runs in parallel.
+_MODULE_LOCK = threading.Lock()
 IMPLICIT_CUDA_HEADERS = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"]
 
 
@@ -151,14 +155,15 @@ def _declared(cpp: str, fn: str) -> bool:
 def check_one(path: Path, arch: str, std: str, workdir: Path) -> tuple[bool, str, float]:
     t0 = time.perf_counter()
     mods: list = []
-    try:
-        calls = extract(path, mods)
-    except Exception as exc:  # noqa: BLE001
-        return False, f"module failed to run: {type(exc).__name__}: {exc}", 0.0
-    try:
-        problem = check_parameters(path, mods[0])
-    except Exception as exc:  # noqa: BLE001
-        problem = f"ModelNew could not be constructed next to Model: {type(exc).__name__}: {exc}"
+    with _MODULE_LOCK:
+        try:
+            calls = extract(path, mods)
+        except Exception as exc:  # noqa: BLE001
+            return False, f"module failed to run: {type(exc).__name__}: {exc}", 0.0
+        try:
+            problem = check_parameters(path, mods[0])
+        except Exception as exc:  # noqa: BLE001
+            problem = f"ModelNew could not be constructed next to Model: {type(exc).__name__}: {exc}"
     if problem:
         return False, f"parameters: {problem}", 0.0
     calls = [c for c in calls if c.get("cuda_sources")]
