@@ -4,9 +4,13 @@ constants), evaluated by the Evaluator with its default settings (integrity chec
 folder: cold (empty build and reference caches) then warm (the same batch again, caches filled).
 
 Candidates come from the repository: each task's shipped solution (tasks/solutions/<backend>/), its honest
-variants (tests/data/honest_variants/<backend>/, written differently: other loop orders, summations, blockings)
-and, on the CPU, the KernelBench-format solutions of bench/data/kernelbench_cpu for the tasks they solve. Tasks
-are taken most-candidates first, alternating between levels; a task offers at most the candidates it has.
+variants (tests/data/honest_variants/<backend>/, written differently: other loop orders, summations, blockings),
+the batch's own candidates (bench/data/rl_batch/<backend>/<level>/<task>__<variant>.py: for CUDA, 7 more
+KernelBench-format kernels for each of 8 tasks over three levels, as different samples of a policy would be:
+other launch shapes, vector widths, reductions, passes, fused or unfused epilogues, a naive one) and, on the
+CPU, the KernelBench-format solutions of bench/data/kernelbench_cpu for the tasks they solve. Identical sources
+count once. Tasks are taken most-candidates first, alternating between levels; a task offers at most the
+candidates it has.
 
 Reports per pass: candidates per minute (batch wall clock), p50/p95 step latency (one candidate's evaluation,
 submission to result), device hold per candidate (check, reference timing, timing, plausibility: the phases that
@@ -56,12 +60,13 @@ DEVICE_PHASES = CHECK_PHASES + EXCLUSIVE_PHASES
 
 
 def catalogue(backend: str) -> dict[str, list[tuple[str, str]]]:
-    """Task name -> [(label, source)], distinct sources only, for every task with a shipped solution."""
+    """Task name -> [(label, source)], distinct sources only, for every task with a shipped solution: the solution,
+    then its honest variants, then the batch's own candidates (bench/data/rl_batch)."""
     out: dict = {}
     for sol in sorted((ROOT / "tasks/solutions" / backend).glob("*/*.py")):
         name = f"{sol.parent.name}/{sol.stem}"
-        files = [sol] + sorted((ROOT / "tests/data/honest_variants" / backend / sol.parent.name).glob(
-            f"{sol.stem}__*.py"))
+        files = [sol] + [f for folder in ("tests/data/honest_variants", "bench/data/rl_batch")
+                         for f in sorted((ROOT / folder / backend / sol.parent.name).glob(f"{sol.stem}__*.py"))]
         if backend == "cpu" and name in KERNELBENCH_CPU:
             files.append(ROOT / "bench/data/kernelbench_cpu" / KERNELBENCH_CPU[name])
         seen, cands = set(), []

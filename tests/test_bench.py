@@ -49,3 +49,62 @@ def test_rl_batch_benchmark_small(tmp_path):
     served = summary["warm, served"]  # the same batch through kbench serve's /batch, same caches
     assert served["candidates"] == 2 and served["correct"] == 2
     assert "Through HTTP (`kbench serve`" in text
+
+
+def test_rl_batch_cuda_catalogue_offers_eight_distinct_kernels_for_eight_tasks():
+    """The CUDA batch (issue #22's 8 tasks x 8 distinct kernels) is there to draw: at least 8 tasks from at least 2
+    levels offer at least 8 distinct KernelBench-format candidates each (shipped solution, honest variants and
+    bench/data/rl_batch/cuda together)."""
+    from bench.rl_batch import catalogue, pick
+
+    cat = catalogue("cuda")
+    full = sorted(t for t, cands in cat.items() if len(cands) >= 8)
+    assert len(full) >= 8, {t: len(c) for t, c in cat.items()}
+    assert len({t.split("/")[0] for t in full}) >= 2, full
+    for t in full:
+        assert len({src for _, src in cat[t]}) == len(cat[t])  # distinct sources only
+    batch = pick(cat, 8, 8)
+    assert [len(c) for _, c in batch] == [8] * 8 and len({t.split("/")[0] for t, _ in batch}) >= 2
+
+
+def test_rl_batch_cuda_candidates_are_wellformed():
+    """Every file under bench/data/rl_batch/cuda is <level>/<task>__<variant>.py for a task with a shipped CUDA
+    solution (so catalogue() draws it), parses, defines ModelNew and builds its kernels through load_inline with
+    CUDA sources and a docstring saying what it is. Nothing is built here (bench/cuda_compile_check.py does that)."""
+    import ast
+
+    files = sorted((ROOT / "bench/data/rl_batch/cuda").glob("*/*.py"))
+    assert files
+    for f in files:
+        rel = f.relative_to(ROOT)
+        task, sep, variant = f.stem.partition("__")
+        assert sep and variant, f"{rel}: expected <task>__<variant>.py"
+        assert (ROOT / "tasks" / f.parent.name / f"{task}.py").is_file(), f"{rel}: no task {f.parent.name}/{task}"
+        assert (ROOT / "tasks/solutions/cuda" / f.parent.name / f"{task}.py").is_file(), f"{rel}: no shipped solution"
+        tree = ast.parse(f.read_text(), str(f))
+        assert ast.get_docstring(tree), f"{rel}: no docstring"
+        assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body), f"{rel}: no ModelNew"
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "load_inline"]
+        assert calls and all({"cuda_sources", "functions"} <= {k.arg for k in c.keywords} for c in calls), rel
+
+
+def test_cuda_compile_check_matches_a_variant_file_to_its_task():
+    """bench/cuda_compile_check.py compares a <task>__<variant>.py candidate's parameters with <task>'s Model (the
+    module is run with load_inline recorded, nothing built): the same parameters pass, a different creation fails."""
+    from bench.cuda_compile_check import check_parameters, extract
+
+    path = ROOT / "bench/data/rl_batch/cuda/robust/layernorm_forward__welford_block.py"
+    mods: list = []
+    calls = extract(path, mods)
+    assert calls and calls[0]["cuda_sources"] and check_parameters(path, mods[0]) is None
+    torch = pytest.importorskip("torch")
+
+    class Swapped(torch.nn.Module):  # bias created before weight: other seeded values
+        def __init__(self, hidden, eps=1e-5):
+            super().__init__()
+            bias = torch.nn.Parameter(0.5 * torch.randn(hidden))
+            self.weight = torch.nn.Parameter(1.0 + 0.5 * torch.randn(hidden))
+            self.bias = bias
+
+    mods[0].ModelNew = Swapped
+    assert "different initial values" in (check_parameters(path, mods[0]) or "")

@@ -1,0 +1,71 @@
+"""LayerNorm candidate (CUDA): naive but correct: one thread per row, the statistics accumulated in double in three
+serial sweeps of the row (slow, uncoalesced); block=64."""
+
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+constexpr int THREADS = 64;
+
+template <typename T>
+__global__ void ln_naive(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                         int64_t rows, int64_t H, double eps) {
+    const int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const T* xr = x + r * H;
+    T* yr = y + r * H;
+    double s = 0.0;
+    for (int64_t i = 0; i < H; ++i) s += static_cast<double>(static_cast<float>(xr[i]));
+    const double mean = s / (double)H;
+    double q = 0.0;
+    for (int64_t i = 0; i < H; ++i) { const double d = static_cast<float>(xr[i]) - mean; q += d * d; }
+    const double rstd = 1.0 / sqrt(q / (double)H + eps);
+    for (int64_t i = 0; i < H; ++i)
+        yr[i] = static_cast<T>(static_cast<float>((static_cast<float>(xr[i]) - mean) * rstd * static_cast<float>(w[i]) +
+                                                  static_cast<float>(b[i])));
+}
+
+torch::Tensor layernorm_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, double eps) {
+    TORCH_CHECK(x.is_cuda() && w.is_cuda() && b.is_cuda(), "layernorm_forward: CUDA tensors expected");
+    TORCH_CHECK(x.dim() >= 1 && w.numel() == x.size(-1) && b.numel() == x.size(-1),
+                "layernorm_forward: weight and bias must match the last dimension");
+    const at::cuda::OptionalCUDAGuard guard(x.device());
+    auto xc = x.contiguous();
+    auto wc = w.contiguous().to(x.scalar_type()), bc = b.contiguous().to(x.scalar_type());
+    auto y = torch::empty_like(xc);
+    const int64_t H = xc.size(-1), rows = H ? xc.numel() / H : 0;
+    if (rows == 0 || H == 0) return y;
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, xc.scalar_type(), "ln", [&] {
+        const scalar_t* xp = xc.data_ptr<scalar_t>();
+        const scalar_t* wp = wc.data_ptr<scalar_t>();
+        const scalar_t* bp = bc.data_ptr<scalar_t>();
+        scalar_t* yp = y.data_ptr<scalar_t>();
+        (void)sms;
+        ln_naive<scalar_t><<<(unsigned)((rows + THREADS - 1) / THREADS), THREADS, 0, stream>>>(xp, wp, bp, yp, rows, H, eps);
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+}
+"""
+
+cpp_source = "torch::Tensor layernorm_forward(torch::Tensor x, torch::Tensor w, torch::Tensor b, double eps);"
+
+ext = load_inline(name="kbr_layernorm_forward_thread_per_row_double", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                  functions=["layernorm_forward"], extra_cuda_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(1.0 + 0.5 * torch.randn(hidden))
+        self.bias = nn.Parameter(0.5 * torch.randn(hidden))
+
+    def forward(self, x):
+        return ext.layernorm_forward(x, self.weight, self.bias, self.eps)
