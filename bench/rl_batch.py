@@ -204,7 +204,6 @@ def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, op
     from kbench_env.tasks.suite import resolve_task
 
     chosen = items[:k]
-    times: dict = {}
     exs = [LocalExecutor(device=[d], cache_dir=cache_dir, **options) for d in devices]
     try:
         from concurrent.futures import ThreadPoolExecutor
@@ -224,7 +223,6 @@ def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, op
             if all(m for m in ms):
                 rows.append({"task": t, "candidate": cand, "config": cfg.name, "ms": ms,
                              "apart": max(ms) / min(ms) - 1})
-                times[(t, cand, cfg.name)] = ms
     apart = [r["apart"] for r in rows]
     print(f"  cross-device: {len(rows)} timings, apart median {statistics.median(apart):.2%}, "
           f"max {max(apart):.2%}" if rows else "  cross-device: nothing timed", flush=True)
@@ -235,35 +233,21 @@ def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, op
 def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str,
                shared_checks: bool = False) -> dict:
     """The batch through ``kbench serve`` on localhost (its /batch endpoint, results streamed), the server on
-    the same devices and caches: the serving layer's cost against the in-process warm pass."""
+    the same devices and caches, with a spare worker as in-process: the serving layer's cost against the
+    in-process warm pass."""
     import asyncio
-    import re
-    import subprocess
 
     from kbench_env.serving.aclient import AsyncKBenchClient
+    from tests.serving_server import TOKEN, ServerProcess
 
-    token = "rl-batch-" + hashlib.sha256(os.urandom(16)).hexdigest()[:16]
-    device = "cuda" if len(devices) > 1 else devices[0]
-    env = dict(os.environ, KBENCH_TOKEN=token, KBENCH_CACHE=str(cache_dir))
-    if shared_checks:
-        env["KBENCH_SHARED_CHECKS"] = "1"
-    cmd = [sys.executable, "-m", "kbench_apps", "serve", "--port", "0", "--device", device, "--suite", "all",
-           "--timing", timing, "--queue", str(len(items)), "--per-client", str(len(items)),
-           "--max-batch", str(len(items)), "--workers", str(len(items))]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = None
-    for line in proc.stdout:
-        m = re.search(r"listening on (http://[\d.]+:\d+)", line)
-        if m:
-            url = m.group(1)
-            break
-    if url is None:
-        proc.kill()
-        raise RuntimeError("kbench serve did not start")
-    threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()
+    n = str(len(items))
+    srv = ServerProcess("--device", "cuda" if len(devices) > 1 else devices[0], "--timing", timing, "--queue", n,
+                        "--per-client", n, "--max-batch", n, "--workers", n,
+                        env={"KBENCH_CACHE": str(cache_dir), "KBENCH_SPARE_WORKER": "1",
+                             "KBENCH_SHARED_CHECKS": "1" if shared_checks else "0"})
 
     async def go():
-        async with AsyncKBenchClient(url, token, timeout=3600) as c:
+        async with AsyncKBenchClient(srv.url, TOKEN, timeout=3600) as c:
             t0 = time.perf_counter()
             res = await c.evaluate_many([(t, src) for t, _, src in items], seed=seed)
             return time.perf_counter() - t0, res
@@ -271,8 +255,7 @@ def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timi
     try:
         wall, res = asyncio.run(go())
     finally:
-        proc.terminate()
-        proc.wait(120)
+        srv.stop()
     ok = sum(bool((r or {}).get("result", {}).get("correct")) for r in res)
     print(f"  [served] {len(res)} results in {wall:.1f} s, {ok} correct", flush=True)
     return {"pass": "warm, served", "candidates": len(res), "wall_s": round(wall, 2),

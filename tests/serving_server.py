@@ -18,7 +18,7 @@ class ServerProcess:
     stderr's lines (the log) are ``err_lines``."""
 
     def __init__(self, *args: str, startup: float = 120.0, env: dict | None = None, stderr_apart: bool = False):
-        env = dict(os.environ, KBENCH_TOKEN=TOKEN, KBENCH_SPARE_WORKER="0", **(env or {}))
+        env = {**os.environ, "KBENCH_TOKEN": TOKEN, "KBENCH_SPARE_WORKER": "0", **(env or {})}  # ``env`` wins
         cmd = [sys.executable, "-m", "kbench_apps", "serve", "--port", "0", "--device", "cpu", "--timing", "off",
                "--suite", "all", *args]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True,
