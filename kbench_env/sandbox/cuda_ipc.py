@@ -77,8 +77,6 @@ class Exporter:
 
     def locate(self, t: torch.Tensor) -> tuple[int, int]:
         """(index into ``handles``, byte offset) of tensor ``t``'s first element."""
-        if t.device.index != torch.cuda.current_device():  # the driver looks the address up in the current context
-            _current_context(t.device)
         base, _ = allocation_of(t.data_ptr())
         if base not in self._by_base:
             handle = _Handle()
