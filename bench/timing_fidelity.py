@@ -61,15 +61,14 @@ def profiler_kernel_ms(fn, inputs, reps: int = 30) -> float:
     return statistics.median(durs) / 1e3
 
 
-def profiler_in_timing_ms(backend, fn, make_inputs, gap: float) -> float:
+def profiler_in_timing_ms(backend, fn, make_inputs) -> float:
     """The kernel's median CUPTI duration while kbench times it (graph replay after an L2 flush): the same runs,
     so the comparison measures the method, not a difference in cache state (a warm loop keeps a small kernel's
     inputs in L2, kbench's timing flushes it first)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        backend.time_calls(fn, make_inputs, warmup=3, min_reps=20, max_reps=60, min_seconds=0.05, gap_ms=gap,
-                           in_situ=False)  # (its own profiler would be nested in this one)
+        backend.time_calls(fn, make_inputs, warmup=3, min_reps=20, max_reps=60, min_seconds=0.05)
         torch.cuda.synchronize()
     durs = [e.device_time for e in prof.events() if "scale_add" in e.name]
     return statistics.median(durs) / 1e3
@@ -155,21 +154,20 @@ def main() -> int:
             return y
 
         prof_ms = profiler_kernel_ms(fn, [x, y])
-        meds, gaps = [], []
+        meds = []
         for _ in range(args.repeats):
-            t = backend.time_calls(fn, lambda j, x=x, y=y: [x, y], gap_ms=gap)  # an evaluation's defaults
+            t = backend.time_calls(fn, lambda j, x=x, y=y: [x, y])  # an evaluation's defaults
             meds.append(t.median_ms)
-            gaps.append(backend.last_gap_ms)
         ours = statistics.median(meds)
-        b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], gap_ms=gap32, block=32).median_ms
+        b32 = statistics.median(backend.time_calls(fn, lambda j, x=x, y=y: [x, y], block=32).median_ms
                                 for _ in range(3))
         block = backend._block_size(fn, lambda j, x=x, y=y: [x, y], [x, y], [])  # noqa: SLF001 - kbench's choice
         spread = (statistics.pstdev(meds) / statistics.mean(meds)) if len(meds) > 1 else 0.0
         naive = naive_event_ms(fn, [x, y])
-        same_ms = profiler_in_timing_ms(backend, fn, lambda j, x=x, y=y: [x, y], gap)
+        same_ms = profiler_in_timing_ms(backend, fn, lambda j, x=x, y=y: [x, y])
         rows.append({"kernel": label, "profiler_ms": prof_ms, "kbench_ms": ours, "error": ours / prof_ms - 1,
                      "profiler_in_timing_ms": same_ms, "error_vs_same_runs": ours / same_ms - 1,
-                     "spread": spread, "block": block, "gap_us": 1e3 * statistics.median(gaps), "kbench_block32_ms": b32,
+                     "spread": spread, "block": block, "gap_us": 1e3 * gap, "kbench_block32_ms": b32,
                      "ncu_ms": ncu[k] if ncu else None, "error_vs_ncu": (ours / ncu[k] - 1) if ncu else None,
                      "naive_event_ms": naive, "naive_error": naive / prof_ms - 1,
                      "method": backend.last_method})
@@ -178,9 +176,8 @@ def main() -> int:
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     md = [f"# Timing fidelity on {name} ({date})", "",
           "kbench: CUDA-graph replay of a block of calls between events, L2 flushed before each block, fresh inputs "
-          "per call, minus the idle time between graph nodes per call (gap: measured by CUPTI in a replay of the timed "
-          f"graph for calls under 0.2 ms, at most the calibrated gap + 2 us; the calibrated gap, from a graph of tiny "
-          f"kernels: {gap * 1e3:.3f} us; in a graph of 32: {gap32 * 1e3:.3f} us); B = calls per block as kbench chose them; median over blocks; spread = std/mean of "
+          "per call, the replay's whole time over its calls (nothing subtracted; for reference, the calibrated idle gap "
+          f"between graph nodes of tiny kernels: {gap * 1e3:.3f} us; in a graph of 32: {gap32 * 1e3:.3f} us); B = calls per block as kbench chose them; median over blocks; spread = std/mean of "
           f"{args.repeats} repeated measurements. Profiler: median CUPTI kernel duration, in a warm loop and in the "
           "runs kbench times (after its L2 flush). ncu: median Nsight Compute gpu__time_duration of "
           f"{NCU_LAUNCHES} launches, caches flushed before each, clocks not locked. Naive: one launch between a pair "

@@ -2,8 +2,7 @@
 separate worker process through CUDA IPC (pipeline/gpu_blocks.py, worker/gpu_executor.py), and its per-call figure
 is compared with Nsight Compute's kernel duration (bench/timing_fidelity.py's kernels, cases and ncu run), from a
 few microseconds to ~10 ms, and with the kernel's own CUPTI duration in the same kind of runs (one more timing per
-case, with the PyTorch profiler on in the worker and the in-situ idle measurement off, since CUPTI allows one
-subscriber): that column separates the method's error from the two profilers' disagreement on short kernels. The
+case, with the PyTorch profiler on in the worker): that column separates the method's error from the two profilers' disagreement on short kernels. The
 worker here is a plain process running the real executor handlers on a fast-path
 kernel (no sandbox: the sandbox does not change the device's timing).
 
@@ -46,14 +45,10 @@ def worker(conn) -> None:
     send = lambda h, p=None: conn.send_bytes(pack(h, p))  # noqa: E731
     send({"type": "hello", "gap_ms": backend.graph_gap_ms("cuda")})
     handlers = {**gpu_executor.HANDLERS, msg.RELEASE: executor._release}  # noqa: SLF001
-    last_gap = None
     while True:
         header, payload = unpack(conn.recv_bytes())
         if header["type"] == "stop":
             return
-        if header["type"] == "gap":  # the per-call idle time the executor subtracts (diagnostics)
-            send({"type": "ok", "gap_ms": last_gap})
-            continue
         if header["type"] == "profile_on":
             prof = profile(activities=[ProfilerActivity.CUDA])
             prof.__enter__()
@@ -78,8 +73,6 @@ def worker(conn) -> None:
             send({"type": "ok"})
             continue
         handlers[header["type"]](s, header, payload, torch.no_grad(), send)
-        if header["type"] == msg.GPU_SLOTS and s.gpu is not None:
-            last_gap = s.gpu.gap_ms
 
 
 class Shim:
@@ -101,9 +94,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/results/timing_fidelity_trusted.md")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--gap", default="in-situ", choices=["in-situ", "calibrated", "none"],
-                    help="per-call idle time subtracted: measured in the timed graph (as evaluations do), the "
-                         "calibrated graph-node gap only, or none (replay time over calls)")
     ap.add_argument("--no-ncu", action="store_true")
     args = ap.parse_args()
     ctx = mp.get_context("spawn")
@@ -112,28 +102,25 @@ def main() -> None:
     p.start()
     shim = Shim(a)
     gap = shim.recv(300, "hello")[0]["gap_ms"]
-    params = {"gap_ms": 0.0 if args.gap == "none" else gap, "in_situ": args.gap == "in-situ"}
+    params = {}
     torch.cuda.init()
     rows = []
     for k, (label, n, iters) in enumerate(CASES):
         shim.send({"type": "setup", "config": f"c{k}", "n": n, "iters": iters})
         shim.recv(60, "setup")
         x = torch.randn(n, device="cuda")
-        ts, blocks, gaps = [], [], []
+        ts, blocks = [], []
         for _ in range(args.repeats):
             g = time_gpu(shim, f"c{k}", [x], 0.01, params, 120, "cuda")
             ts.append(g.timing.median_ms)
             blocks.append(g.block)
-            shim.send({"type": "gap"})
-            gaps.append(shim.recv(60, "gap")[0]["gap_ms"])
         shim.send({"type": "profile_on"})
         shim.recv(60, "profile_on")
-        time_gpu(shim, f"c{k}", [x], 0.01, {"gap_ms": gap, "in_situ": False}, 120, "cuda")
+        time_gpu(shim, f"c{k}", [x], 0.01, params, 120, "cuda")
         shim.send({"type": "profile_off"})
         prof = shim.recv(120, "profile_off")[0]
         rows.append({"case": label, "kbench_ms": statistics.median(ts), "repeats_ms": ts, "block": blocks[0],
-                     "cupti_ms": prof["cupti_ms"], "cupti_kernels": prof["kernels"],
-                     "gap_mode": args.gap, "gaps_us": [None if v is None else v * 1e3 for v in gaps]})
+                     "cupti_ms": prof["cupti_ms"], "cupti_kernels": prof["kernels"]})
         print(rows[-1], flush=True)
     shim.send({"type": "stop"})
     p.join()
@@ -143,10 +130,10 @@ def main() -> None:
              "`python bench/timing_fidelity_trusted.py`: per-call median of `gpu_blocks.time_gpu` (median of "
              f"{args.repeats} timings) against Nsight Compute's `gpu__time_duration` (--cache-control all, median of "
              "5 launches) and against CUPTI's duration of the same kernel in one more timing of the same blocks "
-             "(profiler on in the worker). Calibrated graph-node gap: " + f"{gap * 1e3:.2f} us"
-             + f"; per-call idle time subtracted: {args.gap}.", "",
-             "| case | block | kbench ms | CUPTI ms | ncu ms | kbench / CUPTI | kbench / ncu | CUPTI / ncu | repeats (ms) "
-             "| idle subtracted per call (us) |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "(profiler on in the worker). The replay's whole time over its calls, nothing subtracted (the "
+             f"calibrated idle gap between graph nodes of tiny kernels, for reference: {gap * 1e3:.2f} us).", "",
+             "| case | block | kbench ms | CUPTI ms | ncu ms | kbench / CUPTI | kbench / ncu | CUPTI / ncu | repeats (ms) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r, nc in zip(rows, ncu or [None] * len(rows)):
         r["ncu_ms"] = nc
         cu = r["cupti_ms"]
@@ -154,8 +141,7 @@ def main() -> None:
         ratio = lambda a, b: f"{a / b:.3f}" if a and b else "-"  # noqa: E731
         lines.append(f"| {r['case']} | {r['block']} | {r['kbench_ms']:.5f} | {f5(cu)} | {f5(nc)} | "
                      f"{ratio(r['kbench_ms'], cu)} | {ratio(r['kbench_ms'], nc)} | {ratio(cu, nc)} | "
-                     f"{', '.join(f'{t:.5f}' for t in r['repeats_ms'])} | "
-                     f"{', '.join('-' if v is None else f'{v:.3f}' for v in r['gaps_us'])} |")
+                     f"{', '.join(f'{t:.5f}' for t in r['repeats_ms'])} |")
     text = "\n".join(lines) + "\n"
     print(text)
     Path(args.out).write_text(text)

@@ -3,7 +3,7 @@
 
 Owns the GPU side of building (only the present GPU's architecture is compiled), synchronisation, memory
 poisoning (freed memory is filled with NaN so an output the kernel never writes cannot pass), the graph capture,
-block sizing and idle-gap measurement a GPU worker's timed blocks use (worker/gpu_executor.py, driven and checked
+block sizing a GPU worker's timed blocks use (worker/gpu_executor.py, driven and checked
 by the trusted side: pipeline/gpu_blocks.py), and ``time_calls``, the same method run in one process, which
 bench/timing_fidelity.py measures against the profiler:
 
@@ -14,9 +14,11 @@ bench/timing_fidelity.py measures against the profiler:
   cost is spread thin for few-microsecond kernels; work a candidate hides on a side stream or in a thread is not
   in the graph, so its outputs come out wrong;
 - L2 is flushed before each replay;
-- the idle time between the graph's nodes, which no profiler counts as the kernel's, is subtracted per call: the
-  calibrated gap between tiny kernels, or for calls under 0.2 ms the idle time CUPTI sees in one replay of the
-  timed graph itself, at most 2 us above the calibrated gap (``graph_idle_ms``);
+- the replay's whole time counts, nothing subtracted for the idle time between the graph's nodes: the idle time
+  CUPTI sees in a traced replay is longer than an untraced replay's (tracing lengthens it), so subtracting it
+  read a 5 us kernel at 0.87 of its CUPTI duration, and the replay alone reads 0.96
+  (bench/results/timing_fidelity_trusted_h100.md); ``graph_gap_ms`` (the calibration's idle time between tiny
+  kernels, ~0.1 us) is kept as a figure of the machine for the reference cache's drift check;
 - blocks are timed until 0.1 s of device time (or, after 0.01 s, until the median's 95% confidence interval is
   within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks); the wall time of a timing is a few
   times its device time (fresh inputs per call). Fidelity: bench/results/timing_fidelity_h100.md;
@@ -44,8 +46,6 @@ L2_FLUSH_BYTES = 256 << 20
 MAX_BLOCK = 256  # calls per graph block
 BLOCK_BYTES = 1 << 30  # static inputs and outputs of one block
 PROBE_CALLS = 8
-IN_SITU_BELOW_MS = 0.2  # calls shorter than this have the idle time between their graph's nodes measured in place
-IN_SITU_CAP_MS = 0.002  # ... and subtracted up to the calibrated gap plus this much per call
 
 
 class CudaBackend(ExtensionBackend):
@@ -56,7 +56,6 @@ class CudaBackend(ExtensionBackend):
         super().__init__()
         self._flush_buf = None
         self.last_method = None
-        self.last_gap_ms = 0.0  # the per-call idle time the last graph timing subtracted
 
     # ------------------------------------------------------------------ parent side
     def screen(self, tree: ast.Module, source: str) -> None:
@@ -137,13 +136,8 @@ class CudaBackend(ExtensionBackend):
 
     def time_calls(self, fn, make_inputs, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                    min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
-                   gap_ms: float = 0.0, in_situ: bool = True, precision: float = timing.PRECISION) -> timing.Timing:
-        """Per-call device time (see the module docstring). ``gap_ms`` is the measured idle time between two
-        consecutive graph nodes on this GPU (``calibrate``); it is subtracted once per call from graph timings,
-        so a few-microsecond kernel is not read as half launch gap. With ``in_situ`` (and ``gap_ms`` > 0), calls
-        under IN_SITU_BELOW_MS have the idle time of their own graph measured instead (``graph_idle_ms``): the
-        calibration's tiny kernels leave less idle time between them than real ones, so the calibrated gap alone
-        over-reads few-microsecond kernels (bench/results/timing_fidelity_h100.md).
+                   precision: float = timing.PRECISION) -> timing.Timing:
+        """Per-call device time (see the module docstring).
 
         Blocks are timed until ``min_seconds`` of device time, or sooner once the median is known to within
         ``precision`` of itself (its 95% confidence interval, ``timing.median_is_precise``) after a tenth of that
@@ -165,9 +159,6 @@ class CudaBackend(ExtensionBackend):
         device = next((x.device for x in probe if isinstance(x, torch.Tensor)), torch.device("cuda"))
         B = block or self._block_size(fn, make_inputs, probe, handed)
         graph = self._capture(fn, make_inputs, B, handed=handed)
-        self.last_gap_ms = gap_ms
-        if graph is not None and gap_ms > 0 and in_situ:
-            gap_ms = self._in_situ_gap(graph[0], B, gap_ms)
         times, j, start, total = [], 0, clock(), 0.0
         while not timing.gpu_blocks_done(times, total, clock() - start, B, min_reps, max_reps, min_seconds,
                                          max_seconds, precision):
@@ -181,7 +172,7 @@ class CudaBackend(ExtensionBackend):
                 g.replay()
                 ev1.record()
                 torch.cuda.synchronize()
-                ms = max(ev0.elapsed_time(ev1) - gap_ms * B, 0.5 * ev0.elapsed_time(ev1))
+                ms = ev0.elapsed_time(ev1)
                 self.last_method = "cuda-graph"
             else:
                 calls = [make_inputs(j + b) for b in range(B)]
@@ -196,22 +187,6 @@ class CudaBackend(ExtensionBackend):
             total += ms / 1e3
             j += B
         return timing.summarize(times)
-
-    def _in_situ_gap(self, g, B: int, gap_ms: float) -> float:
-        """The per-call idle time to subtract from replays of ``g`` (B calls): measured in place for short calls,
-        at most ``gap_ms`` + IN_SITU_CAP_MS (idle time is not the candidate's work, but a capped amount: a graph
-        can hold host nodes, whose host work leaves the device idle), ``gap_ms`` where not measurable."""
-        g.replay()
-        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        ev0.record()
-        g.replay()
-        ev1.record()
-        torch.cuda.synchronize()
-        if ev0.elapsed_time(ev1) / B >= IN_SITU_BELOW_MS:
-            return gap_ms
-        idle = graph_idle_ms(g, B)
-        self.last_gap_ms = gap_ms if idle is None else min(idle, gap_ms + IN_SITU_CAP_MS)
-        return self.last_gap_ms
 
     def _block_size(self, fn, make_inputs, probe: list, handed: list, target_ms: float = 2.0,
                     max_block: int = MAX_BLOCK) -> int:
@@ -357,30 +332,3 @@ class ModelNew(nn.Module):
     def forward(self, a, b):
         return ext.add_forward(a, b)
 ```'''
-
-
-def graph_idle_ms(g, calls: int) -> float | None:
-    """Per call, the time the device spends idle inside one replay of the graph ``g`` of ``calls`` calls: from
-    its first device activity (kernel, copy or fill, any stream) to its last, minus the union of their intervals
-    (CUPTI), on the current device only. None where the profiler sees nothing or cannot be started (one is
-    already running)."""
-    device = torch.cuda.current_device()
-    try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            g.replay()
-            torch.cuda.synchronize()
-        spans = sorted((e.start_ns(), e.end_ns()) for e in prof.profiler.kineto_results.events()
-                       if e.device_type() == DeviceType.CUDA and e.device_index() == device)
-    except Exception:  # noqa: BLE001 - a profiler already running, or none available
-        return None
-    if not spans:
-        return None
-    busy, (lo, hi) = 0, spans[0]
-    for s, e in spans[1:]:
-        if s > hi:
-            busy, lo, hi = busy + hi - lo, s, e
-        else:
-            hi = max(hi, e)
-    busy += hi - lo
-    span = max(e for _, e in spans) - spans[0][0]
-    return max(0.0, (span - busy) / 1e6 / calls)

@@ -121,8 +121,6 @@ class Baselines:
                     cal = expect(w.recv(self.limits.time_timeout, "device calibration"), task)
                     if Device.parse(self.device).is_cuda:
                         GPU_CALIBRATIONS[key] = cal
-                if cal.get("graph_gap_ms"):  # CUDA: correct graph timings for the node gap
-                    self.timing.setdefault("gap_ms", cal["graph_gap_ms"])
                 if self.disk_root is not None:
                     self.disk = ReferenceCache.for_device(self.disk_root, self.device, self.backend_name)
                     self.disk.check(cal)

@@ -11,7 +11,10 @@ this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this si
 3. reads the outputs of ``check_calls`` calls chosen now straight from the worker's memory and compares them with
    the reference's for those calls' inputs;
 4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall
-   clock is not) only down to this side's bound: the wall time less the block's fixed cost outside the device
+   clock is not; the replay's whole time over its calls, nothing subtracted for the idle time between graph
+   nodes: a replay of a 1M-element kernel reads 0.96 of CUPTI's duration of the same kernel in the same blocks
+   that way, where subtracting the idle time CUPTI sees in a traced replay read 0.87, since tracing lengthens it;
+   bench/results/timing_fidelity_trusted_h100.md) only down to this side's bound: the wall time less the block's fixed cost outside the device
    work (``fixed_ms``: what the reference's blocks of the same size and shapes spent, the copy, the flush and the
    exchange, measured by the same code) and a slack, over 1 + TOLERANCE, taken on the medians over the timing's
    blocks. A timing reported under the bound is timed again (``time_gpu_retimed``: a burst of host load stretches
@@ -155,8 +158,7 @@ class _Run:
 
     def set_up(self, block: int, p: dict) -> tuple[int, str]:
         self.worker.send({"type": msg.GPU_SLOTS, "config": self.config, "block": block, "backward": self.backward,
-                          "warmup": p.get("warmup", 3),
-                          "gap_ms": p.get("gap_ms", 0.0), "in_situ": p.get("in_situ", True)})
+                          "warmup": p.get("warmup", 3)})
         ready, _ = _reply(self.worker, self.timeout, f"timed block set-up of configuration {self.config!r}")
         b, method = ready.get("block"), str(ready.get("method", ""))
         if not isinstance(b, int) or not 1 <= b <= MAX_BLOCK or (block and b != block):

@@ -4,15 +4,15 @@ is checked against the trusted side's clock; what it reports about where its mem
 
 The exchange (pipeline/gpu_blocks.py drives it; sandbox/cuda_ipc.py is both sides' access to the memory):
 
-    GPU_SLOTS {config, block, gap_ms, in_situ, warmup}
+    GPU_SLOTS {config, block, warmup}
                    warm the model up, make ``block`` sets of input buffers (one allocation per input: a
                    [block, *shape] tensor whose row b is call b's input), capture the block as one CUDA graph
                    (eagerly run blocks where the candidate cannot be captured)
                    -> GPU_BUFFERS {block, method, handles, inputs, layout, outputs}: the inputs' and (graph) the
                    outputs' allocations as inter-process handles and offsets; ``block`` 0 lets this side choose
                    (the reference's worker: about BLOCK_TARGET_MS of device work)
-    GPU_BLOCK      replay the block between two device events (the idle time between graph nodes subtracted, as
-                   cuda.CudaBackend.time_calls does), or run it eagerly timed by this process's clock
+    GPU_BLOCK      replay the block between two device events (the replay's whole time: nothing is subtracted, see
+                   pipeline/gpu_blocks.py), or run it eagerly timed by this process's clock
                    -> DONE {ms, method} (+ where an eager block's outputs are)
     RELEASE        drop the graph and the buffers -> RELEASED
 
@@ -41,9 +41,9 @@ BLOCK_TARGET_MS = 5.0
 class _Block:
     """One configuration's timed block in this worker: the model, its input sets, the graph (or None: eager)."""
 
-    def __init__(self, model, big: list, sets: list, graph, outs, gap_ms: float, exporter: Exporter):
+    def __init__(self, model, big: list, sets: list, graph, outs, exporter: Exporter):
         self.model, self.big, self.sets, self.graph, self.outs = model, big, sets, graph, outs
-        self.gap_ms, self.exporter = gap_ms, exporter
+        self.exporter = exporter
         self.handed: list = []  # inputs given before the capture, alive so no buffer takes their addresses
 
 
@@ -117,11 +117,8 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
             integrity.copy_into(one, make(-200 - b))
         captured = cuda._capture(model, make, block, handed=handed, static_in=sets)
     exporter = Exporter()
-    gap = float(header.get("gap_ms") or 0.0)
     graph, outs = (captured[0], captured[2]) if captured is not None else (None, None)
-    if graph is not None and gap > 0 and header.get("in_situ", True):
-        gap = cuda._in_situ_gap(graph, block, gap)
-    st = _Block(model, big, sets, graph, outs, gap if graph is not None else 0.0, exporter)
+    st = _Block(model, big, sets, graph, outs, exporter)
     st.handed = handed
     s.gpu = st
     inputs = [[*exporter.locate(t), t.numel() * t.element_size()] if t is not None and t.numel() else None
@@ -145,9 +142,8 @@ def _gpu_block(s, header: dict, payload, grad, send) -> None:
         st.graph.replay()
         ev1.record()
         torch.cuda.synchronize()
-        el = ev0.elapsed_time(ev1)
         send({"type": msg.DONE, "config": header.get("config"), "method": "cuda-graph",
-              "ms": max(el - st.gap_ms * len(st.sets), 0.5 * el)})
+              "ms": ev0.elapsed_time(ev1)})
         return
     clock = timing._perf_counter
     torch.cuda.synchronize()
