@@ -211,3 +211,22 @@ def test_keys_change_with_what_changes_a_timing():
     cpu = machine_fingerprint("cpu", "cpu")
     assert cpu == machine_fingerprint("cpu", "cpu") and cpu != machine_fingerprint("cpu", "triton")
     assert cpu["torch"] and cpu["method"] and "cores" in cpu["model"]["cpu"]
+
+
+def test_each_gpu_of_a_host_has_its_own_machine_id(monkeypatch):
+    """Two cards of one model are two timing machines (an H100 x2 host's calibrations read 9 % apart, and a shared
+    cache was invalidated at every switch): the card's UUID is part of the fingerprint, so cuda:0 and cuda:1 get
+    different ids, while one card keeps its id."""
+    import types
+
+    from kbench_env.pipeline import reference_cache as rc
+
+    cards = {i: types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0, multi_processor_count=132,
+                                      total_memory=85 << 30, clock_rate=1980000, memory_clock_rate=2619000,
+                                      memory_bus_width=5120, L2_cache_size=50 << 20, uuid=f"GPU-{i}f6979fb1")
+             for i in (0, 1)}
+    monkeypatch.setattr(rc.torch.cuda, "get_device_properties", lambda i: cards[i])
+    monkeypatch.setattr(rc, "nvidia_driver", lambda: "NVRM version: 580")
+    ids = [rc.digest(rc.machine_fingerprint(d, "cuda"))[:16] for d in ("cuda:0", "cuda:1", "cuda:0", "cuda")]
+    assert ids[0] != ids[1] and ids[0] == ids[2] == ids[3]
+    assert rc.gpu_model("cuda:1")["uuid"] == "GPU-1f6979fb1"

@@ -8,8 +8,8 @@ Layout, under ``<cache dir>/reference/`` (``kbench_env.cachedir``)::
     <machine id>/calibration.lock    serialises the drift check of concurrent processes
     <machine id>/entries/<key>.json  one configuration's reference timing dict, with the epoch it was timed in
 
-The machine id hashes everything about the machine and the software that changes a timing: the device model (a
-GPU's name, SMs, memory, rated clocks; a CPU's model, the cores this process may use and their vector
+The machine id hashes everything about the machine and the software that changes a timing: the device (a GPU's
+name, SMs, memory, rated clocks and its own UUID: each card of a host has its own entries; a CPU's model, the cores this process may use and their vector
 extensions), the NVIDIA driver (read from /proc, no nvidia-smi), CUDA, torch, triton and Python versions, the
 backend, and a hash of the source of kbench's timing code (a changed timing method re-times everything). An
 entry's key adds the task (name and source hash), the configuration (name, sizes, dtype, input shapes, forward
@@ -95,11 +95,18 @@ def nvidia_driver() -> str | None:
 
 
 def gpu_model(device: str) -> dict:
+    """The GPU's model figures and its own UUID. Two GPUs of one model are not one timing machine: on an H100 x2
+    host (bench/results/multi_gpu.md) their calibrations read 2.43 and 2.21 TB/s, 9 % apart, and one cache shared
+    by both was invalidated at every switch between them; keyed by the card, each GPU keeps its own references,
+    timed where its candidates are."""
     idx = torch.device(device).index or 0
     p = torch.cuda.get_device_properties(idx)
     fields = ("name", "major", "minor", "multi_processor_count", "total_memory", "clock_rate", "memory_clock_rate",
               "memory_bus_width", "L2_cache_size")
-    return {f: getattr(p, f, None) for f in fields}
+    out = {f: getattr(p, f, None) for f in fields}
+    uuid = getattr(p, "uuid", None)
+    out["uuid"] = str(uuid) if uuid is not None else f"index {idx}"
+    return out
 
 
 def machine_fingerprint(device: str, backend: str) -> dict:
