@@ -59,6 +59,10 @@ EXCLUSIVE_PHASES = ("reference_timing", "timing", "plausibility")
 DEVICE_PHASES = CHECK_PHASES + EXCLUSIVE_PHASES
 
 
+#: The Evaluator backend each candidate folder is evaluated with (fast-format CPU candidates run on the C++ backend).
+EVALUATOR_BACKEND = {"fast_cpu": "cpu"}
+
+
 def catalogue(backend: str) -> dict[str, list[tuple[str, str]]]:
     """Task name -> [(label, source)], distinct sources only, for every task with a shipped solution: the solution,
     then its honest variants, then the batch's own candidates (bench/data/rl_batch)."""
@@ -231,7 +235,7 @@ def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, op
 
 
 def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str,
-               shared_checks: bool = False) -> dict:
+               shared_checks: bool = False, backend: str | None = None) -> dict:
     """The batch through ``kbench serve`` on localhost (its /batch endpoint, results streamed), the server on
     the same devices and caches, with a spare worker as in-process: the serving layer's cost against the
     in-process warm pass."""
@@ -241,7 +245,8 @@ def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timi
     from tests.serving_server import TOKEN, ServerProcess
 
     n = str(len(items))
-    srv = ServerProcess("--device", "cuda" if len(devices) > 1 else devices[0], "--timing", timing, "--queue", n,
+    srv = ServerProcess("--device", "cuda" if len(devices) > 1 else devices[0], *(["--backend", backend] if backend else []),
+                        "--timing", timing, "--queue", n,
                         "--per-client", n, "--max-batch", n, "--workers", n,
                         env={"KBENCH_CACHE": str(cache_dir), "KBENCH_SPARE_WORKER": "1",
                              "KBENCH_SHARED_CHECKS": "1" if shared_checks else "0"})
@@ -280,7 +285,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle")]
     for name, key in figures:
         lines.append(f"| {name} | " + " | ".join(str(p.get(key, "-")) for p in passes) + " |")
-    lines += ["", f"Command: `python bench/rl_batch.py --device {args.device} --gpus {args.gpus} --tasks {args.tasks} "
+    lines += ["", f"Command: `python bench/rl_batch.py --device {args.device}"
+                  f"{f' --backend {args.backend}' if args.backend else ''} --gpus {args.gpus} --tasks {args.tasks} "
                   f"--per-task {args.per_task} --timing {args.timing} --reference-cache {args.reference_cache}"
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
                   f"{' --shared-checks' if args.shared_checks else ''}`"]
@@ -325,11 +331,12 @@ def main(argv=None) -> int:
         options["reference_cache"] = args.reference_cache == "on"
     if args.shared_checks:
         options["shared_checks"] = True
+    options["backend"] = EVALUATOR_BACKEND.get(backend, backend)  # the folder's language, not the device's default
     devices = devices_for(args.device, args.gpus)
     passes = [run_pass(p, items, devices, cache, args.seed, options) for p in args.passes.split(",") if p]
     extra = []
     if args.serve:
-        served = serve_pass(items, devices, cache, args.seed, args.timing, args.shared_checks)
+        served = serve_pass(items, devices, cache, args.seed, args.timing, args.shared_checks, options["backend"])
         warm = next((p for p in passes if p["pass"] == "warm"), passes[-1])
         passes.append(served)
         extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): {served['wall_s']} s "
