@@ -18,7 +18,9 @@ hold the device lock), split into the correctness checks and the exclusive hold 
 plausibility; the trusted side's reading of timed outputs, ``timed_output_checks``, is inside ``timing``), build
 CPU-seconds (the builder process and the compilers it ran, from /proc/<pid>/stat, since the builder is a child of
 the fork server and not of this process; ``getrusage(RUSAGE_CHILDREN)`` of this process is reported beside it),
-and the results (correct, flagged, failed with the first error).
+and the results (correct, flagged, failed with the first error). With ``--out``, every evaluation is appended to
+``<out>.jsonl`` as it finishes, and a run cut short (SIGTERM from a time limit, Ctrl-C) still writes its report,
+the cut pass's figures over the evaluations finished by then.
 
     python bench/rl_batch.py --device cpu --tasks 2 --per-task 2                  # small, as in CI
     python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --out bench/results/rl_batch_h100.md
@@ -39,6 +41,7 @@ import hashlib
 import json
 import os
 import resource
+import signal
 import statistics
 import sys
 import tempfile
@@ -138,6 +141,24 @@ def pct(xs: list, q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
+class RowLog:
+    """The run's records appended to ``<out>.jsonl`` as they come: a header per run, every evaluation as it finishes,
+    every pass's summary. The file is only ever appended to (earlier runs stay), and a run cut short (a device
+    call's time limit: SIGTERM, or Ctrl-C) keeps every finished evaluation and writes its report from them."""
+
+    def __init__(self, path: Path | None):
+        self.path, self.rows = path, []
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        self.record(row)
+
+    def record(self, obj: dict) -> None:
+        if self.path is not None:
+            with open(self.path, "a") as f:
+                f.write(json.dumps(obj, default=str) + "\n")
+
+
 def devices_for(device: str, gpus: int) -> list[str]:
     """The devices a pass spreads over: ``gpus`` GPUs of this host (cuda:0 ...), or ``device`` itself."""
     if device.startswith("cuda") and gpus > 1:
@@ -145,7 +166,8 @@ def devices_for(device: str, gpus: int) -> list[str]:
     return [device]
 
 
-def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed: int, options: dict) -> dict:
+def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed: int, options: dict,
+             log: "RowLog | None" = None) -> dict:
     """One pass of the batch through the local executor: one Evaluator per device (its own builder and device
     lock, the build and reference caches shared on disk), every candidate in flight at once."""
     from kbench_env.executors.local import LocalExecutor
@@ -170,6 +192,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
                          "phases": r.phase_seconds,
                          "configs": [[c.name, c.candidate_ms] for c in r.configs],
                          "done_s": round(time.perf_counter() - t0, 3)})
+            if log is not None:
+                log.add(rows[-1])
             print(f"  [{label} {len(rows)}/{len(items)}] {task} {cand} on {r.device}: "
                   f"{'correct' if r.correct else 'FAILED'} {r.eval_seconds:.1f} s"
                   f"{'' if r.speedup is None else f', {r.speedup:.2f}x'}"
@@ -184,6 +208,16 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         ex.close()
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
+    return {**pass_summary(label, rows, devices, wall, held), "build_cpu_s": round(build_cpu, 2),
+            "build_cpu_per_candidate_s": round(build_cpu / max(1, len(rows)), 2), "children_cpu_s": round(child_cpu, 2),
+            "reference_cache": ref_cache, "rows": rows}
+
+
+def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: dict | None = None) -> dict:
+    """A pass's figures from its rows (``held``: per device, the time its lock was held, where the lock counts it)."""
+    held = held or {}
+    if not rows:
+        return {"pass": label, "devices": devices, "candidates": 0, "wall_s": round(wall, 2)}
     steps = [r["step_s"] for r in rows]
     per_device = {d: [r for r in rows if r["device"] == d] for d in devices}
     idle = {d: round(1 - (held.get(d) if held.get(d) is not None else sum(r["device_hold_s"] for r in rs)) / wall, 3)
@@ -194,11 +228,9 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
             "device_hold_p50_s": round(statistics.median([r["device_hold_s"] for r in rows]), 3),
             "exclusive_hold_p50_s": round(statistics.median([r["exclusive_hold_s"] for r in rows]), 3),
             "check_p50_s": round(statistics.median([r["check_s"] for r in rows]), 3),
-            "build_cpu_s": round(build_cpu, 2), "build_cpu_per_candidate_s": round(build_cpu / len(rows), 2),
-            "children_cpu_s": round(child_cpu, 2), "correct": sum(r["correct"] for r in rows),
-            "flagged": sum(bool(r["flags"]) for r in rows), "reference_cache": ref_cache,
+            "correct": sum(r["correct"] for r in rows), "flagged": sum(bool(r["flags"]) for r in rows),
             "per_device": ", ".join(f"{d}: {len(rs)}" for d, rs in per_device.items()),
-            "gpu_idle": ", ".join(f"{d}: {v:.2f}" for d, v in idle.items()), "rows": rows}
+            "gpu_idle": ", ".join(f"{d}: {v:.2f}" for d, v in idle.items())}
 
 
 def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, options: dict, k: int) -> dict:
@@ -315,7 +347,8 @@ def main(argv=None) -> int:
                     "localhost (warm caches) and compare its wall clock with the in-process warm pass")
     ap.add_argument("--shared-checks", action="store_true", help="the Evaluator's shared_checks: correctness "
                     "checks share the device, timing holds it alone (default: the Evaluator's, off)")
-    ap.add_argument("--out", default=None, help="Markdown report; the rows go beside it as .jsonl")
+    ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
+                    "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
     backend = args.backend or ("cpu" if args.device == "cpu" else "cuda")
     chosen = pick(catalogue(backend), args.tasks, args.per_task)
@@ -333,36 +366,66 @@ def main(argv=None) -> int:
         options["shared_checks"] = True
     options["backend"] = EVALUATOR_BACKEND.get(backend, backend)  # the folder's language, not the device's default
     devices = devices_for(args.device, args.gpus)
-    passes = [run_pass(p, items, devices, cache, args.seed, options) for p in args.passes.split(",") if p]
-    extra = []
+    out = Path(args.out) if args.out else None
+    log = RowLog(out.with_suffix(".jsonl") if out else None)
+    log.record({"run": vars(args), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                "candidates": len(items)})
+    passes, extra, now = [], [], {"label": None, "t0": 0.0}
+
+    def write(note: str = "") -> str:
+        text = report(args, chosen, passes) + "".join(f"\n{e}\n" for e in extra) + (f"\n{note}\n" if note else "")
+        print(text, flush=True)
+        if out:
+            out.write_text(text)
+        return text
+
+    def cut(signum, frame):  # a time limit or Ctrl-C: report what finished, then unwind
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second signal ends the process, as without this handler
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if now["label"] is not None:
+            done = [r for r in log.rows if r["pass"] == now["label"]]
+            passes.append(pass_summary(f"{now['label']} (cut)", done, devices, time.perf_counter() - now["t0"]))
+        write(f"Cut by signal {signum} ({signal.Signals(signum).name}) during the {now['label'] or 'set-up'} pass: "
+              f"the figures of a cut pass count only the {len(log.rows)} evaluations finished by then.")
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, cut)
+    signal.signal(signal.SIGINT, cut)
+    try:
+        return run_passes(args, items, devices, cache, options, log, passes, extra, now, write)
+    except KeyboardInterrupt:
+        return 130
+
+
+def run_passes(args, items, devices, cache, options, log, passes, extra, now, write) -> int:
+    """The passes ``--passes`` names, then the served pass and the cross-device timings; every summary into the log
+    as it is made."""
+    for label in [p for p in args.passes.split(",") if p]:
+        now.update(label=label, t0=time.perf_counter())
+        p = run_pass(label, items, devices, cache, args.seed, options, log)
+        p.pop("rows", None)
+        passes.append(p)
+        log.record({"summary": p})
+    now["label"] = None
     if args.serve:
+        now.update(label="warm, served", t0=time.perf_counter())
         served = serve_pass(items, devices, cache, args.seed, args.timing, args.shared_checks, options["backend"])
+        now["label"] = None
         warm = next((p for p in passes if p["pass"] == "warm"), passes[-1])
         passes.append(served)
+        log.record({"summary": served})
         extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): {served['wall_s']} s "
                      f"against {warm['wall_s']} s in-process ({served['wall_s'] / warm['wall_s'] - 1:+.1%}), "
                      f"{served['correct']} of {served['candidates']} correct.")
-    cross = None
     if args.cross:
         cross = cross_device(items, devices, cache, args.seed, options, args.cross)
+        log.record({"cross_device": cross})
         if cross["rows"]:
             extra.append(f"The same candidates on every device ({len(devices)}): {len(cross['rows'])} "
                          f"configuration timings, devices apart by {cross['median_apart']:.2%} median, "
                          f"{cross['max_apart']:.2%} at most (max / min - 1 of the candidate's time).")
-    text = report(args, chosen, passes) + "".join(f"\n{e}\n" for e in extra)
-    print(text)
-    if args.out:
-        out = Path(args.out)
-        out.write_text(text)
-        with open(out.with_suffix(".jsonl"), "w") as f:
-            for p in passes:
-                for r in p.pop("rows", []):
-                    f.write(json.dumps(r) + "\n")
-                f.write(json.dumps({"summary": p}) + "\n")
-            if cross:
-                f.write(json.dumps({"cross_device": cross}) + "\n")
+    write()
     return 0 if all(p["candidates"] == len(items) for p in passes) else 1  # the served pass counts too
-
 
 if __name__ == "__main__":
     sys.exit(main())

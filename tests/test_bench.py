@@ -38,7 +38,8 @@ def test_rl_batch_benchmark_small(tmp_path):
                    "device hold per candidate"):
         assert figure in text
     lines = [json.loads(x) for x in (tmp_path / "rl.jsonl").read_text().splitlines()]
-    rows = [r for r in lines if "summary" not in r]
+    assert lines[0]["run"]["tasks"] == 1 and lines[0]["candidates"] == 2  # the run's header comes first
+    rows = [r for r in lines if "pass" in r]
     summary = {r["summary"]["pass"]: r["summary"] for r in lines if "summary" in r}
     assert [r["pass"] for r in rows] == ["cold"] * 2 + ["warm"] * 2
     assert all(r["correct"] and not r["flags"] for r in rows), rows
@@ -49,6 +50,42 @@ def test_rl_batch_benchmark_small(tmp_path):
     served = summary["warm, served"]  # the same batch through kbench serve's /batch, same caches
     assert served["candidates"] == 2 and served["correct"] == 2
     assert "Through HTTP (`kbench serve`" in text
+
+
+@pytest.mark.slow
+def test_rl_batch_cut_by_a_time_limit_keeps_its_rows_and_writes_its_report(tmp_path):
+    """A device call's limit ends a run with SIGTERM: every evaluation finished by then is in the JSONL already,
+    and the report is written with the cut pass's figures over those evaluations."""
+    import json
+    import signal
+    import time
+
+    out = tmp_path / "rl.md"
+    p = subprocess.Popen([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--tasks", "1",
+                          "--per-task", "2", "--timing", "quick", "--cache-dir", str(tmp_path / "cache"),
+                          "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rows_file = tmp_path / "rl.jsonl"
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and p.poll() is None:
+            if rows_file.exists() and any('"pass"' in x for x in rows_file.read_text().splitlines()):
+                break
+            time.sleep(0.1)
+        assert p.poll() is None, "the run ended before its first evaluation could be cut"
+        p.send_signal(signal.SIGTERM)
+        output, _ = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, output[-3000:]
+    rows = [json.loads(x) for x in rows_file.read_text().splitlines()]
+    done = [r for r in rows if "pass" in r]
+    assert rows[0]["run"]["per_task"] == 2 and 1 <= len(done) < 4
+    text = out.read_text()
+    assert "(cut)" in text and "Cut by signal 15 (SIGTERM)" in text
+    cut_pass = done[-1]["pass"]
+    cell = text.split("| candidates per minute |")[0].splitlines()[-2]  # the header row: the passes' names
+    assert f"{cut_pass} (cut)" in cell, text
 
 
 def test_rl_batch_cuda_catalogue_offers_eight_distinct_kernels_for_eight_tasks():
