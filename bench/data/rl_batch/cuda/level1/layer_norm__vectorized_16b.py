@@ -22,7 +22,9 @@ __device__ float bsum(float v, float* shm) {
     v = wsum(v);
     if ((threadIdx.x & 31) == 0) shm[threadIdx.x >> 5] = v;
     __syncthreads();
-    v = threadIdx.x < BLOCK / 32 ? shm[threadIdx.x] : 0.f;
+    // Every warp sums the BLOCK/32 partials itself, so every thread holds the block total (not only warp 0).
+    const int lane = threadIdx.x & 31;
+    v = lane < BLOCK / 32 ? shm[lane] : 0.f;
     v = wsum(v);
     __syncthreads();
     return v;

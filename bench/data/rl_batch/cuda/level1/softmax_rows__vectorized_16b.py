@@ -27,7 +27,9 @@ __device__ float block_reduce(float v, float* shm) {
     v = MAX ? warp_max(v) : warp_sum(v);
     if ((threadIdx.x & 31) == 0) shm[threadIdx.x >> 5] = v;
     __syncthreads();
-    float t = threadIdx.x < BLOCK / 32 ? shm[threadIdx.x] : (MAX ? -INFINITY : 0.f);
+    // Every warp combines the BLOCK/32 partials itself, so every thread holds the row's max/sum (not only warp 0).
+    const int lane = threadIdx.x & 31;
+    float t = lane < BLOCK / 32 ? shm[lane] : (MAX ? -INFINITY : 0.f);
     t = MAX ? warp_max(t) : warp_sum(t);
     __syncthreads();
     return t;
