@@ -9,8 +9,8 @@ Layout, under ``<cache dir>/reference/`` (``kbench_env.cachedir``)::
     <machine id>/entries/<key>.json  one configuration's reference timing dict, with the epoch it was timed in
 
 The machine id hashes everything about the machine and the software that changes a timing: the device (a GPU's
-name, SMs, memory, rated clocks and its own UUID: each card of a host has its own entries; a CPU's model, the cores this process may use and their vector
-extensions), the NVIDIA driver (read from /proc, no nvidia-smi), CUDA, torch, triton and Python versions, the
+name, SMs, memory, rated clocks and its own UUID: each card of a host has its own entries; a CPU's model, the
+cores this process may use and their vector extensions), the NVIDIA driver (read from /proc, no nvidia-smi), CUDA, torch, triton and Python versions, the
 backend, and a hash of the source of kbench's timing code (a changed timing method re-times everything). An
 entry's key adds the task (name and source hash), the configuration (name, sizes, dtype, input shapes, forward
 or backward) and the timing settings. The timing dict itself is stored and returned as it came (opaque).
