@@ -16,8 +16,8 @@ this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this si
    that way, where subtracting the idle time CUPTI sees in a traced replay read 0.87, since tracing lengthens it;
    bench/results/timing_fidelity_trusted_h100.md) only down to this side's bound: the wall time less the block's
    fixed cost outside the device work (``fixed_ms``: what the reference's blocks of the same size and shapes
-   spent, the copy, the flush and the exchange, measured by the same code) and a slack, over 1 + TOLERANCE, taken on the medians over the timing's
-   blocks. A timing reported under the bound is timed again (``time_gpu_retimed``: a burst of host load stretches
+   spent, the copy, the flush and the exchange, measured by the same code) and a slack, over 1 + TOLERANCE,
+   taken on the medians over the timing's blocks. A timing reported under the bound is timed again (``time_gpu_retimed``: a burst of host load stretches
    the wall time of honest blocks, a forgery is under the bound every time); the cleanest of RETIMINGS counts, paid
    no less than its bound, and flagged (``flagged``) if it was reported under the bound by more than FLAG_RATIO.
 
