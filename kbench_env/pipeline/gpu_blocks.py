@@ -19,7 +19,8 @@ this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this si
    spent, the copy, the flush and the exchange, measured by the same code) and a slack, over 1 + TOLERANCE,
    taken on the medians over the timing's blocks. A timing reported under the bound is timed again
    (``time_gpu_retimed``: a burst of host load stretches the wall time of honest blocks, a forgery is under the
-   bound every time); the cleanest of RETIMINGS counts, paid no less than its bound, and flagged (``flagged``) if it was reported under the bound by more than FLAG_RATIO.
+   bound every time); the cleanest of RETIMINGS counts, paid no less than its bound, and flagged (``flagged``)
+   if it was reported under the bound by more than FLAG_RATIO.
 
 This side counts the calls, decides when the timing stops and computes the median and spread. The worker can lie
 about nothing that is believed beyond the bound: a forged device time gains at most the bound's slack and tolerance.
