@@ -382,11 +382,11 @@ def main(argv=None) -> int:
     def cut(signum, frame):  # a time limit or Ctrl-C: report what finished, then unwind
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second signal ends the process, as without this handler
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        done = [r for r in log.rows if r["pass"] == now["label"]]
         if now["label"] is not None:
-            done = [r for r in log.rows if r["pass"] == now["label"]]
             passes.append(pass_summary(f"{now['label']} (cut)", done, devices, time.perf_counter() - now["t0"]))
-        write(f"Cut by signal {signum} ({signal.Signals(signum).name}) during the {now['label'] or 'set-up'} pass: "
-              f"the figures of a cut pass count only the {len(log.rows)} evaluations finished by then.")
+        write(f"Cut by signal {signum} ({signal.Signals(signum).name}) during the {now['label'] or 'closing'} "
+              f"pass: its figures count only the {len(done)} evaluations it had finished.")
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, cut)
