@@ -18,7 +18,8 @@ hold the device lock), split into the correctness checks and the exclusive hold 
 plausibility; the trusted side's reading of timed outputs, ``timed_output_checks``, is inside ``timing``), build
 CPU-seconds (the builder process and the compilers it ran, from /proc/<pid>/stat, since the builder is a child of
 the fork server and not of this process; ``getrusage(RUSAGE_CHILDREN)`` of this process is reported beside it),
-and the results (correct, flagged, failed with the first error). With ``--out``, every evaluation is appended to
+and the results (correct, flagged, failed with the first error). ``--naive K`` sets the naive way beside the
+passes: K of the candidates, one fresh process each, one after another (bench/naive_eval.py). With ``--out``, every evaluation is appended to
 ``<out>.jsonl`` as it finishes, and a run cut short (SIGTERM from a time limit, Ctrl-C) still writes its report,
 the cut pass's figures over the evaluations finished by then.
 
@@ -50,7 +51,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 #: KernelBench-format CPU solutions (bench/data/kernelbench_cpu) that solve one of kbench's own tasks.
 KERNELBENCH_CPU = {"level1/relu": "19_ReLU.py", "level1/softmax_rows": "23_Softmax.py"}
@@ -266,6 +267,23 @@ def cross_device(items: list, devices: list[str], cache_dir: Path, seed: int, op
             "max_apart": max(apart) if apart else None}
 
 
+def naive_pass(items: list, device: str, cache_dir: Path, k: int) -> dict:
+    """``k`` of the batch's candidates, spread over its tasks, evaluated the naive way (bench/naive_eval.py)."""
+    from naive_eval import run_naive
+
+    from kbench_env.tasks.suite import resolve_task
+
+    chosen = items[::max(1, len(items) // k)][:k]
+    got = run_naive([(resolve_task(t).source, src) for t, _, src in chosen], device, cache_dir / "naive")
+    for (t, cand, _), r in zip(chosen, got["rows"]):
+        print(f"  [naive] {t} {cand}: {r['latency_s']:.1f} s, "
+              f"{'correct' if r.get('correct') else 'FAILED ' + str(r.get('error') or 'wrong output')}", flush=True)
+    lat = [r["latency_s"] for r in got["rows"]]
+    return {"pass": f"naive ({len(chosen)}, serial)", "naive": True, "candidates": len(chosen),
+            "wall_s": got["wall_s"], "per_minute": got["per_minute"], "step_p50_s": got["latency_p50_s"],
+            "step_p95_s": round(pct(lat, .95), 2), "correct": got["correct"]}
+
+
 def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str,
                shared_checks: bool = False, backend: str | None = None) -> dict:
     """The batch through ``kbench serve`` on localhost (its /batch endpoint, results streamed), the server on
@@ -319,9 +337,10 @@ def report(args, chosen: list, passes: list[dict]) -> str:
         lines.append(f"| {name} | " + " | ".join(str(p.get(key, "-")) for p in passes) + " |")
     lines += ["", f"Command: `python bench/rl_batch.py --device {args.device}"
                   f"{f' --backend {args.backend}' if args.backend else ''} --gpus {args.gpus} --tasks {args.tasks} "
-                  f"--per-task {args.per_task} --timing {args.timing} --reference-cache {args.reference_cache}"
+                  f"--per-task {args.per_task} --passes {args.passes} --timing {args.timing} "
+                  f"--reference-cache {args.reference_cache}"
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
-                  f"{' --shared-checks' if args.shared_checks else ''}`"]
+                  f"{' --shared-checks' if args.shared_checks else ''}{f' --naive {args.naive}' if args.naive else ''}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -345,6 +364,8 @@ def main(argv=None) -> int:
                     "report how far apart the devices' times are")
     ap.add_argument("--serve", action="store_true", help="then run the batch once more through `kbench serve` on "
                     "localhost (warm caches) and compare its wall clock with the in-process warm pass")
+    ap.add_argument("--naive", type=int, default=0, help="then evaluate K of the candidates (spread over the tasks) "
+                    "the naive way, one fresh process each, serially (bench/naive_eval.py), beside the passes")
     ap.add_argument("--shared-checks", action="store_true", help="the Evaluator's shared_checks: correctness "
                     "checks share the device, timing holds it alone (default: the Evaluator's, off)")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
@@ -417,6 +438,12 @@ def run_passes(args, items, devices, cache, options, log, passes, extra, now, wr
         extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): {served['wall_s']} s "
                      f"against {warm['wall_s']} s in-process ({served['wall_s'] / warm['wall_s'] - 1:+.1%}), "
                      f"{served['correct']} of {served['candidates']} correct.")
+    if args.naive:
+        now.update(label="naive", t0=time.perf_counter())
+        naive = naive_pass(items, devices[0], cache, args.naive)
+        now["label"] = None
+        passes.append(naive)
+        log.record({"summary": naive})
     if args.cross:
         cross = cross_device(items, devices, cache, args.seed, options, args.cross)
         log.record({"cross_device": cross})
@@ -425,7 +452,7 @@ def run_passes(args, items, devices, cache, options, log, passes, extra, now, wr
                          f"configuration timings, devices apart by {cross['median_apart']:.2%} median, "
                          f"{cross['max_apart']:.2%} at most (max / min - 1 of the candidate's time).")
     write()
-    return 0 if all(p["candidates"] == len(items) for p in passes) else 1  # the served pass counts too
+    return 0 if all(p["candidates"] == len(items) for p in passes if not p.get("naive")) else 1  # served included
 
 if __name__ == "__main__":
     sys.exit(main())

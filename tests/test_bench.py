@@ -30,8 +30,8 @@ def test_rl_batch_benchmark_small(tmp_path):
     out = tmp_path / "rl.md"
     p = subprocess.run([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--tasks", "1",
                         "--per-task", "2", "--timing", "quick", "--reference-cache", "on", "--cache-dir",
-                        str(tmp_path / "cache"), "--serve", "--out", str(out)], capture_output=True, text=True,
-                       timeout=900)
+                        str(tmp_path / "cache"), "--serve", "--naive", "1", "--out", str(out)], capture_output=True,
+                       text=True, timeout=900)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     text = out.read_text()
     for figure in ("candidates per minute", "step latency p95", "build CPU-seconds per candidate",
@@ -50,6 +50,9 @@ def test_rl_batch_benchmark_small(tmp_path):
     served = summary["warm, served"]  # the same batch through kbench serve's /batch, same caches
     assert served["candidates"] == 2 and served["correct"] == 2
     assert "Through HTTP (`kbench serve`" in text
+    naive = summary["naive (1, serial)"]  # the naive way beside the passes: a fresh process, plain load_inline
+    assert naive["naive"] and naive["candidates"] == 1 and naive["correct"] == 1, naive
+    assert "naive (1, serial)" in text.splitlines()[4]  # a column of the report's table
 
 
 @pytest.mark.slow
