@@ -19,9 +19,9 @@ plausibility; the trusted side's reading of timed outputs, ``timed_output_checks
 CPU-seconds (the builder process and the compilers it ran, from /proc/<pid>/stat, since the builder is a child of
 the fork server and not of this process; ``getrusage(RUSAGE_CHILDREN)`` of this process is reported beside it),
 and the results (correct, flagged, failed with the first error). ``--naive K`` sets the naive way beside the
-passes: K of the candidates, one fresh process each, one after another (bench/naive_eval.py). With ``--out``, every evaluation is appended to
-``<out>.jsonl`` as it finishes, and a run cut short (SIGTERM from a time limit, Ctrl-C) still writes its report,
-the cut pass's figures over the evaluations finished by then.
+passes: K of the candidates, one fresh process each, one after another (bench/naive_eval.py). With ``--out``,
+every evaluation is appended to ``<out>.jsonl`` as it finishes, and a run cut short (SIGTERM from a time limit,
+Ctrl-C) still writes its report, the cut pass's figures over the evaluations finished by then.
 
     python bench/rl_batch.py --device cpu --tasks 2 --per-task 2                  # small, as in CI
     python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --out bench/results/rl_batch_h100.md
@@ -281,7 +281,8 @@ def naive_pass(items: list, device: str, cache_dir: Path, k: int) -> dict:
     lat = [r["latency_s"] for r in got["rows"]]
     return {"pass": f"naive ({len(chosen)}, serial)", "naive": True, "candidates": len(chosen),
             "wall_s": got["wall_s"], "per_minute": got["per_minute"], "step_p50_s": got["latency_p50_s"],
-            "step_p95_s": round(pct(lat, .95), 2), "correct": got["correct"]}
+            "step_p95_s": round(pct(lat, .95), 2), "correct": got["correct"],
+            "rows": [{"task": t, "candidate": cand, **r} for (t, cand, _), r in zip(chosen, got["rows"])]}
 
 
 def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str,
@@ -295,8 +296,8 @@ def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timi
     from tests.serving_server import TOKEN, ServerProcess
 
     n = str(len(items))
-    srv = ServerProcess("--device", "cuda" if len(devices) > 1 else devices[0], *(["--backend", backend] if backend else []),
-                        "--timing", timing, "--queue", n,
+    srv = ServerProcess("--device", "cuda" if len(devices) > 1 else devices[0],
+                        *(["--backend", backend] if backend else []), "--timing", timing, "--queue", n,
                         "--per-client", n, "--max-batch", n, "--workers", n,
                         env={"KBENCH_CACHE": str(cache_dir), "KBENCH_SPARE_WORKER": "1",
                              "KBENCH_SHARED_CHECKS": "1" if shared_checks else "0"})
@@ -340,7 +341,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"--per-task {args.per_task} --passes {args.passes} --timing {args.timing} "
                   f"--reference-cache {args.reference_cache}"
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
-                  f"{' --shared-checks' if args.shared_checks else ''}{f' --naive {args.naive}' if args.naive else ''}`"]
+                  f"{' --shared-checks' if args.shared_checks else ''}"
+                  f"{f' --naive {args.naive}' if args.naive else ''}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -442,8 +444,9 @@ def run_passes(args, items, devices, cache, options, log, passes, extra, now, wr
         now.update(label="naive", t0=time.perf_counter())
         naive = naive_pass(items, devices[0], cache, args.naive)
         now["label"] = None
+        log.record({"summary": naive})  # its rows with it: the naive way's per-candidate latencies
+        naive.pop("rows")
         passes.append(naive)
-        log.record({"summary": naive})
     if args.cross:
         cross = cross_device(items, devices, cache, args.seed, options, args.cross)
         log.record({"cross_device": cross})
