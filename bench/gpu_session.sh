@@ -24,6 +24,8 @@
 #                                     # not), then tests/test_gpu.py (solutions and adversarial candidates)
 #   bash bench/gpu_session.sh trust1  # #21 on the merged code: tests/test_gpu.py without the rules tests (cold builds)
 #   bash bench/gpu_session.sh trust2  # the rest of tests/test_gpu.py; gpu_trust.py; timing_fidelity_trusted.py
+#   bash bench/gpu_session.sh scale   # #25: rl_batch.py --gpus $NGPUS (default: every GPU of the host), the
+#                                     # report written even when the call's limit cuts it
 #   bash bench/gpu_session.sh trust3  # false_positives.py cut by $DEADLINE; eval_cost.py task on this tree and on
 #                                     # the tree before #21 (.carry/before: git archive 4ee33f8), same GPU
 #
@@ -180,6 +182,13 @@ trust3)
         | sed "s/^{/{\"tree\": \"$tree\", /" | tee -a "$OUT/eval_cost_gpu.jsonl")
     done
   done
+  ;;
+scale)  # issue #25: the 24-candidate batch on $NGPUS GPUs of this host (default: all); one N a call (~5-8 min)
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  n=${NGPUS:-$(nvidia-smi -L | wc -l)}; extra=""; [ "$n" -gt 1 ] && extra="--cross 4"
+  stamp "rl_batch on $n GPU(s)"
+  timeout -k 20 $(left 590) python3 bench/rl_batch.py --device cuda --gpus $n --tasks 8 --per-task 3 \
+    --passes cold,warm $extra --out "$OUT/rl_batch_${n}gpu.md" 2>&1 | grep -v "^  \[" | tail -24
   ;;
 train)
   stamp "GRPO"
