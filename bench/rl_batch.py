@@ -48,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,7 +169,7 @@ def devices_for(device: str, gpus: int) -> list[str]:
 
 
 def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed: int, options: dict,
-             log: "RowLog | None" = None) -> dict:
+             log: RowLog) -> dict:
     """One pass of the batch through the local executor: one Evaluator per device (its own builder and device
     lock, the build and reference caches shared on disk), every candidate in flight at once."""
     from kbench_env.executors.local import LocalExecutor
@@ -193,8 +194,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
                          "phases": r.phase_seconds,
                          "configs": [[c.name, c.candidate_ms] for c in r.configs],
                          "done_s": round(time.perf_counter() - t0, 3)})
-            if log is not None:
-                log.add(rows[-1])
+            log.add(rows[-1])
             print(f"  [{label} {len(rows)}/{len(items)}] {task} {cand} on {r.device}: "
                   f"{'correct' if r.correct else 'FAILED'} {r.eval_seconds:.1f} s"
                   f"{'' if r.speedup is None else f', {r.speedup:.2f}x'}"
@@ -211,7 +211,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
     return {**pass_summary(label, rows, devices, wall, held), "build_cpu_s": round(build_cpu, 2),
             "build_cpu_per_candidate_s": round(build_cpu / max(1, len(rows)), 2), "children_cpu_s": round(child_cpu, 2),
-            "reference_cache": ref_cache, "rows": rows}
+            "reference_cache": ref_cache}
 
 
 def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: dict | None = None) -> dict:
@@ -388,74 +388,89 @@ def main(argv=None) -> int:
     if args.shared_checks:
         options["shared_checks"] = True
     options["backend"] = EVALUATOR_BACKEND.get(backend, backend)  # the folder's language, not the device's default
-    devices = devices_for(args.device, args.gpus)
-    out = Path(args.out) if args.out else None
-    log = RowLog(out.with_suffix(".jsonl") if out else None)
-    log.record({"run": vars(args), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-                "candidates": len(items)})
-    passes, extra, now = [], [], {"label": None, "t0": 0.0}
-
-    def write(note: str = "") -> str:
-        text = report(args, chosen, passes) + "".join(f"\n{e}\n" for e in extra) + (f"\n{note}\n" if note else "")
-        print(text, flush=True)
-        if out:
-            out.write_text(text)
-        return text
-
-    def cut(signum, frame):  # a time limit or Ctrl-C: report what finished, then unwind
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second signal ends the process, as without this handler
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        done = [r for r in log.rows if r["pass"] == now["label"]]
-        if now["label"] is not None:
-            passes.append(pass_summary(f"{now['label']} (cut)", done, devices, time.perf_counter() - now["t0"]))
-        write(f"Cut by signal {signum} ({signal.Signals(signum).name}) during the {now['label'] or 'closing'} "
-              f"pass: its figures count only the {len(done)} evaluations it had finished.")
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, cut)
-    signal.signal(signal.SIGINT, cut)
+    run = Run(args, chosen, items, devices_for(args.device, args.gpus), options)
+    signal.signal(signal.SIGTERM, run.cut)
+    signal.signal(signal.SIGINT, run.cut)
     try:
-        return run_passes(args, items, devices, cache, options, log, passes, extra, now, write)
+        return run.all(cache)
     except KeyboardInterrupt:
         return 130
 
 
-def run_passes(args, items, devices, cache, options, log, passes, extra, now, write) -> int:
-    """The passes ``--passes`` names, then the served pass and the cross-device timings; every summary into the log
-    as it is made."""
-    for label in [p for p in args.passes.split(",") if p]:
-        now.update(label=label, t0=time.perf_counter())
-        p = run_pass(label, items, devices, cache, args.seed, options, log)
-        p.pop("rows", None)
-        passes.append(p)
-        log.record({"summary": p})
-    now["label"] = None
-    if args.serve:
-        now.update(label="warm, served", t0=time.perf_counter())
-        served = serve_pass(items, devices, cache, args.seed, args.timing, args.shared_checks, options["backend"])
-        now["label"] = None
-        warm = next((p for p in passes if p["pass"] == "warm"), passes[-1])
-        passes.append(served)
-        log.record({"summary": served})
-        extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): {served['wall_s']} s "
-                     f"against {warm['wall_s']} s in-process ({served['wall_s'] / warm['wall_s'] - 1:+.1%}), "
-                     f"{served['correct']} of {served['candidates']} correct.")
-    if args.naive:
-        now.update(label="naive", t0=time.perf_counter())
-        naive = naive_pass(items, devices[0], cache, args.naive)
-        now["label"] = None
-        log.record({"summary": naive})  # its rows with it: the naive way's per-candidate latencies
-        naive.pop("rows")
-        passes.append(naive)
-    if args.cross:
-        cross = cross_device(items, devices, cache, args.seed, options, args.cross)
-        log.record({"cross_device": cross})
-        if cross["rows"]:
-            extra.append(f"The same candidates on every device ({len(devices)}): {len(cross['rows'])} "
-                         f"configuration timings, devices apart by {cross['median_apart']:.2%} median, "
-                         f"{cross['max_apart']:.2%} at most (max / min - 1 of the candidate's time).")
-    write()
-    return 0 if all(p["candidates"] == len(items) for p in passes if not p.get("naive")) else 1  # served included
+class Run:
+    """One invocation: its passes in order, each summary logged as it is made, the report written at the end or,
+    cut by SIGTERM or Ctrl-C, at once from what had finished."""
+
+    def __init__(self, args, chosen: list, items: list, devices: list[str], options: dict):
+        self.args, self.chosen, self.items, self.devices, self.options = args, chosen, items, devices, options
+        self.out = Path(args.out) if args.out else None
+        self.log = RowLog(self.out.with_suffix(".jsonl") if self.out else None)
+        self.log.record({"run": vars(args), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                         "candidates": len(items)})
+        self.passes, self.extra, self.label, self.t0 = [], [], None, 0.0
+
+    @contextmanager
+    def stage(self, label: str):
+        self.label, self.t0 = label, time.perf_counter()
+        try:
+            yield
+        finally:
+            self.label = None
+
+    def add(self, summary: dict) -> dict:
+        """A finished pass: into the log (with its rows, where it has them of its own) and the report."""
+        self.log.record({"summary": summary})
+        summary.pop("rows", None)
+        self.passes.append(summary)
+        return summary
+
+    def all(self, cache: Path) -> int:
+        """The passes ``--passes`` names, then the served pass, the naive way and the cross-device timings."""
+        a, items = self.args, self.items
+        for label in [p for p in a.passes.split(",") if p]:
+            with self.stage(label):
+                self.add(run_pass(label, items, self.devices, cache, a.seed, self.options, self.log))
+        if a.serve:
+            warm = next((p for p in self.passes if p["pass"] == "warm"), self.passes[-1])
+            with self.stage("warm, served"):
+                served = self.add(serve_pass(items, self.devices, cache, a.seed, a.timing, a.shared_checks,
+                                             self.options["backend"]))
+            self.extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): "
+                              f"{served['wall_s']} s against {warm['wall_s']} s in-process "
+                              f"({served['wall_s'] / warm['wall_s'] - 1:+.1%}), {served['correct']} of "
+                              f"{served['candidates']} correct.")
+        if a.naive:
+            with self.stage("naive"):
+                self.add(naive_pass(items, self.devices[0], cache, a.naive))
+        if a.cross:
+            cross = cross_device(items, self.devices, cache, a.seed, self.options, a.cross)
+            self.log.record({"cross_device": cross})
+            if cross["rows"]:
+                self.extra.append(f"The same candidates on every device ({len(self.devices)}): "
+                                  f"{len(cross['rows'])} configuration timings, devices apart by "
+                                  f"{cross['median_apart']:.2%} median, {cross['max_apart']:.2%} at most (max / min "
+                                  "- 1 of the candidate's time).")
+        self.write()
+        return 0 if all(p["candidates"] == len(items) for p in self.passes if not p.get("naive")) else 1
+
+    def write(self, note: str = "") -> None:
+        text = (report(self.args, self.chosen, self.passes) + "".join(f"\n{e}\n" for e in self.extra)
+                + (f"\n{note}\n" if note else ""))
+        print(text, flush=True)
+        if self.out:
+            self.out.write_text(text)
+
+    def cut(self, signum, frame):
+        """A time limit or Ctrl-C: the report of what finished, then unwind (a second signal ends the process)."""
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        done = [r for r in self.log.rows if r["pass"] == self.label]
+        if self.label is not None:
+            self.passes.append(pass_summary(f"{self.label} (cut)", done, self.devices, time.perf_counter() - self.t0))
+        self.write(f"Cut by signal {signum} ({signal.Signals(signum).name}) during the {self.label or 'closing'} "
+                   f"pass: its figures count only the {len(done)} evaluations it had finished.")
+        raise KeyboardInterrupt
+
 
 if __name__ == "__main__":
     sys.exit(main())
