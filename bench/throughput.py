@@ -1,8 +1,8 @@
 """Throughput benchmark: the naive way against kbench's Evaluator, side by side in one run.
 
 naive: a fresh Python process per candidate doing a plain ``load_inline`` (KernelBench format: <torch/extension.h>,
-       default flags, its own build directory) and a KernelBench-style evaluation (allclose, then 100 timed calls),
-       one candidate after another.
+       default flags, its own build directory) and a KernelBench-style evaluation (allclose over 5 trials, then 100
+       timed calls of the reference and of the candidate), one candidate after another (bench/naive_eval.py).
 ours:  ``Evaluator.evaluate_many`` (fresh worker per candidate forked from a warm server, builds overlapping on the
        CPU cores, the device shared one candidate at a time, content-addressed build cache), plus the fast path.
 
@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,7 +27,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import naive_eval  # noqa: E402
 
 CPU_TEMPLATE = r'''
 import torch
@@ -133,24 +134,24 @@ class ModelNew(nn.Module):
         return y.to(x.dtype)
 '''
 
-# A KernelBench-style evaluation in a fresh process: build, allclose on one input, 100 timed calls.
-NAIVE_DRIVER = r'''
-import sys, time, torch
-t0 = time.time()
-src = open(sys.argv[1]).read()
-ns = {}
-exec(compile(src, "candidate.py", "exec"), ns)
-build = time.time() - t0
-dev = sys.argv[2]
-x = torch.randn(16, 4096, device=dev)
-torch.manual_seed(0); model = ns["ModelNew"]().to(dev)
-ok = torch.allclose(model(x), torch.relu(x), atol=1e-2, rtol=1e-2)
-sync = torch.cuda.synchronize if dev.startswith("cuda") else (lambda: None)
-times = []
-for _ in range(100):
-    sync(); t = time.perf_counter(); model(x); sync(); times.append(time.perf_counter() - t)
-print(f"{build:.3f} {ok} {sorted(times)[50] * 1e3:.5f}")
-'''
+# The reference the naive way checks and times candidates against (bench/naive_eval.py): ReLU on one 16 x 4096 input.
+NAIVE_REFERENCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    return [torch.randn(16, 4096)]
+
+
+def get_init_inputs():
+    return []
+"""
 
 
 def pct(xs, q):
@@ -159,21 +160,13 @@ def pct(xs, q):
 
 
 def run_naive(sources: list[str], device: str, workdir: Path) -> dict:
-    driver = workdir / "naive_driver.py"
-    driver.write_text(NAIVE_DRIVER)
-    lat = []
-    env = dict(os.environ, TORCH_EXTENSIONS_DIR=str(workdir / "naive_ext"))
-    t_all = time.perf_counter()
-    for i, src in enumerate(sources):
-        f = workdir / f"naive_{i}.py"
-        f.write_text(src)
-        t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, str(driver), str(f), device], capture_output=True, text=True, env=env)
-        lat.append(time.perf_counter() - t0)
-        if p.returncode != 0:
-            print(p.stderr[-2000:], file=sys.stderr)
-    wall = time.perf_counter() - t_all
-    return {"latency_s": lat, "throughput_per_min": 60 * len(sources) / wall, "wall_s": wall}
+    """The naive way (bench/naive_eval.py) over ``sources``: per-candidate latencies and candidates a minute."""
+    got = naive_eval.run_naive([(NAIVE_REFERENCE, src) for src in sources], device, workdir)
+    for r in got["rows"]:
+        if r["error"]:
+            print(f"naive: {r['error']}", file=sys.stderr)
+    return {"latency_s": [r["latency_s"] for r in got["rows"]], "throughput_per_min": got["per_minute"],
+            "wall_s": got["wall_s"]}
 
 
 def main() -> int:
