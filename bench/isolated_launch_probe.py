@@ -1,7 +1,6 @@
 """Which stream measurement reproduces Nsight Compute's duration of a few-microsecond kernel (issue #21's last
 point)? Nsight Compute times one launch alone, caches flushed before it; a graph replay of B back-to-back calls
-overlaps each launch's set-up with the previous kernel's tail and reads ~10 % less at 5 us
-(bench/results/timing_fidelity_trusted_h100.md). This probe times bench/timing_fidelity.py's kernels five ways
+reads ~10 % less at 5 us (bench/results/timing_fidelity_trusted_h100.md). This probe times bench/timing_fidelity.py's kernels five ways
 on the same inputs (a fresh input per call, L2 flushed before each block):
 
 - ``graph``: a CUDA graph of B calls between two events, replay time / B (what evaluations do, nothing subtracted);
