@@ -19,17 +19,22 @@ import torch
 from kbench_env.device import Device
 
 
-def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:
-    """The lock file of ``device`` ("cuda" or "cuda:N") under ``lock_dir``: named by the GPU's UUID where torch
-    reports it, else by the index and CUDA_VISIBLE_DEVICES."""
+def gpu_identity(device: str) -> str:
+    """The physical GPU behind ``device`` ("cuda" or "cuda:N"): its UUID where torch reports it, else the index
+    with CUDA_VISIBLE_DEVICES (``cuda:0`` is another card in a process that sees other devices)."""
     index = Device.parse(device).index
     if index is None:
         index = torch.cuda.current_device()
     try:
-        name = f"gpu-{torch.cuda.get_device_properties(index).uuid}"
+        return str(torch.cuda.get_device_properties(index).uuid)
     except (AttributeError, RuntimeError, AssertionError):
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_") or "none"
-        name = f"gpu-{visible}-{index}"
+        return f"{visible}-{index}"
+
+
+def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:
+    """The lock file of ``device`` under ``lock_dir``, named by ``gpu_identity``."""
+    name = f"gpu-{gpu_identity(device)}"
     return Path(lock_dir) / f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in name)}.lock"
 
 
@@ -56,26 +61,37 @@ class DeviceLock:
                 self._failed = True
         return self._fd
 
-    def acquire(self, blocking: bool = True) -> bool:
-        if not self._thread.acquire(blocking):
-            return False
+    def _lock_file(self, op: int, blocking: bool) -> bool:
+        """``flock`` the file with ``op`` (LOCK_EX or LOCK_SH); False only when not ``blocking`` and it is held.
+        Without a lock file, or when the file lock fails, this process's lock alone holds: True."""
         fd = self._open()
-        if fd is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                self._thread.release()
-                return False
-            except OSError:
-                self._failed = True
+        if fd is None:
+            return True
+        try:
+            fcntl.flock(fd, op if blocking else op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            self._failed = True
         return True
 
-    def release(self) -> None:
+    def _unlock_file(self) -> None:
         if self._fd is not None:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_UN)
             except OSError:
                 pass
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if not self._thread.acquire(blocking):
+            return False
+        if not self._lock_file(fcntl.LOCK_EX, blocking):
+            self._thread.release()
+            return False
+        return True
+
+    def release(self) -> None:
+        self._unlock_file()
         self._thread.release()
 
     def __enter__(self):

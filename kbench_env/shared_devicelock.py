@@ -1,8 +1,8 @@
 """A device lock with shared and exclusive holders (the Evaluator's ``shared_checks`` option): correctness runs
 may share the device with each other, timing has it to itself.
 
-Shared holders (candidates' correctness checks) overlap each other, at most ``max_shared`` at once in a process,
-which bounds the device memory they take together; an exclusive holder (timing, reference timing,
+Shared holders (candidates' correctness checks) overlap each other, at most ``max_shared`` at once per lock (one
+per Evaluator), which bounds the device memory they take together; an exclusive holder (timing, reference timing,
 plausibility) overlaps nobody, in this process (threads) and in others on the same lock file (``flock``).
 
 ``flock`` on one open file converts its lock rather than stacking it, so the threads of this process agree among
@@ -20,7 +20,8 @@ import time
 
 from kbench_env.devicelock import DeviceLock
 
-#: Shared holders at once per process, by default: the correctness runs that may be on the device together.
+#: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
+#: the device together.
 SHARED_CAP = 4
 
 
@@ -106,22 +107,3 @@ class SharedDeviceLock(DeviceLock):
             self._cond.wait_for(predicate)
             return True
         return predicate()
-
-    def _lock_file(self, op: int, blocking: bool) -> bool:
-        fd = self._open()
-        if fd is None:
-            return True
-        try:
-            fcntl.flock(fd, op if blocking else op | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        except OSError:  # the file lock failed: this process's lock still holds
-            self._failed = True
-        return True
-
-    def _unlock_file(self) -> None:
-        if self._fd is not None:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            except OSError:
-                pass
