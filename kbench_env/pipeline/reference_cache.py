@@ -8,12 +8,13 @@ Layout, under ``<cache dir>/reference/`` (``kbench_env.cachedir``)::
     <machine id>/calibration.lock    serialises the drift check of concurrent processes
     <machine id>/entries/<key>.json  one configuration's reference timing dict, with the epoch it was timed in
 
-The machine id hashes everything about the machine and the software that changes a timing: the device (a GPU's
-name, SMs, memory, rated clocks and its own UUID: each card of a host has its own entries; a CPU's model, the
-cores this process may use and their vector extensions), the NVIDIA driver (read from /proc, no nvidia-smi), CUDA, torch, triton and Python versions, the
-backend, and a hash of the source of kbench's timing code (a changed timing method re-times everything). An
-entry's key adds the task (name and source hash), the configuration (name, sizes, dtype, input shapes, forward
-or backward) and the timing settings. The timing dict itself is stored and returned as it came (opaque).
+The machine id hashes everything about the machine and the software that changes a timing: the device (a GPU's name,
+SMs, memory, rated clocks and its own UUID: each card of a host has its own entries; a CPU's model, the cores this
+process may use and their vector extensions), the NVIDIA driver (read from /proc, no nvidia-smi), CUDA, torch,
+triton and Python versions, the backend, and a hash of the source of kbench's timing code (a changed timing method
+re-times everything). An entry's key adds the task (name and source hash), the configuration (name, sizes, dtype,
+input shapes, forward or backward) and the timing settings. The timing dict itself is stored and returned as it came
+(opaque).
 
 The drift check: each process measures the device calibration (the trusted side's ``calibrate`` request: copy
 bandwidth, matrix-product rates, on a GPU the graph-node gap) before it trusts an entry, and compares it with
@@ -42,6 +43,7 @@ from pathlib import Path
 import torch
 
 from kbench_env.device import Device
+from kbench_env.devicelock import gpu_identity
 from kbench_env.hardware import cpu_description
 
 log = logging.getLogger("kbench.reference_cache")
@@ -95,18 +97,15 @@ def nvidia_driver() -> str | None:
 
 
 def gpu_model(device: str) -> dict:
-    """The GPU's model figures and its own UUID. Two GPUs of one model are not one timing machine: on an H100 x2
-    host (bench/results/multi_gpu.md) their calibrations read 2.43 and 2.21 TB/s, 9 % apart, and one cache shared
-    by both was invalidated at every switch between them; keyed by the card, each GPU keeps its own references,
-    timed where its candidates are."""
+    """The GPU's model figures and the card itself (``devicelock.gpu_identity``). Two GPUs of one model are not one
+    timing machine: on an H100 x2 host (bench/results/multi_gpu.md) their calibrations read 2.43 and 2.21 TB/s,
+    9 % apart, and one cache shared by both was invalidated at every switch between them; keyed by the card,
+    each GPU keeps its own references, timed where its candidates are."""
     idx = torch.device(device).index or 0
     p = torch.cuda.get_device_properties(idx)
     fields = ("name", "major", "minor", "multi_processor_count", "total_memory", "clock_rate", "memory_clock_rate",
               "memory_bus_width", "L2_cache_size")
-    out = {f: getattr(p, f, None) for f in fields}
-    uuid = getattr(p, "uuid", None)
-    out["uuid"] = str(uuid) if uuid is not None else f"index {idx}"
-    return out
+    return {**{f: getattr(p, f, None) for f in fields}, "uuid": gpu_identity(f"cuda:{idx}")}
 
 
 def machine_fingerprint(device: str, backend: str) -> dict:
