@@ -16,12 +16,13 @@ bench/timing_fidelity.py measures against the profiler:
 - L2 is flushed before each replay;
 - the replay's whole time counts, nothing subtracted for the idle time between the graph's nodes: the idle time
   CUPTI sees in a traced replay is longer than an untraced replay's (tracing lengthens it), so subtracting it
-  read a 5 us kernel at 0.87 of its CUPTI duration, and the replay alone reads 0.96
-  (bench/results/timing_fidelity_trusted_h100.md); ``graph_gap_ms`` (the calibration's idle time between tiny
-  kernels, ~0.1 us) is kept as a figure of the machine for the reference cache's drift check;
+  read a 5 us kernel at 0.87 of its CUPTI duration, and the replay alone reads 0.96 (measured through the
+  trusted path, pipeline/gpu_blocks.py: bench/results/timing_fidelity_trusted_h100.md; this in-process form,
+  ``time_calls``, was not re-measured); ``graph_gap_ms`` (the calibration's idle time between tiny kernels,
+  ~0.1 us) is kept as a figure of the machine for the reference cache's drift check;
 - blocks are timed until 0.1 s of device time (or, after 0.01 s, until the median's 95% confidence interval is
   within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks); the wall time of a timing is a few
-  times its device time (fresh inputs per call). Fidelity: bench/results/timing_fidelity_h100.md;
+  times its device time (fresh inputs per call). Fidelity: bench/results/timing_fidelity_trusted_h100.md;
 - where capture fails (the candidate synchronises or reads values on the host), the block runs eagerly and is
   timed by the host clock around a device-wide synchronise, which sees every stream.
 """
@@ -255,8 +256,8 @@ class CudaBackend(ExtensionBackend):
 
     def graph_gap_ms(self, device, block: int = MAX_BLOCK) -> float:
         """The idle time between consecutive kernel nodes of a replayed graph (CUPTI's start of one kernel minus
-        the end of the one before, median over a graph of ``block`` tiny kernels). Every timed call pays it once
-        and no profiler counts it as the kernel's (a large share of a few-microsecond kernel's time)."""
+        the end of the one before, median over a graph of ``block`` tiny kernels): a figure of the machine, which
+        the reference cache's drift check compares; timings do not subtract it."""
         z = torch.zeros(1, device=device)
         captured = self._capture(lambda z: z.add_(1.0), lambda j: [z], block)
         if captured is None:
@@ -277,11 +278,11 @@ class CudaBackend(ExtensionBackend):
 
     def calibrate(self, device: str, dtypes: list) -> dict:
         """Bandwidth and FLOP rates (base class), plus the idle gap between consecutive graph nodes
-        (``graph_gap_ms``)."""
+        (``graph_gap_ms``, for the drift check)."""
         out = super().calibrate(device, dtypes)
         try:
             out["graph_gap_ms"] = self.graph_gap_ms(device)
-        except Exception:  # noqa: BLE001 - no profiler: no correction
+        except Exception:  # noqa: BLE001 - no profiler: no figure to compare
             out["graph_gap_ms"] = 0.0
         return out
 

@@ -78,10 +78,11 @@ class Evaluator:
         format: the action format candidates are held to: "kernelbench", "fast" or "triton" (formats.py).
         remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/remote.py).
         shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at
-            once per process) instead of holding it one at a time; timing, reference timing and plausibility still
+            once per Evaluator) instead of holding it one at a time; timing, reference timing and plausibility still
             have it to themselves, excluding every other holder in this and other processes. It trades device
             memory (several candidates' checks, and checked candidates waiting for their timing, at once) and
-            CPU contention on the CPU device for less time waiting on the device. Off by default; on with True
+            CPU contention on the CPU device for less time waiting on the device (the aim: not yet measured on a
+            GPU, bench/results/rl_batch_h100.md). Off by default; on with True
             or KBENCH_SHARED_CHECKS=1.
     """
 

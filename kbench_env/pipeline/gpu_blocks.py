@@ -10,16 +10,13 @@ this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this si
    inside this side's window;
 3. reads the outputs of ``check_calls`` calls chosen now straight from the worker's memory and compares them with
    the reference's for those calls' inputs;
-4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall
-   clock is not; the replay's whole time over its calls, nothing subtracted for the idle time between graph
-   nodes: a replay of a 1M-element kernel reads 0.96 of CUPTI's duration of the same kernel in the same blocks
-   that way, where subtracting the idle time CUPTI sees in a traced replay read 0.87, since tracing lengthens it;
-   bench/results/timing_fidelity_trusted_h100.md) only down to this side's bound: the wall time less the block's
-   fixed cost outside the device work (``fixed_ms``: what the reference's blocks of the same size and shapes
-   spent, the copy, the flush and the exchange, measured by the same code) and a slack, over 1 + TOLERANCE,
-   taken on the medians over the timing's blocks. A timing reported under the bound is timed again
-   (``time_gpu_retimed``: a burst of host load stretches the wall time of honest blocks, a forgery is under the
-   bound every time); the cleanest of RETIMINGS counts, paid no less than its bound, and flagged (``flagged``)
+4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall clock
+   is not; the replay's whole time, nothing subtracted: backends/cuda.py says why) only down to this side's bound:
+   the wall time less the block's fixed cost outside the device work (``fixed_ms``: what the reference's blocks of
+   the same size and shapes spent, the copy, the flush and the exchange, measured by the same code) and a slack,
+   over 1 + TOLERANCE, taken on the medians over the timing's blocks. A timing reported under the bound is timed
+   again (``time_gpu_retimed``: a burst of host load stretches the wall time of honest blocks, a forgery is under
+   the bound every time); the cleanest of RETIMINGS counts, paid no less than its bound, and flagged (``flagged``)
    if it was reported under the bound by more than FLAG_RATIO.
 
 This side counts the calls, decides when the timing stops and computes the median and spread. The worker can lie
