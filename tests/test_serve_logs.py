@@ -26,7 +26,7 @@ OVERSIZED = "# marker-oversized-c4f2\n" + "x = 1\n" * 2000
 
 
 def _sha(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:12]
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ Field names are stable: agents, logs and reports depend on them. This module onl
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import time
@@ -98,6 +99,11 @@ class EvalResult:
         """The researcher's feedback text: the error, the first mismatch, or the timing table, every
         configuration shown as it is (``feedback.policy_feedback`` is what a policy reads)."""
         return full_feedback(self)
+
+
+def hash_source(source: str) -> str:
+    """A candidate source's ``EvalResult.source_hash``: the first 16 hex digits of its sha256."""
+    return hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _clean(o):

@@ -9,11 +9,11 @@ the source (a compiler's or a traceback's line), is left out: its stage is logge
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import logging
 import secrets
 import time
 
+from kbench_env.pipeline.result import hash_source
 from kbench_env.serving.logs import event
 
 #: the id of the request being served (set by ``RequestLog``): events of one request share it
@@ -72,12 +72,15 @@ def refused(exc, client: str, path: str | None) -> None:
           reason=exc.reason, code=exc.code, message=exc.message[:300])
 
 
-def source_fields(source) -> dict:
-    """What the log says of a candidate's source: its size and the first 12 hex digits of its sha256."""
+def source_fields(source, result=None) -> dict:
+    """What the log says of a candidate's source: its size and ``source_sha256``, the hash its result carries
+    (``EvalResult.source_hash``, of the source the evaluator took from the action), or, where there is no result
+    or the result has none (the executor raised, the screen refused the action first), the same hash of the
+    action itself."""
     if not isinstance(source, str):
         return {"source_chars": None, "source_sha256": None}
     return {"source_chars": len(source),
-            "source_sha256": hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]}
+            "source_sha256": (result.source_hash if result is not None else "") or hash_source(source)}
 
 
 def origin(**ids) -> dict:
@@ -87,7 +90,7 @@ def origin(**ids) -> dict:
 
 def evaluation(task, source, where: dict, result=None, exc: BaseException | None = None) -> None:
     """Log an evaluation that ended: its ``result`` (an EvalResult) or the exception the executor raised."""
-    fields = {"task": getattr(task, "name", str(task)), **where, **source_fields(source)}
+    fields = {"task": getattr(task, "name", str(task)), **where, **source_fields(source, result)}
     if exc is not None:
         event("evaluation", logging.ERROR, **fields, correct=None, error_stage="executor",
               exception=f"{type(exc).__name__}: {exc}"[:300])
