@@ -17,7 +17,7 @@ from kbench_env.serving.admission import Admission, ServerLimits
 from kbench_env.serving.batch import batch_route
 from kbench_env.serving.evaluations import Evaluations
 from kbench_env.serving.http import guarded, read_json
-from kbench_env.serving.logevents import RequestLog
+from kbench_env.serving.logevents import RequestLog, refused
 from kbench_env.serving.logs import event
 from kbench_env.serving.metrics import Metrics
 from kbench_env.serving.registry import TaskRegistry
@@ -44,6 +44,11 @@ class KBenchServer:
         self.sessions = Sessions(registry, evaluator, self.evaluations, self.limits)
         self.app = RequestLog(self._build())
         self._in_flight_at_stop: int | None = None  # evaluations holding a place when shutdown began
+
+    def refuse(self, exc, client: str, path: str | None) -> None:
+        """Count and log a refusal (an ``admission.Refused``) of ``client``'s request to ``path``."""
+        self.metrics.refused[str(exc.status)] += 1
+        refused(exc, client, path)
 
     def stopping(self, signal_name: str | None = None) -> None:
         """Shutdown begins (the server stops accepting): log what is in flight."""

@@ -14,7 +14,7 @@ from starlette.responses import StreamingResponse
 
 from kbench_env.serving.admission import Refused, check_source, check_token
 from kbench_env.serving.http import error_response, read_json
-from kbench_env.serving.logevents import client_key, origin, refused
+from kbench_env.serving.logevents import client_key, origin
 from kbench_env.serving.wire import TOKEN_HEADER
 
 
@@ -87,8 +87,7 @@ def batch_route(server):
                 server.admission.leave_client(client)
                 raise
         except Refused as exc:
-            server.metrics.refused[str(exc.status)] += 1
-            refused(exc, client, request.url.path)
+            server.refuse(exc, client, request.url.path)
             return error_response(exc)
         batch_id = secrets.token_hex(6)
         jobs = {asyncio.wrap_future(server.evaluations.submit(task, source, seed, origin(batch=batch_id, index=i))):

@@ -11,7 +11,7 @@ import json
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kbench_env.serving.admission import Refused, check_token
-from kbench_env.serving.logevents import client_key, refused
+from kbench_env.serving.logevents import client_key
 from kbench_env.serving.wire import TOKEN_HEADER
 
 
@@ -47,8 +47,7 @@ def websocket_route(server):
             check_token(websocket.headers.get(TOKEN_HEADER), server.token)
             session = server.sessions.create()
         except Refused as exc:
-            server.metrics.refused[str(exc.status)] += 1
-            refused(exc, client, "/ws")
+            server.refuse(exc, client, "/ws")
             await websocket.close(code=1008, reason=exc.message[:120])
             return
         await websocket.accept()
@@ -58,8 +57,7 @@ def websocket_route(server):
                 if len(raw) > server.limits.max_body_bytes:
                     too_large = Refused(413, f"message over {server.limits.max_body_bytes:,} bytes (--max-body-bytes)",
                                         "TOO_LARGE", reason="body_too_large")
-                    server.metrics.refused["413"] += 1
-                    refused(too_large, client, "/ws")
+                    server.refuse(too_large, client, "/ws")
                     await websocket.send_text(_error(too_large.message, too_large.code, 413))
                     continue
                 try:
@@ -68,8 +66,7 @@ def websocket_route(server):
                 except ValueError as exc:
                     answer = _error(f"invalid JSON: {exc}", "INVALID_JSON", 400)
                 except Refused as exc:
-                    server.metrics.refused[str(exc.status)] += 1
-                    refused(exc, client, "/ws")
+                    server.refuse(exc, client, "/ws")
                     answer = _error(exc.message, exc.code, exc.status)
                 if answer is None:
                     break
