@@ -80,6 +80,35 @@ def test_websocket_session_needs_the_token_and_speaks_openenv(server):
         assert json.loads(ws.recv())["data"]["code"] == "INVALID_JSON"
 
 
+def _logged(srv, **fields) -> list:
+    """The server's log events (its stderr, merged into ``srv.lines``) that have ``fields``."""
+    events = [json.loads(ln) for ln in list(srv.lines) if ln.startswith("{")]
+    return [e for e in events if all(e.get(k) == v for k, v in fields.items())]
+
+
+def test_websocket_invalid_json_is_refused_counted_and_logged(server):
+    """Over the WebSocket as over HTTP, a message that is not JSON is a refusal: answered 400 INVALID_JSON, counted
+    in kbench_refused_total and logged as a ``refused`` event, and the episode goes on."""
+    from websockets.sync.client import connect
+
+    counted = 'kbench_refused_total{status="400"}'
+    before, logged = _metric(server.url, counted), len(_logged(server, event="refused", path="/ws"))
+    with connect(server.url.replace("http", "ws") + "/ws", additional_headers=AUTH) as ws:
+        ws.send("{not json")
+        answer = json.loads(ws.recv())
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv())["type"] == "state"
+    assert answer["type"] == "error" and answer["data"]["message"].startswith("invalid JSON: ")
+    assert (answer["data"]["code"], answer["data"]["status"]) == ("INVALID_JSON", 400)
+    assert _metric(server.url, counted) - before == 1
+    for _ in range(100):  # the log reaches ``lines`` through a reader thread
+        if len(_logged(server, event="refused", path="/ws")) > logged:
+            break
+        threading.Event().wait(0.05)
+    (event,) = _logged(server, event="refused", path="/ws")[logged:]
+    assert (event["status"], event["code"], event["reason"]) == (400, "INVALID_JSON", "invalid_request")
+
+
 def test_remote_env_passes_check_env(server):
     env = gym.make("KBench-v0", url=server.url, token=TOKEN, task="level1/relu", max_turns=3)
     assert isinstance(env.unwrapped, RemoteKBenchEnv)
