@@ -154,6 +154,15 @@ def test_oversized_requests_are_refused_with_a_clear_error(server):
     env.close()
 
 
+def test_reset_options_refuse_nan_and_endless_turns(server):
+    """JSON as Python reads it allows NaN and Infinity: a reset option given NaN, or max_turns given Infinity, is
+    refused (400), not a 500."""
+    for name, value in (("max_turns", "NaN"), ("max_turns", "Infinity"), ("target_speedup", "NaN")):
+        answer = httpx.post(server.url + "/reset", headers={**AUTH, "Content-Type": "application/json"},
+                            content='{"task": "level1/relu", "%s": %s}' % (name, value))
+        assert answer.status_code == 400 and f"{name} must be a number >= " in answer.json()["error"], answer.text
+
+
 def test_batch_streams_every_result(server):
     items = [("level1/relu", RELU), ("level1/relu", "garbage"), ("relu", candidates.WRONG_SHAPE)]
 
