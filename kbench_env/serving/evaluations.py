@@ -31,8 +31,9 @@ class Evaluations:
             raise
         finally:
             self.admission.give_back(was_running=True)
-        self.metrics.evaluated(result.to_dict())
-        logevents.evaluation(task, source, where, result)
+        summary = result.to_dict()
+        self.metrics.evaluated(summary)
+        logevents.evaluation(task, source, where, summary)
         return result
 
     def submit(self, task, source: str, seed: int | None, where: dict | None = None) -> Future:

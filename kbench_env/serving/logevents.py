@@ -72,15 +72,14 @@ def refused(exc, client: str, path: str | None) -> None:
           reason=exc.reason, code=exc.code, message=exc.message[:300])
 
 
-def source_fields(source, result=None) -> dict:
+def source_fields(source, result: dict | None = None) -> dict:
     """What the log says of a candidate's source: its size and ``source_sha256``, the hash its result carries
-    (``EvalResult.source_hash``, of the source the evaluator took from the action), or, where there is no result
-    or the result has none (the executor raised, the screen refused the action first), the same hash of the
-    action itself."""
+    (``source_hash``, of the source the evaluator took from the action), or, where there is no result or the
+    result has none (the executor raised, the screen refused the action first), the same hash of the action."""
     if not isinstance(source, str):
         return {"source_chars": None, "source_sha256": None}
     return {"source_chars": len(source),
-            "source_sha256": (result.source_hash if result is not None else "") or hash_source(source)}
+            "source_sha256": (result or {}).get("source_hash") or hash_source(source)}
 
 
 def origin(**ids) -> dict:
@@ -88,20 +87,22 @@ def origin(**ids) -> dict:
     return {"request_id": REQUEST_ID.get(), **ids}
 
 
-def evaluation(task, source, where: dict, result=None, exc: BaseException | None = None) -> None:
-    """Log an evaluation that ended: its ``result`` (an EvalResult) or the exception the executor raised."""
+#: what the log keeps of an evaluation's result (``error_stage`` is kept for an incorrect one only)
+RESULT_FIELDS = ("correct", "compiled", "stage", "error_stage", "speedup", "reward", "integrity_flags",
+                 "eval_seconds", "phase_seconds", "cached_build", "device")
+
+
+def evaluation(task, source, where: dict, result: dict | None = None, exc: BaseException | None = None) -> None:
+    """Log an evaluation that ended: its ``result`` (``EvalResult.to_dict()``) or the exception the executor
+    raised."""
     fields = {"task": getattr(task, "name", str(task)), **where, **source_fields(source, result)}
     if exc is not None:
         event("evaluation", logging.ERROR, **fields, correct=None, error_stage="executor",
               exception=f"{type(exc).__name__}: {exc}"[:300])
         return
-    flags = list(result.integrity_flags or [])
-    fields.update(correct=result.correct, compiled=result.compiled, stage=result.stage,
-                  error_stage=None if result.correct else result.error_stage, speedup=result.speedup,
-                  reward=result.reward, integrity_flags=flags, eval_seconds=result.eval_seconds,
-                  phase_seconds={k: round(v, 4) for k, v in (result.phase_seconds or {}).items()
-                                 if isinstance(v, (int, float))},
-                  cached_build=result.cached_build, device=result.device)
-    if getattr(result, "retries", None):
-        fields["retries"] = result.retries
-    event("evaluation", logging.WARNING if flags else logging.INFO, **fields)
+    fields.update((k, result.get(k)) for k in RESULT_FIELDS)
+    if result.get("correct"):
+        fields["error_stage"] = None
+    if result.get("retries"):
+        fields["retries"] = result["retries"]
+    event("evaluation", logging.WARNING if fields["integrity_flags"] else logging.INFO, **fields)
