@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
@@ -89,8 +88,8 @@ def batch_route(server):
         except Refused as exc:
             server.refuse(exc, client, request.url.path)
             return error_response(exc)
-        batch_id = secrets.token_hex(6)
-        jobs = {asyncio.wrap_future(server.evaluations.submit(task, source, seed, origin(batch=batch_id, index=i))):
+        # the request id (origin's) names the batch in the log; ``batch`` says how many items it has
+        jobs = {asyncio.wrap_future(server.evaluations.submit(task, source, seed, origin(batch=len(items), index=i))):
                 (i, item_id, task) for i, item_id, task, source, seed in items}
         return StreamingResponse(_stream(server, jobs, client), media_type="application/x-ndjson")
     return batch

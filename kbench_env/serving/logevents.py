@@ -83,7 +83,8 @@ def source_fields(source, result: dict | None = None) -> dict:
 
 
 def origin(**ids) -> dict:
-    """Where an evaluation comes from: the current request's id and ``ids`` (session, or batch and index)."""
+    """Where an evaluation comes from: the current request's id and ``ids`` (``session``, or a batch item's
+    ``batch``, the number of items, and ``index``)."""
     return {"request_id": REQUEST_ID.get(), **ids}
 
 
