@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import gymnasium as gym
 import httpx
@@ -212,8 +213,6 @@ def test_eight_clients_by_fifty_mixed_actions_lose_nothing_and_leak_no_worker(se
     import, wrong answers, input writes), each client its own episode. Every step gets its answer, the honest ones
     pay and nothing else does, the server counts 400 evaluations, and once idle it has the processes it had before
     (every worker of the 400 is gone)."""
-    import time as _time
-
     cycle = [RELU, "garbage", candidates.SEGFAULT, candidates.RAISES_IN_FORWARD, "class ModelNew: pass",
              candidates.WRONG_SHAPE, candidates.ABORT, candidates.EXIT_AT_IMPORT, candidates.MODIFIES_INPUT, "x = ("]
     actions = cycle * 5
@@ -232,9 +231,9 @@ def test_eight_clients_by_fifty_mixed_actions_lose_nothing_and_leak_no_worker(se
             assert (reward > 0) == (k % len(cycle) == 0), (k, reward)
     assert _metric(server.url, "kbench_evaluations_total") - before == 400
     assert _metric(server.url, "kbench_queue_depth") == 0 and _metric(server.url, "kbench_running") == 0
-    deadline = _time.monotonic() + 30
-    while server.descendants() - before_procs and _time.monotonic() < deadline:
-        _time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while server.descendants() - before_procs and time.monotonic() < deadline:
+        time.sleep(0.5)
     left = server.descendants() - before_procs
     assert not left, f"processes left behind after the load: {[cmdline(p) for p in left]}"
 
