@@ -20,7 +20,7 @@ from kbench_apps.cli_output import HelpFormatter, is_terminal, plural, quiet_clo
 from kbench_apps.precompute import add_parser as add_baseline_parser
 from kbench_apps.report import main as report_main
 from kbench_apps.runlog import RunLog
-from kbench_apps.runner import run_suite
+from kbench_apps.runner import add_remote_builds, run_suite
 from kbench_apps.serve import add_parser as add_serve_parser
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.formats import FORMATS
@@ -41,12 +41,6 @@ def _add_rules(p) -> None:
                         "coverage (share of forward's time in own kernels) is reported under both")
     _add_format(p)  # where the rules are chosen (eval, run), the action format is too, and where builds run
     add_remote_builds(p)
-
-
-def add_remote_builds(p) -> None:
-    p.add_argument("--remote-builds", default=None, metavar="ray[:ADDRESS]",
-                   help="build candidates as Ray tasks on a cluster's CPU nodes (ray: the cluster running here; "
-                        "ray:ADDRESS: that one); running and timing stay here. Default: builds on this host")
 
 
 def _add_format(p) -> None:

@@ -7,6 +7,8 @@ to the results file at once (``kind: "attempt"``; ``"filtered"`` for a candidate
 hardware), and a ``task_done`` record closes each task. A killed run resumes: finished tasks are skipped, and an
 unfinished task's recorded attempts are handed back to an agent whose ``run_episode`` takes ``resume=`` (the
 evolutionary agent and the baselines do), so that finished attempts are not evaluated again.
+
+It also holds what ``kbench eval``, ``run`` and ``serve`` share: the timing presets and ``--remote-builds``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ _ATTEMPT_FIELDS = ("source", "origin", "parents", "candidate", "generation", "ve
 def _opt(args, name, default=None):
     v = getattr(args, name, None) if args is not None else None
     return default if v is None else v
+
+
+def add_remote_builds(p) -> None:
+    """``--remote-builds`` on the parser ``p`` (kbench eval, run and serve)."""
+    p.add_argument("--remote-builds", default=None, metavar="ray[:ADDRESS]",
+                   help="build candidates as Ray tasks on a cluster's CPU nodes (ray: the cluster running here; "
+                        "ray:ADDRESS: that one); running and timing stay here. Default: builds on this host")
 
 
 def installed_agents() -> dict[str, EntryPoint]:

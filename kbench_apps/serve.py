@@ -16,7 +16,7 @@ import signal
 import socket
 from pathlib import Path
 
-from kbench_apps.runner import TIMING_PRESETS
+from kbench_apps.runner import TIMING_PRESETS, add_remote_builds
 from kbench_env.executors import make_executor
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
@@ -43,7 +43,7 @@ def _token(args) -> str:
 
 def _evaluator_kwargs(args) -> dict:
     kwargs = {"backend": args.backend, "reward": args.reward, "rules": args.rules}
-    if getattr(args, "remote_builds", None):
+    if args.remote_builds:
         kwargs["remote_builds"] = args.remote_builds
     if args.timing == "off":
         kwargs["time_candidates"] = False
@@ -148,8 +148,7 @@ def add_parser(sub, device_help: str, dtype_arg: dict, formatter) -> None:
     s.add_argument("--ray-address", default=None,
                    help="evaluate on Ray actors, one per GPU (--workers: how many): 'auto' joins the cluster running "
                         "here (`ray start --head` / `ray start --address`), HOST:PORT another, 'local' starts one")
-    s.add_argument("--remote-builds", default=None, metavar="ray[:ADDRESS]",
-                   help="build candidates as Ray tasks on a cluster's CPU nodes (see kbench eval --help)")
+    add_remote_builds(s)
     s.add_argument("--workers", type=int, default=None,
                    help="evaluations running at once (default 2; with --ray-address, actors, default one per GPU)")
     s.add_argument("--queue", type=int, default=16, help="evaluations waiting beyond those (more: 429)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 
 import gymnasium as gym
 import httpx
@@ -80,6 +81,35 @@ def test_websocket_session_needs_the_token_and_speaks_openenv(server):
         assert json.loads(ws.recv())["data"]["code"] == "INVALID_JSON"
 
 
+def _logged(srv, **fields) -> list:
+    """The server's log events (its stderr, merged into ``srv.lines``) that have ``fields``."""
+    events = [json.loads(ln) for ln in list(srv.lines) if ln.startswith("{")]
+    return [e for e in events if all(e.get(k) == v for k, v in fields.items())]
+
+
+def test_websocket_invalid_json_is_refused_counted_and_logged(server):
+    """Over the WebSocket as over HTTP, a message that is not JSON is a refusal: answered 400 INVALID_JSON, counted
+    in kbench_refused_total and logged as a ``refused`` event, and the episode goes on."""
+    from websockets.sync.client import connect
+
+    counted = 'kbench_refused_total{status="400"}'
+    before, logged = _metric(server.url, counted), len(_logged(server, event="refused", path="/ws"))
+    with connect(server.url.replace("http", "ws") + "/ws", additional_headers=AUTH) as ws:
+        ws.send("{not json")
+        answer = json.loads(ws.recv())
+        ws.send(json.dumps({"type": "state"}))
+        assert json.loads(ws.recv())["type"] == "state"
+    assert answer["type"] == "error" and answer["data"]["message"].startswith("invalid JSON: ")
+    assert (answer["data"]["code"], answer["data"]["status"]) == ("INVALID_JSON", 400)
+    assert _metric(server.url, counted) - before == 1
+    for _ in range(100):  # the log reaches ``lines`` through a reader thread
+        if len(_logged(server, event="refused", path="/ws")) > logged:
+            break
+        threading.Event().wait(0.05)
+    (event,) = _logged(server, event="refused", path="/ws")[logged:]
+    assert (event["status"], event["code"], event["reason"]) == (400, "INVALID_JSON", "invalid_request")
+
+
 def test_remote_env_passes_check_env(server):
     env = gym.make("KBench-v0", url=server.url, token=TOKEN, task="level1/relu", max_turns=3)
     assert isinstance(env.unwrapped, RemoteKBenchEnv)
@@ -123,6 +153,15 @@ def test_oversized_requests_are_refused_with_a_clear_error(server):
                          json={"items": [{"task": "../../etc/passwd", "source": "x"}]})
     assert unknown.status_code == 404 and "no task named" in unknown.json()["error"]
     env.close()
+
+
+def test_reset_options_refuse_nan_and_endless_turns(server):
+    """JSON as Python reads it allows NaN and Infinity: a reset option given NaN, or max_turns given Infinity, is
+    refused (400), not a 500."""
+    for name, value in (("max_turns", "NaN"), ("max_turns", "Infinity"), ("target_speedup", "NaN")):
+        answer = httpx.post(server.url + "/reset", headers={**AUTH, "Content-Type": "application/json"},
+                            content='{"task": "level1/relu", "%s": %s}' % (name, value))
+        assert answer.status_code == 400 and f"{name} must be a number >= " in answer.json()["error"], answer.text
 
 
 def test_batch_streams_every_result(server):
@@ -174,8 +213,6 @@ def test_eight_clients_by_fifty_mixed_actions_lose_nothing_and_leak_no_worker(se
     import, wrong answers, input writes), each client its own episode. Every step gets its answer, the honest ones
     pay and nothing else does, the server counts 400 evaluations, and once idle it has the processes it had before
     (every worker of the 400 is gone)."""
-    import time as _time
-
     cycle = [RELU, "garbage", candidates.SEGFAULT, candidates.RAISES_IN_FORWARD, "class ModelNew: pass",
              candidates.WRONG_SHAPE, candidates.ABORT, candidates.EXIT_AT_IMPORT, candidates.MODIFIES_INPUT, "x = ("]
     actions = cycle * 5
@@ -194,9 +231,9 @@ def test_eight_clients_by_fifty_mixed_actions_lose_nothing_and_leak_no_worker(se
             assert (reward > 0) == (k % len(cycle) == 0), (k, reward)
     assert _metric(server.url, "kbench_evaluations_total") - before == 400
     assert _metric(server.url, "kbench_queue_depth") == 0 and _metric(server.url, "kbench_running") == 0
-    deadline = _time.monotonic() + 30
-    while server.descendants() - before_procs and _time.monotonic() < deadline:
-        _time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while server.descendants() - before_procs and time.monotonic() < deadline:
+        time.sleep(0.5)
     left = server.descendants() - before_procs
     assert not left, f"processes left behind after the load: {[cmdline(p) for p in left]}"
 

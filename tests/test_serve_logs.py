@@ -26,7 +26,7 @@ OVERSIZED = "# marker-oversized-c4f2\n" + "x = 1\n" * 2000
 
 
 def _sha(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()[:12]
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +109,8 @@ def test_evaluations_are_logged_with_their_origin(run):
     assert honest["eval_seconds"] > 0 and honest["phase_seconds"] and honest["reward"] > 0
     assert honest["source_chars"] == len(HONEST) and honest["source_sha256"] == _sha(HONEST)
     assert batch["index"] == 0 and batch["batch"] and "session" not in batch
+    (batch_request,) = [r for r in _of(events, "request") if r["path"] == "/batch"]
+    assert batch["request_id"] == batch_request["request_id"]  # the request id names the batch
     steps = [r["request_id"] for r in _of(events, "request") if r["path"] == "/step" and r["status"] == 200]
     assert [garbage["request_id"], honest["request_id"]] == steps
 

@@ -17,7 +17,6 @@ says (timing always alone on it).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import os
 import random
 import secrets
@@ -38,7 +37,7 @@ from kbench_env.pipeline.build import build, start_worker
 from kbench_env.pipeline.device_hold import device_stages, make_device_lock
 from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_sandbox_violations
-from kbench_env.pipeline.result import EvalResult, phase, trim_log
+from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.threads import trusted_threads
 from kbench_env.sandbox.diagnosis import WorkerError
@@ -208,7 +207,7 @@ class Evaluator:
     def _evaluate(self, task: Task, action, seed, result: EvalResult) -> None:
         try:
             source = screen_mod.extract_source(action)
-            result.source_hash = hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:16]
+            result.source_hash = hash_source(source)
             formats.screen_action(source, self.backend, self.format)
         except screen_mod.ScreenError as exc:
             result.error, result.error_stage = str(exc), "screen"

@@ -7,6 +7,7 @@ Field names are stable: agents, logs and reports depend on them. This module onl
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import time
@@ -81,7 +82,7 @@ class EvalResult:
     log_tail: str | None = None  # the worker's own output (compiler, prints), trimmed
 
     def to_dict(self) -> dict:
-        return _clean(asdict(self))
+        return json_safe(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
@@ -100,12 +101,18 @@ class EvalResult:
         return full_feedback(self)
 
 
-def _clean(o):
-    """Make a dict JSON-safe: non-finite floats become strings "inf"/"nan"."""
+def hash_source(source: str) -> str:
+    """A candidate source's ``EvalResult.source_hash``: the first 16 hex digits of its sha256."""
+    return hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def json_safe(o):
+    """``o`` made JSON-safe: non-finite floats, in it or in its dicts, lists and tuples, become the strings "inf",
+    "-inf" and "nan"."""
     if isinstance(o, dict):
-        return {k: _clean(v) for k, v in o.items()}
+        return {k: json_safe(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
+        return [json_safe(v) for v in o]
     if isinstance(o, float) and not math.isfinite(o):
         return "inf" if o > 0 else ("-inf" if o < 0 else "nan")
     return o

@@ -17,7 +17,7 @@ from kbench_env.serving.admission import Admission, ServerLimits
 from kbench_env.serving.batch import batch_route
 from kbench_env.serving.evaluations import Evaluations
 from kbench_env.serving.http import guarded, read_json
-from kbench_env.serving.logevents import RequestLog
+from kbench_env.serving.logevents import RequestLog, refused
 from kbench_env.serving.logs import event
 from kbench_env.serving.metrics import Metrics
 from kbench_env.serving.registry import TaskRegistry
@@ -43,24 +43,31 @@ class KBenchServer:
         self.evaluations = Evaluations(executor, self.admission, self.metrics)
         self.sessions = Sessions(registry, evaluator, self.evaluations, self.limits)
         self.app = RequestLog(self._build())
-        self._stopping: dict | None = None  # what was in flight when shutdown began
+        self._in_flight_at_stop: int | None = None  # evaluations holding a place when shutdown began
+
+    def refuse(self, exc, client: str, path: str | None) -> None:
+        """Count and log a refusal (an ``admission.Refused``) of ``client``'s request to ``path``."""
+        self.metrics.refused[str(exc.status)] += 1
+        refused(exc, client, path)
 
     def stopping(self, signal_name: str | None = None) -> None:
         """Shutdown begins (the server stops accepting): log what is in flight."""
         a = self.admission
-        self._stopping = {"ended": self.evaluations.ended, "in_flight": a.admitted}
+        self._in_flight_at_stop = a.admitted
         event("shutdown", stage="begin", signal=signal_name, in_flight=a.admitted, running=a.running,
               open_requests=self.app.open, sessions=len(self.sessions.open))
 
     def close(self) -> None:
         """Finish in-flight evaluations, then close sessions and the executor; log what finished and what did
-        not (``handed_back``: evaluations still holding a place once the executor closed)."""
-        if self._stopping is None:
+        not (``handed_back``: evaluations still holding a place once the executor closed). Closing waits for
+        every evaluation and each gives its place back when it ends, so what still holds one did not finish."""
+        if self._in_flight_at_stop is None:
             self.stopping()
         self.evaluations.close()
         self.sessions.close_all()
-        event("shutdown", stage="done", in_flight=self._stopping["in_flight"],
-              finished=self.evaluations.ended - self._stopping["ended"], handed_back=self.admission.admitted)
+        in_flight, handed_back = self._in_flight_at_stop, self.admission.admitted
+        event("shutdown", stage="done", in_flight=in_flight, finished=max(0, in_flight - handed_back),
+              handed_back=handed_back)
 
     def _build(self) -> Starlette:
         limit = self.limits.max_body_bytes

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
 
 from starlette.requests import Request
 from starlette.responses import StreamingResponse
 
 from kbench_env.serving.admission import Refused, check_source, check_token
 from kbench_env.serving.http import error_response, read_json
-from kbench_env.serving.logevents import client_key, origin, refused
+from kbench_env.serving.logevents import client_key, origin
 from kbench_env.serving.wire import TOKEN_HEADER
 
 
@@ -87,11 +86,10 @@ def batch_route(server):
                 server.admission.leave_client(client)
                 raise
         except Refused as exc:
-            server.metrics.refused[str(exc.status)] += 1
-            refused(exc, client, request.url.path)
+            server.refuse(exc, client, request.url.path)
             return error_response(exc)
-        batch_id = secrets.token_hex(6)
-        jobs = {asyncio.wrap_future(server.evaluations.submit(task, source, seed, origin(batch=batch_id, index=i))):
+        # the request id (origin's) names the batch in the log; ``batch`` says how many items it has
+        jobs = {asyncio.wrap_future(server.evaluations.submit(task, source, seed, origin(batch=len(items), index=i))):
                 (i, item_id, task) for i, item_id, task, source, seed in items}
         return StreamingResponse(_stream(server, jobs, client), media_type="application/x-ndjson")
     return batch

@@ -6,7 +6,6 @@ evaluation ends, and the evaluation is logged (``logevents.evaluation``). A requ
 from __future__ import annotations
 
 import asyncio
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from kbench_env.pipeline.result import EvalResult
@@ -21,8 +20,6 @@ class Evaluations:
         self.admission = admission
         self.metrics = metrics
         self.pool = ThreadPoolExecutor(max_workers=max(1, admission.limits.workers), thread_name_prefix="kbench-eval")
-        self.ended = 0  # evaluations that ended (a result or an exception), for the shutdown's count
-        self._ended_lock = threading.Lock()
 
     def _job(self, task, source, seed, where: dict) -> EvalResult:
         self.admission.started()
@@ -34,10 +31,9 @@ class Evaluations:
             raise
         finally:
             self.admission.give_back(was_running=True)
-            with self._ended_lock:
-                self.ended += 1
-        self.metrics.evaluated(result.to_dict())
-        logevents.evaluation(task, source, where, result)
+        summary = result.to_dict()
+        self.metrics.evaluated(summary)
+        logevents.evaluation(task, source, where, summary)
         return result
 
     def submit(self, task, source: str, seed: int | None, where: dict | None = None) -> Future:

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from kbench_env.serving.admission import Refused, check_token
-from kbench_env.serving.logevents import client_key, refused
+from kbench_env.serving.logevents import client_key
 from kbench_env.serving.wire import TOKEN_HEADER
 
 
@@ -59,8 +59,7 @@ def guarded(server, route: str, *, counted: bool = False):
                     entered = True
                 return await handler(request)
             except Refused as exc:
-                server.metrics.refused[str(exc.status)] += 1
-                refused(exc, client, request.url.path)
+                server.refuse(exc, client, request.url.path)
                 return error_response(exc)
             finally:
                 if entered:

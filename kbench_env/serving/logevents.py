@@ -9,11 +9,11 @@ the source (a compiler's or a traceback's line), is left out: its stage is logge
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import logging
 import secrets
 import time
 
+from kbench_env.pipeline.result import hash_source
 from kbench_env.serving.logs import event
 
 #: the id of the request being served (set by ``RequestLog``): events of one request share it
@@ -72,33 +72,38 @@ def refused(exc, client: str, path: str | None) -> None:
           reason=exc.reason, code=exc.code, message=exc.message[:300])
 
 
-def source_fields(source) -> dict:
-    """What the log says of a candidate's source: its size and the first 12 hex digits of its sha256."""
+def source_fields(source, result: dict | None = None) -> dict:
+    """What the log says of a candidate's source: its size and ``source_sha256``, the hash its result carries
+    (``source_hash``, of the source the evaluator took from the action), or, where there is no result or the
+    result has none (the executor raised, the screen refused the action first), the same hash of the action."""
     if not isinstance(source, str):
         return {"source_chars": None, "source_sha256": None}
     return {"source_chars": len(source),
-            "source_sha256": hashlib.sha256(source.encode("utf-8", "replace")).hexdigest()[:12]}
+            "source_sha256": (result or {}).get("source_hash") or hash_source(source)}
 
 
 def origin(**ids) -> dict:
-    """Where an evaluation comes from: the current request's id and ``ids`` (session, or batch and index)."""
+    """Where an evaluation comes from: the current request's id and ``ids`` (``session``, or a batch item's
+    ``batch``, the number of items, and ``index``)."""
     return {"request_id": REQUEST_ID.get(), **ids}
 
 
-def evaluation(task, source, where: dict, result=None, exc: BaseException | None = None) -> None:
-    """Log an evaluation that ended: its ``result`` (an EvalResult) or the exception the executor raised."""
-    fields = {"task": getattr(task, "name", str(task)), **where, **source_fields(source)}
+#: what the log keeps of an evaluation's result (``error_stage`` is kept for an incorrect one only)
+RESULT_FIELDS = ("correct", "compiled", "stage", "error_stage", "speedup", "reward", "integrity_flags",
+                 "eval_seconds", "phase_seconds", "cached_build", "device")
+
+
+def evaluation(task, source, where: dict, result: dict | None = None, exc: BaseException | None = None) -> None:
+    """Log an evaluation that ended: its ``result`` (``EvalResult.to_dict()``) or the exception the executor
+    raised."""
+    fields = {"task": getattr(task, "name", str(task)), **where, **source_fields(source, result)}
     if exc is not None:
         event("evaluation", logging.ERROR, **fields, correct=None, error_stage="executor",
               exception=f"{type(exc).__name__}: {exc}"[:300])
         return
-    flags = list(result.integrity_flags or [])
-    fields.update(correct=result.correct, compiled=result.compiled, stage=result.stage,
-                  error_stage=None if result.correct else result.error_stage, speedup=result.speedup,
-                  reward=result.reward, integrity_flags=flags, eval_seconds=result.eval_seconds,
-                  phase_seconds={k: round(v, 4) for k, v in (result.phase_seconds or {}).items()
-                                 if isinstance(v, (int, float))},
-                  cached_build=result.cached_build, device=result.device)
-    if getattr(result, "retries", None):
-        fields["retries"] = result.retries
-    event("evaluation", logging.WARNING if flags else logging.INFO, **fields)
+    fields.update((k, result.get(k)) for k in RESULT_FIELDS)
+    if result.get("correct"):
+        fields["error_stage"] = None
+    if result.get("retries"):
+        fields["retries"] = result["retries"]
+    event("evaluation", logging.WARNING if fields["integrity_flags"] else logging.INFO, **fields)

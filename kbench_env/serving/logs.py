@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 from datetime import datetime, timezone
+
+from kbench_env.pipeline.result import json_safe
 
 LOGGER = logging.getLogger("kbench.serve")
 LOGGER.addHandler(logging.NullHandler())  # a library: silent unless an application configures logging
@@ -26,27 +27,17 @@ def event(name: str, level: int = logging.INFO, **fields) -> None:
         LOGGER.log(level, name, extra={"kbench_fields": fields})
 
 
-def _finite(value):
-    """JSON has no inf or nan: they become the strings "inf", "-inf", "nan" (as EvalResult.to_dict writes them)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {str(k): _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _record_fields(record: logging.LogRecord) -> tuple[str, dict]:
     """The event's name and fields; another library's record is the event ``log`` with its logger and message."""
     fields = getattr(record, "kbench_fields", None)
     if fields is not None:
-        name, fields = record.msg, dict(fields)
+        name = record.msg
     else:
         name, fields = "log", {"logger": record.name, "message": record.getMessage()}
+    fields = json_safe(fields)  # a new dict: the record's own stays as it was
     if record.exc_info:
         fields["exception"] = logging.Formatter().formatException(record.exc_info)
-    return name, _finite(fields)
+    return name, fields
 
 
 def _timestamp(record: logging.LogRecord) -> str:

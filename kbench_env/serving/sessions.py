@@ -6,6 +6,7 @@ evaluation seed from the session env's generator and records the executor's resu
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import time
 
@@ -25,11 +26,13 @@ class Session:
         self.last_used = time.monotonic()
 
 
-def _int_option(data: dict, name: str, default, low: float):
+def _int_option(data: dict, name: str, default, low: float, *, integer: bool = False):
+    """``data[name]``, a number >= ``low`` (NaN never is; Infinity is not an ``integer``), or ``default``."""
     value = data.get(name, default)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low:
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or value < low
+            or (integer and math.isinf(value))):
         raise Refused(400, f"{name} must be a number >= {low}, not {value!r}")
     return value
 
@@ -78,7 +81,7 @@ class Sessions:
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise Refused(400, f"seed must be a non-negative integer, not {seed!r}")
         async with session.lock:
-            env.max_turns = int(_int_option(data, "max_turns", env.max_turns, 1))
+            env.max_turns = int(_int_option(data, "max_turns", env.max_turns, 1, integer=True))
             env.target_speedup = _int_option(data, "target_speedup", None, 0)
             task = self.registry.task(data["task"]) if data.get("task") else None
             env.fixed_task = task

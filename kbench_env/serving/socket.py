@@ -11,7 +11,7 @@ import json
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kbench_env.serving.admission import Refused, check_token
-from kbench_env.serving.logevents import client_key, refused
+from kbench_env.serving.logevents import client_key
 from kbench_env.serving.wire import TOKEN_HEADER
 
 
@@ -19,7 +19,26 @@ def _error(message: str, code: str, status: int | None = None) -> str:
     return json.dumps({"type": "error", "data": {"message": message, "code": code, "status": status}})
 
 
-async def _answer(server, session, client: str, msg: dict) -> str | None:
+def _message(raw: str, limit: int) -> dict:
+    """A message as a dict, refused past ``limit`` or when it is not JSON, as an HTTP body would be."""
+    if len(raw) > limit:
+        raise Refused(413, f"message over {limit:,} bytes (--max-body-bytes)", "TOO_LARGE", reason="body_too_large")
+    try:
+        msg = json.loads(raw)
+    except ValueError as exc:
+        raise Refused(400, f"invalid JSON: {exc}", "INVALID_JSON") from None
+    return msg if isinstance(msg, dict) else {}
+
+
+async def _answer(server, session, client: str, raw: str) -> str | None:
+    msg = _message(raw, server.limits.max_body_bytes)
+    try:
+        return await _dispatch(server, session, client, msg)
+    except ValueError as exc:  # the env's own (a TaskError: the task cannot run here): an error, the episode goes on
+        raise Refused(400, str(exc)) from None
+
+
+async def _dispatch(server, session, client: str, msg: dict) -> str | None:
     kind, data = msg.get("type"), msg.get("data") or {}
     if not isinstance(data, dict):
         raise Refused(400, "data must be a JSON object")
@@ -47,29 +66,17 @@ def websocket_route(server):
             check_token(websocket.headers.get(TOKEN_HEADER), server.token)
             session = server.sessions.create()
         except Refused as exc:
-            server.metrics.refused[str(exc.status)] += 1
-            refused(exc, client, "/ws")
+            server.refuse(exc, client, "/ws")
             await websocket.close(code=1008, reason=exc.message[:120])
             return
         await websocket.accept()
         try:
             while True:
                 raw = await asyncio.wait_for(websocket.receive_text(), server.limits.session_idle)
-                if len(raw) > server.limits.max_body_bytes:
-                    too_large = Refused(413, f"message over {server.limits.max_body_bytes:,} bytes (--max-body-bytes)",
-                                        "TOO_LARGE", reason="body_too_large")
-                    server.metrics.refused["413"] += 1
-                    refused(too_large, client, "/ws")
-                    await websocket.send_text(_error(too_large.message, too_large.code, 413))
-                    continue
                 try:
-                    msg = json.loads(raw)
-                    answer = await _answer(server, session, client, msg if isinstance(msg, dict) else {})
-                except ValueError as exc:
-                    answer = _error(f"invalid JSON: {exc}", "INVALID_JSON", 400)
+                    answer = await _answer(server, session, client, raw)
                 except Refused as exc:
-                    server.metrics.refused[str(exc.status)] += 1
-                    refused(exc, client, "/ws")
+                    server.refuse(exc, client, "/ws")
                     answer = _error(exc.message, exc.code, exc.status)
                 if answer is None:
                     break
