@@ -19,8 +19,6 @@ from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.sandbox.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
-ray = pytest.importorskip("ray")
-
 RELU = resolve_task("level1/relu")
 GOOD = read(ROOT / "tasks/solutions/cpu/level1/relu.py")
 BROKEN = GOOD.replace("return out;", "return kb_not_declared_here;")
@@ -31,6 +29,8 @@ NOT_COMPARED = {"eval_seconds", "worker_seconds", "build_seconds", "phase_second
 
 @pytest.fixture(scope="module")
 def cluster():
+    """The ``ray`` module, joined to a local instance (tests that need no Ray do not take it, so run without it)."""
+    ray = pytest.importorskip("ray")
     from kbench_env.raycluster import connect
 
     started = not ray.is_initialized()
@@ -125,7 +125,8 @@ def test_a_compile_error_comes_back_as_locally(remote, local):
     assert remote.builder.history[-1]["remote"] and remote.builder.history[-1]["ok"] is False
 
 
-def test_a_tampered_artifact_is_refused_and_not_published(remote):
+def test_a_tampered_artifact_is_refused_and_not_published(remote, cluster):
+    ray = cluster
     from kbench_env.builder import ray_task
 
     builder = remote.builder
