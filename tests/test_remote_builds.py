@@ -5,6 +5,7 @@ manifest is refused; a task that fails for kbench's reasons falls back to this h
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -157,5 +158,26 @@ def test_a_task_that_fails_falls_back_to_this_host_said_once(cluster, tmp_path):
         assert builder.fallbacks == 2 and builder.pid is not None  # built here
         said = [str(w.message) for w in caught if "remote builds" in str(w.message)]
         assert len(said) == 1 and "building on this host" in said[0], said
+    finally:
+        builder.close()
+
+
+def test_a_build_that_falls_back_after_a_task_timed_out_has_its_full_timeout(cluster, tmp_path, monkeypatch):
+    from kbench_env.builder import remote as remote_module
+
+    builder = RemoteBuilder(Builder("cpu", "cpu", str(tmp_path), LIMITS))
+    given = []
+    submit = builder.local.submit
+    monkeypatch.setattr(builder.local, "submit", lambda request, timeout, *a: given.append(timeout) or
+                        submit(request, timeout, *a))
+    monkeypatch.setattr(remote_module, "REPLY_MARGIN_S", -29.0)  # the task's answer is awaited for 1 s
+    try:
+        builder._connect()  # noqa: SLF001
+        builder._task = cluster.remote(lambda *args: time.sleep(120)).options(num_cpus=1)  # noqa: SLF001
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reply = builder.build(_tiny(uuid.uuid4().hex[:10]), 30.0)
+        assert reply["ok"] and builder.fallbacks == 1, reply
+        assert given == [30.0]  # kbench's wait for the task is not taken from the candidate's build
     finally:
         builder.close()

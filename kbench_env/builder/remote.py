@@ -9,10 +9,10 @@ results), that the bytes have the manifest's SHA-256 and fit the build's size bo
 own store (Store.publish_external), so a worker loads a remote build as it loads a local one and a later local
 request finds it. A request whose unit is already in the store is answered from it, without a task.
 
-Kbench's failures (no cluster, a task that died, a node unlike this host, an artifact refused) fall back to the
-local builder, said once in a warning and counted in ``fallbacks``; no cluster, or a node that builds other units
-than this host would, turns remote builds off for the builder's life. A compile error is the candidate's: it comes
-back as it would locally.
+Kbench's failures (no cluster, a task that died or did not answer, a node unlike this host, an artifact refused)
+fall back to the local builder with the build's whole timeout, said once in a warning and counted in
+``fallbacks``; no cluster, or a node that builds other units than this host would, turns remote builds off for the
+builder's life. A compile error is the candidate's: it comes back as it would locally.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ class RemoteBuilder:
         return fut
 
     def build(self, request: dict, timeout: float, **kw) -> dict:
-        return self.submit(request, timeout, **kw).result(timeout=timeout + REPLY_MARGIN_S + 30)
+        """``submit`` and wait: for the task (``timeout`` plus REPLY_MARGIN_S), then for a fallback's build."""
+        return self.submit(request, timeout, **kw).result(timeout=2 * timeout + REPLY_MARGIN_S + 30)
 
     def close(self) -> None:
         self.local.close()
@@ -119,9 +120,8 @@ class RemoteBuilder:
                                  "remote": reply.get("remote")})
             fut.set_result(reply)
             return
-        try:
-            local = self.local.submit(request, max(1.0, timeout - (time.monotonic() - t0)), max_bytes,
-                                      light_headers)
+        try:  # the whole timeout: the time kbench's failure took is not the candidate's to lose
+            local = self.local.submit(request, timeout, max_bytes, light_headers)
         except BuilderError as exc:
             fut.set_result({"ok": False, "internal": True, "message": f"internal builder error: {exc}"})
             return
