@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, read
-from kbench_env.builder.client import Builder
+from kbench_env.builder.client import Builder, BuilderError
 from kbench_env.builder.remote import RemoteBuilder, parse_option
 from kbench_env.builder.store import ExternalBuildRefused
 from kbench_env.pipeline.evaluator import Evaluator
@@ -179,5 +179,44 @@ def test_a_build_that_falls_back_after_a_task_timed_out_has_its_full_timeout(clu
             reply = builder.build(_tiny(uuid.uuid4().hex[:10]), 30.0)
         assert reply["ok"] and builder.fallbacks == 1, reply
         assert given == [30.0]  # kbench's wait for the task is not taken from the candidate's build
+    finally:
+        builder.close()
+
+
+class _NoTask:
+    """A Ray task, or a local build, that a request answered from the store must not start."""
+
+    def remote(self, *args):
+        raise AssertionError("a Ray task was sent")
+
+    def submit(self, *args):
+        raise BuilderError("the local builder was asked")
+
+
+def _answered_here(tmp_path, monkeypatch) -> RemoteBuilder:
+    """A RemoteBuilder that can neither send a task nor build locally."""
+    builder = RemoteBuilder(Builder("cpu", "cpu", str(tmp_path), LIMITS))
+    builder._connect()  # noqa: SLF001
+    builder._task = _NoTask()  # noqa: SLF001
+    monkeypatch.setattr(builder.local, "submit", _NoTask().submit)
+    return builder
+
+
+def test_a_build_under_its_second_plan_is_found_without_a_task(cluster, tmp_path, monkeypatch):
+    builder = _answered_here(tmp_path, monkeypatch)
+    request = {"kind": "inline", "name": "kb_rb_plans", "cpp_sources": ["int kb_rb_plans() { return 1; }"],
+               "cuda_sources": None, "functions": None, "options": {"is_python_module": False}}
+    units, _ = builder._expected(request, True)  # noqa: SLF001
+    assert len(units) == 2, units  # the light headers' plan, then the source as written
+
+    def make(directory):  # the as-written build, as a fallback from the light plan leaves it
+        Path(directory, "kb_rb_plans.so").write_bytes(b"not loaded here")
+        return "kb_rb_plans.so", "kb_rb_plans"
+
+    builder.store.get_or_build(units[1], make, 1 << 20)
+    try:
+        reply = builder.build(request, 30.0)
+        assert reply["ok"] and reply["cached"] and reply["unit"] == units[1] and reply["remote"] is None, reply
+        assert builder.fallbacks == 0
     finally:
         builder.close()

@@ -7,7 +7,8 @@ The task's reply comes back with the artifact's bytes and manifest. This side ch
 local build of the request would have made (so the same torch, compiler, backend and build environment: identical
 results), that the bytes have the manifest's SHA-256 and fit the build's size bound, and publishes them into its
 own store (Store.publish_external), so a worker loads a remote build as it loads a local one and a later local
-request finds it. A request whose unit is already in the store is answered from it, without a task.
+request finds it. A request with a unit already in the store (the first of its plans' units found, torch_ext.plan_units)
+is answered from it, without a task.
 
 Kbench's failures (no cluster, a task that died or did not answer, a node unlike this host, an artifact refused)
 fall back to the local builder with the build's whole timeout, said once in a warning and counted in
@@ -130,9 +131,10 @@ class RemoteBuilder:
     def _remote(self, request: dict, timeout: float, max_bytes: int, light_headers: bool) -> dict:
         ray = self._connect()
         units, python_module = self._expected(request, light_headers)
-        found = self.store.lookup(units[0]) if units else None
-        if found is not None:  # built before (here or remotely): no task
-            return {"ok": True, **found, "cached": True, **python_module, "remote": None}
+        for unit in units:  # built before (here or remotely), under any of its plans: no task
+            found = self.store.lookup(unit)
+            if found is not None:
+                return {"ok": True, **found, "cached": True, **python_module, "remote": None}
         ref = self._task.remote(self._spec, request, timeout, max_bytes, light_headers)
         try:
             out = ray.get(ref, timeout=timeout + REPLY_MARGIN_S)
