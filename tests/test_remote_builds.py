@@ -220,3 +220,13 @@ def test_a_build_under_its_second_plan_is_found_without_a_task(cluster, tmp_path
         assert builder.fallbacks == 0
     finally:
         builder.close()
+
+
+def test_a_refused_request_is_answered_here_without_a_task(cluster, tmp_path, monkeypatch):
+    builder = _answered_here(tmp_path, monkeypatch)
+    try:
+        reply = builder.build({**_tiny("x"), "name": "not-an-identifier"}, 30.0)
+        assert reply["ok"] is False and reply["refused"] and "Python identifier" in reply["message"], reply
+        assert builder.fallbacks == 0
+    finally:
+        builder.close()

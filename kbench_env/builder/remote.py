@@ -129,8 +129,12 @@ class RemoteBuilder:
         local.add_done_callback(lambda done: fut.set_result(done.result()))
 
     def _remote(self, request: dict, timeout: float, max_bytes: int, light_headers: bool) -> dict:
+        try:
+            req = normalise(request)
+        except BuildRefused as exc:  # answered as the builder answers it (server.serve), without a task
+            return {"ok": False, "refused": True, "message": str(exc), "remote": None}
         ray = self._connect()
-        units, python_module = self._expected(request, light_headers)
+        units, python_module = self._expected(req, light_headers)
         for unit in units:  # built before (here or remotely), under any of its plans: no task
             found = self.store.lookup(unit)
             if found is not None:
@@ -164,11 +168,9 @@ class RemoteBuilder:
         return reply
 
     def _expected(self, request: dict, light_headers: bool) -> tuple[list, dict]:
-        """(the units a local build of ``request`` would try, in order; its reply's python_module, if it has one)."""
-        try:
-            req = normalise(request)
-        except BuildRefused:
-            return [], {}  # the builder refuses it too, with the same message
+        """(the units a local build of ``request`` would try, in order; its reply's python_module, if it has one).
+        Raises BuildRefused for a request the builder refuses before building."""
+        req = normalise(request)  # a no-op on a normalised request
         if req["kind"] == "fast":
             return [fast.unit_of(req)], {}
         units = torch_ext.plan_units(req, self.backend, self._context, light_headers)
