@@ -230,3 +230,33 @@ def test_a_refused_request_is_answered_here_without_a_task(cluster, tmp_path, mo
         assert builder.fallbacks == 0
     finally:
         builder.close()
+
+
+@pytest.mark.parametrize("backend, device", [("cpu", "cpu"), ("cuda", "cuda:1")])
+def test_the_build_environment_is_not_read_in_this_process(cluster, tmp_path, monkeypatch, backend, device):
+    import torch
+
+    def no_cuda_here(*args):
+        raise AssertionError("torch.cuda was asked in the trusted process")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU host
+    monkeypatch.setattr(torch.cuda, "get_device_capability", no_cuda_here)
+    builder = RemoteBuilder(Builder(backend, device, str(tmp_path), LIMITS))
+    try:
+        builder._connect()  # noqa: SLF001 - read in a process of its own (this machine has no GPU: none there)
+        assert builder._spec["build_env"] == {} and builder.off_reason is None  # noqa: SLF001
+    finally:
+        builder.close()
+
+
+def test_the_cuda_build_environment_is_the_devices(monkeypatch):
+    import torch
+
+    from kbench_env.backends import get_backend
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: asked.append(index) or (8, 6))
+    assert get_backend("cuda").build_environment("cuda:1") == {"TORCH_CUDA_ARCH_LIST": "8.6"}
+    assert get_backend("cuda").build_environment("cuda") == {"TORCH_CUDA_ARCH_LIST": "8.6"}
+    assert asked == [1, None]

@@ -32,6 +32,35 @@ class BuilderError(RuntimeError):
     """The builder process could not be started or died with requests in flight."""
 
 
+def build_environment(backend: str, device: str, timeout: float = 60.0) -> dict:
+    """The build environment (backend.build_environment) of ``device``, read in a process started from the fork
+    server, as the builder process reads it: this process does not initialise CUDA (devicelock.py). For a builder
+    that does not read its own (a remote builder, builder/remote.py). Raises BuilderError if it cannot be read."""
+    ctx = context()
+    conn, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=server.send_build_environment, args=(child, backend, device), daemon=True,
+                       name="kbench-build-env")
+    try:
+        with spawning():
+            proc.start()
+    finally:
+        child.close()
+    try:
+        answer = conn.recv() if conn.poll(timeout) else {"ok": False, "message": f"no answer within {timeout:.0f} s"}
+    except (EOFError, OSError):
+        answer = {"ok": False, "message": f"the process exited (exit code {proc.exitcode})"}
+    finally:
+        conn.close()
+        proc.join(timeout=5)
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
+    if not answer.get("ok"):
+        raise BuilderError(f"could not read the {backend} backend's build environment for {device}: "
+                           f"{answer.get('message')}")
+    return answer["env"]
+
+
 class Builder:
     """Builds for one backend, device and build root (see the module docstring). ``kinds``: the request kinds it
     accepts (None: all; the action format's, pipeline/formats.builder_kinds); any other is refused unbuilt.

@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from kbench_env.raycluster import connect
 from kbench_env.backends import get_backend
 from kbench_env.builder import fast, ray_task, torch_ext
-from kbench_env.builder.client import Builder, BuilderError
+from kbench_env.builder.client import Builder, BuilderError, build_environment
 from kbench_env.builder.errors import BuildRefused
 from kbench_env.builder.requests import normalise
 from kbench_env.builder.store import Store
@@ -182,7 +182,7 @@ class RemoteBuilder:
             if self._task is None:
                 try:
                     ray = connect(self.address)
-                    build_env = self.backend.build_environment()
+                    build_env = build_environment(self.local.backend, self.local.device)  # not read here
                 except Exception as exc:  # noqa: BLE001 - no [ray] extra, no cluster, a cluster that refused
                     raise _RemoteOff(f"no Ray cluster to build on at {self.address!r}: {type(exc).__name__}: "
                                      f"{exc}") from None
