@@ -63,11 +63,11 @@ def make_builder(backend: str, device: str, build_root: str, limits, workers: in
 
 
 class RemoteBuilder:
-    """``Builder``'s interface (submit, build, history, close), building on a Ray cluster at ``address`` with
-    ``num_cpus`` per task; ``local`` builds what cannot be built there (see the module docstring)."""
+    """``Builder``'s interface (submit, build, history, close), building on a Ray cluster at ``address``, one CPU
+    per task; ``local`` builds what cannot be built there (see the module docstring)."""
 
-    def __init__(self, local: Builder, address: str = "auto", num_cpus: float = 1.0):
-        self.local, self.address, self.num_cpus = local, address, num_cpus
+    def __init__(self, local: Builder, address: str = "auto"):
+        self.local, self.address = local, address
         self.kinds, self.limits, self.build_root = local.kinds, local.limits, local.build_root
         self.history = local.history  # remote builds are entered with their reply's "remote"
         self.backend = get_backend(local.backend)
@@ -190,7 +190,7 @@ class RemoteBuilder:
                               "build_env": build_env}
                 self._context = torch_ext.build_context(self.backend, build_env)
                 self._ray = ray
-                self._task = ray.remote(ray_task.build).options(num_cpus=self.num_cpus, num_gpus=0, max_retries=0)
+                self._task = ray.remote(ray_task.build).options(num_cpus=1, num_gpus=0, max_retries=0)
         return self._ray
 
     def _fall_back(self, exc: Exception) -> None:
