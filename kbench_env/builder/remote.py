@@ -4,11 +4,18 @@ build request as a Ray task (CPUs only, ``num_gpus=0``) that runs the same build
 its node (ray_task.py); running and timing stay on this host.
 
 The task's reply comes back with the artifact's bytes and manifest. This side checks that the unit is one that a
-local build of the request would have made (so the same torch, compiler, backend and build environment: identical
-results), that the bytes have the manifest's SHA-256 and fit the build's size bound, and publishes them into its
-own store (Store.publish_external), so a worker loads a remote build as it loads a local one and a later local
-request finds it. A request with a unit already in the store (the first of its plans' units found, torch_ext.plan_units)
-is answered from it, without a task.
+local build of the request would have made, that the bytes have the manifest's SHA-256 and fit the build's size
+bound, and publishes them into its own store (Store.publish_external), so a worker loads a remote build as it loads
+a local one and a later local request finds it. A request with a unit already in the store (the first of its plans'
+units found, torch_ext.plan_units) is answered from it, and one the builder refuses (requests.normalise) is refused
+here, both without a task.
+
+A matching unit vouches only for what the unit's name hashes (requests.extension_unit, fast_unit): for a
+cpp_extension build the sources and flags as built, torch's version, the C++ compiler's version line ($CXX), the
+backend and its build environment (the GPU architecture); for a fast-path build only the compiler's name, its
+command and the source. Neither names nvcc's or the CUDA toolkit's version, nor the system's headers and libraries,
+and a fast build not even the compiler's version: a node that differs from this host there builds the same units
+with other code, and nothing here notices. The cluster's nodes should run this host's software image.
 
 Kbench's failures (no cluster, a task that died or did not answer, a node unlike this host, an artifact refused)
 fall back to the local builder with the build's whole timeout, said once in a warning and counted in
@@ -150,7 +157,9 @@ class RemoteBuilder:
     def accept(self, out: dict, units: list, max_bytes: int) -> dict:
         """The reply to give for a task's answer ``out`` (ray_task.build), its artifact published here when it is
         a unit of ``units`` (the request's, as this host would build it) whose bytes match the manifest's SHA-256.
-        Raises RemoteBuildError (store.ExternalBuildRefused: nothing published) for anything else."""
+        Raises RemoteBuildError when the remote builder failed or built another unit (then remote builds are off),
+        and store.ExternalBuildRefused (a ValueError; nothing published) for an artifact the store refuses; the
+        build falls back to this host for either (_serve)."""
         reply = dict(out["reply"])
         where = {"node": out.get("node"), "pid": out.get("pid"), "protections": out.get("protections")}
         if reply.get("internal"):
