@@ -32,6 +32,14 @@ class BuilderError(RuntimeError):
     """The builder process could not be started or died with requests in flight."""
 
 
+def request_defaults(limits: Limits, max_bytes: int | None, light_headers: bool | None) -> tuple[int, bool]:
+    """(max_bytes, light_headers) of a request, those left out (None) given: Limits.build_bytes, and lighter
+    headers unless $KBENCH_LIGHT_HEADERS is 0 (0: build every source as written)."""
+    if light_headers is None:
+        light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"
+    return int(limits.build_bytes if max_bytes is None else max_bytes), light_headers
+
+
 def build_environment(backend: str, device: str, timeout: float = 60.0) -> dict:
     """The build environment (backend.build_environment) of ``device``, read in a process started from the fork
     server, as the builder process reads it: this process does not initialise CUDA (devicelock.py). For a builder
@@ -98,8 +106,7 @@ class Builder:
                 f"allowed: {allowed}); the fast format builds only kbench_env.fastpath kernels, the triton format "
                 f"none")})
             return refused
-        if light_headers is None:
-            light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"  # 0: build every source as written
+        max_bytes, light_headers = request_defaults(self.limits, max_bytes, light_headers)
         fut: Future = Future()
         with self._lock:
             if self._closed:
@@ -111,7 +118,7 @@ class Builder:
             self._pending[rid] = fut
             conn = self._conn
         header = {"id": rid, "request": request, "timeout": float(timeout), "light_headers": light_headers,
-                  "max_bytes": int(self.limits.build_bytes if max_bytes is None else max_bytes)}
+                  "max_bytes": max_bytes}
         try:
             with self._send_lock:
                 conn.send_bytes(pack(header))

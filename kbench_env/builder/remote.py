@@ -25,7 +25,6 @@ builder's life. A compile error is the candidate's: it comes back as it would lo
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import warnings
@@ -34,7 +33,7 @@ from concurrent.futures import Future
 from kbench_env.raycluster import connect
 from kbench_env.backends import get_backend
 from kbench_env.builder import fast, ray_task, torch_ext
-from kbench_env.builder.client import Builder, BuilderError, build_environment
+from kbench_env.builder.client import Builder, BuilderError, build_environment, request_defaults
 from kbench_env.builder.errors import BuildRefused
 from kbench_env.builder.requests import normalise
 from kbench_env.builder.store import Store
@@ -100,9 +99,7 @@ class RemoteBuilder:
         "protections" (its builder's confinement)}."""
         if self.off_reason is not None or (self.kinds is not None and request.get("kind") not in self.kinds):
             return self.local.submit(request, timeout, max_bytes, light_headers)  # refused there, unbuilt
-        if light_headers is None:
-            light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"
-        max_bytes = int(self.limits.build_bytes if max_bytes is None else max_bytes)
+        max_bytes, light_headers = request_defaults(self.limits, max_bytes, light_headers)
         fut: Future = Future()
         threading.Thread(target=self._serve, args=(fut, request, float(timeout), max_bytes, light_headers),
                          name="kbench-remote-build", daemon=True).start()
