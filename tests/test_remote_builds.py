@@ -1,7 +1,9 @@
 """Remote builds (``Evaluator(remote_builds="ray")``, kbench_env/builder/remote.py) on a local Ray instance with 2
 CPUs, CPU backend: a load_inline candidate built in a Ray task evaluates as a local build does and its unit is then a
 local cache hit; a compile error comes back as the compiler wrote it; an artifact whose bytes do not match its
-manifest is refused; a task that fails for kbench's reasons falls back to this host's builder, said once."""
+manifest is refused; a task that fails for kbench's reasons falls back to this host's builder, said once, with the
+build's whole timeout; a request found in the store under any plan's unit, or refused, sends no task; the build
+environment (a GPU's architecture) is not read in this process, and is the Evaluator's device's."""
 
 from __future__ import annotations
 
