@@ -1,10 +1,13 @@
 """Remote builds (``Evaluator(remote_builds="ray")``, kbench_env/builder/remote.py) on a local Ray instance with 2
 CPUs, CPU backend: a load_inline candidate built in a Ray task evaluates as a local build does and its unit is then a
 local cache hit; a compile error comes back as the compiler wrote it; an artifact whose bytes do not match its
-manifest is refused; a task that fails for kbench's reasons falls back to this host's builder, said once."""
+manifest is refused; a task that fails for kbench's reasons falls back to this host's builder, said once, with the
+build's whole timeout; a request found in the store under any plan's unit, or refused, sends no task; the build
+environment (a GPU's architecture) is not read in this process, and is the Evaluator's device's."""
 
 from __future__ import annotations
 
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -12,14 +15,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, read
-from kbench_env.builder.client import Builder
+from kbench_env.builder.client import Builder, BuilderError
 from kbench_env.builder.remote import RemoteBuilder, parse_option
 from kbench_env.builder.store import ExternalBuildRefused
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.sandbox.policy import Limits
 from kbench_env.tasks.suite import resolve_task
-
-ray = pytest.importorskip("ray")
 
 RELU = resolve_task("level1/relu")
 GOOD = read(ROOT / "tasks/solutions/cpu/level1/relu.py")
@@ -31,6 +32,8 @@ NOT_COMPARED = {"eval_seconds", "worker_seconds", "build_seconds", "phase_second
 
 @pytest.fixture(scope="module")
 def cluster():
+    """The ``ray`` module, joined to a local instance (tests that need no Ray do not take it, so run without it)."""
+    ray = pytest.importorskip("ray")
     from kbench_env.raycluster import connect
 
     started = not ray.is_initialized()
@@ -125,7 +128,8 @@ def test_a_compile_error_comes_back_as_locally(remote, local):
     assert remote.builder.history[-1]["remote"] and remote.builder.history[-1]["ok"] is False
 
 
-def test_a_tampered_artifact_is_refused_and_not_published(remote):
+def test_a_tampered_artifact_is_refused_and_not_published(remote, cluster):
+    ray = cluster
     from kbench_env.builder import ray_task
 
     builder = remote.builder
@@ -158,3 +162,103 @@ def test_a_task_that_fails_falls_back_to_this_host_said_once(cluster, tmp_path):
         assert len(said) == 1 and "building on this host" in said[0], said
     finally:
         builder.close()
+
+
+def test_a_build_that_falls_back_after_a_task_timed_out_has_its_full_timeout(cluster, tmp_path, monkeypatch):
+    from kbench_env.builder import remote as remote_module
+
+    builder = RemoteBuilder(Builder("cpu", "cpu", str(tmp_path), LIMITS))
+    given = []
+    submit = builder.local.submit
+    monkeypatch.setattr(builder.local, "submit", lambda request, timeout, *a: given.append(timeout) or
+                        submit(request, timeout, *a))
+    monkeypatch.setattr(remote_module, "REPLY_MARGIN_S", -29.0)  # the task's answer is awaited for 1 s
+    try:
+        builder._connect()  # noqa: SLF001
+        builder._task = cluster.remote(lambda *args: time.sleep(120)).options(num_cpus=1)  # noqa: SLF001
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reply = builder.build(_tiny(uuid.uuid4().hex[:10]), 30.0)
+        assert reply["ok"] and builder.fallbacks == 1, reply
+        assert given == [30.0]  # kbench's wait for the task is not taken from the candidate's build
+    finally:
+        builder.close()
+
+
+class _NoTask:
+    """A Ray task, or a local build, that a request answered from the store must not start."""
+
+    def remote(self, *args):
+        raise AssertionError("a Ray task was sent")
+
+    def submit(self, *args):
+        raise BuilderError("the local builder was asked")
+
+
+def _answered_here(tmp_path, monkeypatch) -> RemoteBuilder:
+    """A RemoteBuilder that can neither send a task nor build locally."""
+    builder = RemoteBuilder(Builder("cpu", "cpu", str(tmp_path), LIMITS))
+    builder._connect()  # noqa: SLF001
+    builder._task = _NoTask()  # noqa: SLF001
+    monkeypatch.setattr(builder.local, "submit", _NoTask().submit)
+    return builder
+
+
+def test_a_build_under_its_second_plan_is_found_without_a_task(cluster, tmp_path, monkeypatch):
+    builder = _answered_here(tmp_path, monkeypatch)
+    request = {"kind": "inline", "name": "kb_rb_plans", "cpp_sources": ["int kb_rb_plans() { return 1; }"],
+               "cuda_sources": None, "functions": None, "options": {"is_python_module": False}}
+    units, _ = builder._expected(request, True)  # noqa: SLF001
+    assert len(units) == 2, units  # the light headers' plan, then the source as written
+
+    def make(directory):  # the as-written build, as a fallback from the light plan leaves it
+        Path(directory, "kb_rb_plans.so").write_bytes(b"not loaded here")
+        return "kb_rb_plans.so", "kb_rb_plans"
+
+    builder.store.get_or_build(units[1], make, 1 << 20)
+    try:
+        reply = builder.build(request, 30.0)
+        assert reply["ok"] and reply["cached"] and reply["unit"] == units[1] and reply["remote"] is None, reply
+        assert builder.fallbacks == 0
+    finally:
+        builder.close()
+
+
+def test_a_refused_request_is_answered_here_without_a_task(cluster, tmp_path, monkeypatch):
+    builder = _answered_here(tmp_path, monkeypatch)
+    try:
+        reply = builder.build({**_tiny("x"), "name": "not-an-identifier"}, 30.0)
+        assert reply["ok"] is False and reply["refused"] and "Python identifier" in reply["message"], reply
+        assert builder.fallbacks == 0
+    finally:
+        builder.close()
+
+
+@pytest.mark.parametrize("backend, device", [("cpu", "cpu"), ("cuda", "cuda:1")])
+def test_the_build_environment_is_not_read_in_this_process(cluster, tmp_path, monkeypatch, backend, device):
+    import torch
+
+    def no_cuda_here(*args):
+        raise AssertionError("torch.cuda was asked in the trusted process")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU host
+    monkeypatch.setattr(torch.cuda, "get_device_capability", no_cuda_here)
+    builder = RemoteBuilder(Builder(backend, device, str(tmp_path), LIMITS))
+    try:
+        builder._connect()  # noqa: SLF001 - read in a process of its own (this machine has no GPU: none there)
+        assert builder._spec["build_env"] == {} and builder.off_reason is None  # noqa: SLF001
+    finally:
+        builder.close()
+
+
+def test_the_cuda_build_environment_is_the_devices(monkeypatch):
+    import torch
+
+    from kbench_env.backends import get_backend
+
+    asked = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None: asked.append(index) or (8, 6))
+    assert get_backend("cuda").build_environment("cuda:1") == {"TORCH_CUDA_ARCH_LIST": "8.6"}
+    assert get_backend("cuda").build_environment("cuda") == {"TORCH_CUDA_ARCH_LIST": "8.6"}
+    assert asked == [1, None]

@@ -40,6 +40,7 @@ from kbench_env.worker import timing
 from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
+from kbench_env.device import Device
 from kbench_env.backends.extension import ExtensionBackend, _with_opt, lighten
 
 _LOADERS = {"load_inline", "load"}
@@ -89,10 +90,10 @@ class CudaBackend(ExtensionBackend):
         return _EXAMPLE
 
     # ------------------------------------------------------------------ worker side
-    def build_environment(self) -> dict:
+    def build_environment(self, device: str | None = None) -> dict:
         env = {}
-        if torch.cuda.is_available():
-            major, minor = torch.cuda.get_device_capability()
+        if torch.cuda.is_available():  # the GPU of ``device`` ("cuda:N"; "cuda" or None: the current one)
+            major, minor = torch.cuda.get_device_capability(Device.parse(device or "cuda").index)
             env["TORCH_CUDA_ARCH_LIST"] = f"{major}.{minor}"
         return env
 

@@ -61,8 +61,9 @@ def _with_opt(flags) -> list:
 class ExtensionBackend(Backend):
     """The build policy of cpp_extension candidates, and their routing to the builder in the worker."""
 
-    def build_environment(self) -> dict:
-        """Extra environment variables for builds (e.g. the CUDA architecture), read in the builder."""
+    def build_environment(self, device: str | None = None) -> dict:
+        """Extra environment variables for builds for ``device`` (e.g. its CUDA architecture), read in the builder
+        process, or for a remote builder in a process of its own (builder/client.build_environment)."""
         return {}
 
     def adjust_kwargs(self, kwargs: dict) -> dict:

@@ -32,6 +32,43 @@ class BuilderError(RuntimeError):
     """The builder process could not be started or died with requests in flight."""
 
 
+def request_defaults(limits: Limits, max_bytes: int | None, light_headers: bool | None) -> tuple[int, bool]:
+    """(max_bytes, light_headers) of a request, those left out (None) given: Limits.build_bytes, and lighter
+    headers unless $KBENCH_LIGHT_HEADERS is 0 (0: build every source as written)."""
+    if light_headers is None:
+        light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"
+    return int(limits.build_bytes if max_bytes is None else max_bytes), light_headers
+
+
+def build_environment(backend: str, device: str, timeout: float = 60.0) -> dict:
+    """The build environment (backend.build_environment) of ``device``, read in a process started from the fork
+    server, as the builder process reads it: this process does not initialise CUDA (devicelock.py). For a builder
+    that does not read its own (a remote builder, builder/remote.py). Raises BuilderError if it cannot be read."""
+    ctx = context()
+    conn, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=server.send_build_environment, args=(child, backend, device), daemon=True,
+                       name="kbench-build-env")
+    try:
+        with spawning():
+            proc.start()
+    finally:
+        child.close()
+    try:
+        answer = conn.recv() if conn.poll(timeout) else {"ok": False, "message": f"no answer within {timeout:.0f} s"}
+    except (EOFError, OSError):
+        answer = {"ok": False, "message": f"the process exited (exit code {proc.exitcode})"}
+    finally:
+        conn.close()
+        proc.join(timeout=5)
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
+    if not answer.get("ok"):
+        raise BuilderError(f"could not read the {backend} backend's build environment for {device}: "
+                           f"{answer.get('message')}")
+    return answer["env"]
+
+
 class Builder:
     """Builds for one backend, device and build root (see the module docstring). ``kinds``: the request kinds it
     accepts (None: all; the action format's, pipeline/formats.builder_kinds); any other is refused unbuilt.
@@ -69,8 +106,7 @@ class Builder:
                 f"allowed: {allowed}); the fast format builds only kbench_env.fastpath kernels, the triton format "
                 f"none")})
             return refused
-        if light_headers is None:
-            light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"  # 0: build every source as written
+        max_bytes, light_headers = request_defaults(self.limits, max_bytes, light_headers)
         fut: Future = Future()
         with self._lock:
             if self._closed:
@@ -82,7 +118,7 @@ class Builder:
             self._pending[rid] = fut
             conn = self._conn
         header = {"id": rid, "request": request, "timeout": float(timeout), "light_headers": light_headers,
-                  "max_bytes": int(self.limits.build_bytes if max_bytes is None else max_bytes)}
+                  "max_bytes": max_bytes}
         try:
             with self._send_lock:
                 conn.send_bytes(pack(header))

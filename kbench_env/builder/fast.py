@@ -24,18 +24,21 @@ def command_head(language: str, flag_list: list, arch: str | None) -> tuple[list
     return [nvcc, "-cubin", f"-arch={arch}", "-O3", *flag_list], nvcc
 
 
+def _command_and_unit(req: dict) -> tuple[list, str]:
+    head, tool = command_head(req["language"], req["flags"], req["arch"])
+    return head, requests.fast_unit(head, req["source"], tool)
+
+
 def unit_of(req: dict) -> str:
     """The unit a ``fast`` request (requests.normalise'd) is built as."""
-    head, tool = command_head(req["language"], req["flags"], req["arch"])
-    return requests.fast_unit(head, req["source"], tool)
+    return _command_and_unit(req)[1]
 
 
 def build(req: dict, store: Store, timeout: float, max_bytes: int) -> dict:
     """Build a ``fast`` request (requests.normalise'd) in ``store``; returns the manifest with ``cached``."""
     language = req["language"]
     flags.check_fast(req["flags"], language)
-    head, _ = command_head(language, req["flags"], req["arch"])
-    unit = unit_of(req)
+    head, unit = _command_and_unit(req)
     src, out = ("kernel.cpp", "kernel.so") if language == "cpp" else ("kernel.cu", "kernel.cubin")
 
     def make(directory):

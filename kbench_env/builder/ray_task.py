@@ -19,7 +19,6 @@ import tempfile
 import threading
 
 from kbench_env.builder.client import Builder
-from kbench_env.builder.store import MANIFEST
 
 _PREFIX = "kbench-ray-build-"
 _LOCK = threading.Lock()
@@ -55,18 +54,16 @@ def _builder(spec: dict) -> Builder:
 
 
 def build(spec: dict, request: dict, timeout: float, max_bytes: int, light_headers: bool) -> dict:
-    """Build ``request`` here. Returns {"reply": the builder's reply, "node", "pid", "builder_pid", "protections"
-    (the confinement the builder has on this node, server._confine)} and, for a
-    build, "manifest" and "files" ({artifact name: bytes}). ``spec``: backend, device, limits and build_env of the
+    """Build ``request`` here. Returns {"reply": the builder's reply, "node", "pid", "protections" (the confinement
+    the builder has on this node, server._confine)} and, for a build, "manifest" (the reply's unit, artifact,
+    module and sha256: what Store.publish_external reads) and "files" ({artifact name: bytes}). ``spec``: backend, device, limits and build_env of the
     trusted side's builder (remote.RemoteBuilder.spec). A builder that cannot start raises (BuilderError)."""
     builder = _builder(spec)
     reply = builder.build(request, timeout, max_bytes=max_bytes, light_headers=light_headers)
-    out = {"reply": reply, "node": socket.gethostname(), "pid": os.getpid(), "builder_pid": builder.pid,
-           "protections": builder.protections}
+    out = {"reply": reply, "node": socket.gethostname(), "pid": os.getpid(), "protections": builder.protections}
     if reply.get("ok"):
+        manifest = {k: reply[k] for k in ("unit", "artifact", "module", "sha256")}
         unit_dir = os.path.join(builder.build_root, reply["unit"])
-        with open(os.path.join(unit_dir, MANIFEST)) as f:
-            manifest = json.load(f)
         with open(os.path.join(unit_dir, os.path.basename(manifest["artifact"])), "rb") as f:
             data = f.read()
         out.update(manifest=manifest, files={manifest["artifact"]: data})

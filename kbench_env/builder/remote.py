@@ -4,20 +4,27 @@ build request as a Ray task (CPUs only, ``num_gpus=0``) that runs the same build
 its node (ray_task.py); running and timing stay on this host.
 
 The task's reply comes back with the artifact's bytes and manifest. This side checks that the unit is one that a
-local build of the request would have made (so the same torch, compiler, backend and build environment: identical
-results), that the bytes have the manifest's SHA-256 and fit the build's size bound, and publishes them into its
-own store (Store.publish_external), so a worker loads a remote build as it loads a local one and a later local
-request finds it. A request whose unit is already in the store is answered from it, without a task.
+local build of the request would have made, that the bytes have the manifest's SHA-256 and fit the build's size
+bound, and publishes them into its own store (Store.publish_external), so a worker loads a remote build as it loads
+a local one and a later local request finds it. A request with a unit already in the store (the first of its plans'
+units found, torch_ext.plan_units) is answered from it, and one the builder refuses (requests.normalise) is refused
+here, both without a task.
 
-Kbench's failures (no cluster, a task that died, a node unlike this host, an artifact refused) fall back to the
-local builder, said once in a warning and counted in ``fallbacks``; no cluster, or a node that builds other units
-than this host would, turns remote builds off for the builder's life. A compile error is the candidate's: it comes
-back as it would locally.
+A matching unit vouches only for what the unit's name hashes (requests.extension_unit, fast_unit): for a
+cpp_extension build the sources and flags as built, torch's version, the C++ compiler's version line ($CXX), the
+backend and its build environment (the GPU architecture); for a fast-path build only the compiler's name, its
+command and the source. Neither names nvcc's or the CUDA toolkit's version, nor the system's headers and libraries,
+and a fast build not even the compiler's version: a node that differs from this host there builds the same units
+with other code, and nothing here notices. The cluster's nodes should run this host's software image.
+
+Kbench's failures (no cluster, a task that died or did not answer, a node unlike this host, an artifact refused)
+fall back to the local builder with the build's whole timeout, said once in a warning and counted in
+``fallbacks``; no cluster, or a node that builds other units than this host would, turns remote builds off for the
+builder's life. A compile error is the candidate's: it comes back as it would locally.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import warnings
@@ -26,7 +33,7 @@ from concurrent.futures import Future
 from kbench_env.raycluster import connect
 from kbench_env.backends import get_backend
 from kbench_env.builder import fast, ray_task, torch_ext
-from kbench_env.builder.client import Builder, BuilderError
+from kbench_env.builder.client import Builder, BuilderError, build_environment, request_defaults
 from kbench_env.builder.errors import BuildRefused
 from kbench_env.builder.requests import normalise
 from kbench_env.builder.store import Store
@@ -62,11 +69,11 @@ def make_builder(backend: str, device: str, build_root: str, limits, workers: in
 
 
 class RemoteBuilder:
-    """``Builder``'s interface (submit, build, history, close), building on a Ray cluster at ``address`` with
-    ``num_cpus`` per task; ``local`` builds what cannot be built there (see the module docstring)."""
+    """``Builder``'s interface (submit, build, history, close), building on a Ray cluster at ``address``, one CPU
+    per task; ``local`` builds what cannot be built there (see the module docstring)."""
 
-    def __init__(self, local: Builder, address: str = "auto", num_cpus: float = 1.0):
-        self.local, self.address, self.num_cpus = local, address, num_cpus
+    def __init__(self, local: Builder, address: str = "auto"):
+        self.local, self.address = local, address
         self.kinds, self.limits, self.build_root = local.kinds, local.limits, local.build_root
         self.history = local.history  # remote builds are entered with their reply's "remote"
         self.backend = get_backend(local.backend)
@@ -92,16 +99,15 @@ class RemoteBuilder:
         "protections" (its builder's confinement)}."""
         if self.off_reason is not None or (self.kinds is not None and request.get("kind") not in self.kinds):
             return self.local.submit(request, timeout, max_bytes, light_headers)  # refused there, unbuilt
-        if light_headers is None:
-            light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"
-        max_bytes = int(self.limits.build_bytes if max_bytes is None else max_bytes)
+        max_bytes, light_headers = request_defaults(self.limits, max_bytes, light_headers)
         fut: Future = Future()
         threading.Thread(target=self._serve, args=(fut, request, float(timeout), max_bytes, light_headers),
                          name="kbench-remote-build", daemon=True).start()
         return fut
 
     def build(self, request: dict, timeout: float, **kw) -> dict:
-        return self.submit(request, timeout, **kw).result(timeout=timeout + REPLY_MARGIN_S + 30)
+        """``submit`` and wait: for the task (``timeout`` plus REPLY_MARGIN_S), then for a fallback's build."""
+        return self.submit(request, timeout, **kw).result(timeout=2 * timeout + REPLY_MARGIN_S + 30)
 
     def close(self) -> None:
         self.local.close()
@@ -119,20 +125,24 @@ class RemoteBuilder:
                                  "remote": reply.get("remote")})
             fut.set_result(reply)
             return
-        try:
-            local = self.local.submit(request, max(1.0, timeout - (time.monotonic() - t0)), max_bytes,
-                                      light_headers)
+        try:  # the whole timeout: the time kbench's failure took is not the candidate's to lose
+            local = self.local.submit(request, timeout, max_bytes, light_headers)
         except BuilderError as exc:
             fut.set_result({"ok": False, "internal": True, "message": f"internal builder error: {exc}"})
             return
         local.add_done_callback(lambda done: fut.set_result(done.result()))
 
     def _remote(self, request: dict, timeout: float, max_bytes: int, light_headers: bool) -> dict:
+        try:
+            req = normalise(request)
+        except BuildRefused as exc:  # answered as the builder answers it (server.serve), without a task
+            return {"ok": False, "refused": True, "message": str(exc), "remote": None}
         ray = self._connect()
-        units, python_module = self._expected(request, light_headers)
-        found = self.store.lookup(units[0]) if units else None
-        if found is not None:  # built before (here or remotely): no task
-            return {"ok": True, **found, "cached": True, **python_module, "remote": None}
+        units, python_module = self._expected(req, light_headers)
+        for unit in units:  # built before (here or remotely), under any of its plans: no task
+            found = self.store.lookup(unit)
+            if found is not None:
+                return {"ok": True, **found, "cached": True, **python_module, "remote": None}
         ref = self._task.remote(self._spec, request, timeout, max_bytes, light_headers)
         try:
             out = ray.get(ref, timeout=timeout + REPLY_MARGIN_S)
@@ -144,7 +154,9 @@ class RemoteBuilder:
     def accept(self, out: dict, units: list, max_bytes: int) -> dict:
         """The reply to give for a task's answer ``out`` (ray_task.build), its artifact published here when it is
         a unit of ``units`` (the request's, as this host would build it) whose bytes match the manifest's SHA-256.
-        Raises RemoteBuildError (store.ExternalBuildRefused: nothing published) for anything else."""
+        Raises RemoteBuildError when the remote builder failed or built another unit (then remote builds are off),
+        and store.ExternalBuildRefused (a ValueError; nothing published) for an artifact the store refuses; the
+        build falls back to this host for either (_serve)."""
         reply = dict(out["reply"])
         where = {"node": out.get("node"), "pid": out.get("pid"), "protections": out.get("protections")}
         if reply.get("internal"):
@@ -162,11 +174,9 @@ class RemoteBuilder:
         return reply
 
     def _expected(self, request: dict, light_headers: bool) -> tuple[list, dict]:
-        """(the units a local build of ``request`` would try, in order; its reply's python_module, if it has one)."""
-        try:
-            req = normalise(request)
-        except BuildRefused:
-            return [], {}  # the builder refuses it too, with the same message
+        """(the units a local build of ``request`` would try, in order; its reply's python_module, if it has one).
+        Raises BuildRefused for a request the builder refuses before building."""
+        req = normalise(request)  # a no-op on a normalised request
         if req["kind"] == "fast":
             return [fast.unit_of(req)], {}
         units = torch_ext.plan_units(req, self.backend, self._context, light_headers)
@@ -178,7 +188,7 @@ class RemoteBuilder:
             if self._task is None:
                 try:
                     ray = connect(self.address)
-                    build_env = self.backend.build_environment()
+                    build_env = build_environment(self.local.backend, self.local.device)  # not read here
                 except Exception as exc:  # noqa: BLE001 - no [ray] extra, no cluster, a cluster that refused
                     raise _RemoteOff(f"no Ray cluster to build on at {self.address!r}: {type(exc).__name__}: "
                                      f"{exc}") from None
@@ -186,7 +196,7 @@ class RemoteBuilder:
                               "build_env": build_env}
                 self._context = torch_ext.build_context(self.backend, build_env)
                 self._ray = ray
-                self._task = ray.remote(ray_task.build).options(num_cpus=self.num_cpus, num_gpus=0, max_retries=0)
+                self._task = ray.remote(ray_task.build).options(num_cpus=1, num_gpus=0, max_retries=0)
         return self._ray
 
     def _fall_back(self, exc: Exception) -> None:

@@ -60,7 +60,7 @@ def _confine(config: dict, conn) -> dict:
     # Before the confinement: the CUDA backend asks the GPU for its architecture (a remote builder, on a node
     # without the GPU, is given the GPU host's: builder/remote.py).
     if config.get("build_env") is None:
-        config["build_env"] = get_backend(config["backend"]).build_environment()
+        config["build_env"] = get_backend(config["backend"]).build_environment(config["device"])
     os.environ.update(config["build_env"])
     if not config.get("isolate", True):
         return status
@@ -112,6 +112,17 @@ class _Server:
         print(json.dumps({k: reply.get(k) for k in ("id", "ok", "unit", "cached", "seconds")}), flush=True)
         with self.send_lock:
             self.conn.send_bytes(pack(reply))
+
+
+def send_build_environment(conn, backend: str, device: str) -> None:
+    """Entry point of a process that reads the backend's build environment for ``device`` (initialising CUDA, as the
+    builder process does before its confinement) and sends it, or the failure, on ``conn``
+    (client.build_environment)."""
+    try:
+        conn.send({"ok": True, "env": get_backend(backend).build_environment(device)})
+    except Exception as exc:  # noqa: BLE001 - said to the trusted side
+        conn.send({"ok": False, "message": f"{type(exc).__name__}: {exc}"})
+    conn.close()
 
 
 def main(conn, config: dict) -> None:

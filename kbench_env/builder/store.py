@@ -4,7 +4,7 @@ step; a unit with a manifest whose artifact still has its digest is a hit. One b
 threads and processes (an flock per unit), so a second request for a unit being built waits and finds it built.
 
 Only the builder writes here, and the trusted side when it publishes a build made by a remote builder
-(``publish_external``, builder/remote.py: the same staging, digest check and rename); workers see the cache
+(``publish_external``, builder/remote.py: its files written by ``get_or_build``); workers see the cache
 read-only (sandbox/confine). GPU workers have no read-only view (confinement.LIMITATIONS): the digest check turns a
 library changed after its build into a rebuild rather than a load, though it cannot stop a change made between the
 check and the load.
@@ -105,8 +105,8 @@ class Store:
         return {**manifest, "path": os.path.join(self.path(unit), artifact)}, False
 
     def publish_external(self, unit: str, files: dict, manifest: dict, max_bytes: int) -> tuple[dict, bool]:
-        """(manifest, cached): publish a build made elsewhere (a remote builder, builder/remote.py) through the same
-        staging, manifest and rename as a local build, so a later local request for ``unit`` finds it. ``files``:
+        """(manifest, cached): publish a build made elsewhere (a remote builder, builder/remote.py) through
+        ``get_or_build``, as a local build, so a later local request for ``unit`` finds it. ``files``:
         {name: bytes}, the artifact among them. Refused with ExternalBuildRefused, nothing published, when the
         manifest names another unit or artifact, the artifact's bytes do not have the manifest's SHA-256, or the
         files are over ``max_bytes``."""
@@ -125,18 +125,17 @@ class Store:
         if digest != manifest.get("sha256"):
             raise ExternalBuildRefused(f"the remote build of {unit}: {artifact} has SHA-256 {digest}, not the "
                                        f"manifest's {manifest.get('sha256')}; not published")
-        with self._locked(unit):
-            found = self.lookup(unit)
-            if found is not None:
-                return found, True
-            with self._staging() as staging:
-                for name, data in files.items():
-                    with open(os.path.join(staging, name), "wb") as f:
-                        f.write(data)
-                if sha256_file(os.path.join(staging, artifact)) != digest:
-                    raise ExternalBuildRefused(f"{unit}: {artifact} changed while it was written; not published")
-                self._install(staging, unit, manifest)
-        return {**manifest, "path": os.path.join(self.path(unit), artifact)}, False
+
+        def make(directory):
+            for name, data in files.items():
+                with open(os.path.join(directory, name), "wb") as f:
+                    f.write(data)
+            return artifact, manifest.get("module")
+
+        try:  # its manifest is this store's: the artifact's digest as written, its size on this file system
+            return self.get_or_build(unit, make, max_bytes)
+        except CompileError as exc:  # over max_bytes as written here
+            raise ExternalBuildRefused(f"the remote build of {unit}: {exc}") from None
 
     @contextlib.contextmanager
     def _staging(self):
