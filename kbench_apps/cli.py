@@ -34,20 +34,23 @@ def _device_help() -> str:
     return "cpu, cuda, cuda:N or auto (cuda when a GPU is present)"
 
 
-def _add_rules(p) -> None:
+def _add_rules(p, auto_format: bool = False) -> None:
     p.add_argument("--rules", default="strict", choices=RULES,
                    help="strict: only the candidate's own kernels and glue (allocation, views, copies) in forward; "
                         "kernelbench: PyTorch operators allowed beside at least one own kernel that runs. Kernel "
                         "coverage (share of forward's time in own kernels) is reported under both")
-    _add_format(p)  # where the rules are chosen (eval, run), the action format is too, and where builds run
+    _add_format(p, auto_format)  # where the rules are chosen (eval, run), the action format is too, and builds
     add_remote_builds(p)
 
 
-def _add_format(p) -> None:
-    p.add_argument("--format", default="kernelbench", choices=FORMATS,
+def _add_format(p, auto: bool = False) -> None:
+    p.add_argument("--format", default="auto" if auto else "kernelbench", choices=(("auto",) if auto else ()) + FORMATS,
                    help="action format the prompt asks for and the evaluation holds candidates to: kernelbench "
                         "(load_inline), fast (extern \"C\" kernels through kbench_env.fastpath: ~1 s builds, no "
-                        "cpp_extension) or triton (@triton.jit, GPU only); fast and triton fix the backend")
+                        "cpp_extension) or triton (@triton.jit, GPU only); fast and triton fix the backend"
+                        + ("; auto (the default): fast on a CUDA device when the agent replays or tunes shipped "
+                           "solutions and every task has a fast one, else kernelbench (kbench_apps/run_format.py)"
+                           if auto else ""))
 
 
 def cmd_tasks(args) -> int:
@@ -176,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dtype", **_DTYPE_ARG)
     r.add_argument("--timing", default="default", choices=["default", "quick"],
                    help="timing repetitions: the Evaluator's defaults, or few (smoke runs)")
-    _add_rules(r)
+    _add_rules(r, auto_format=True)
     g = r.add_argument_group("evolutionary agent")
     g.add_argument("--proposer", default="offline", choices=["offline", "llm"],
                    help="offline: mutate the shipped solution's kbench-tune constants; llm: a model writes candidates")

@@ -23,7 +23,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from kbench_apps.cli_output import console as make_console, is_terminal, plural
+from kbench_apps.run_format import run_format
 from kbench_apps.runlog import RunLog
+from kbench_env.device import resolve_device
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import geomean
@@ -95,13 +97,16 @@ def run_suite(args) -> int:
     max_turns = _opt(args, "max_turns", None) or max(1, budget)
     timing = TIMING_PRESETS.get(_opt(args, "timing", "default"))
     dtype = _opt(args, "dtype", None)
+    all_tasks = load_suite(args.suite, dtype=dtype)
+    args.format, why_format = run_format(_opt(args, "format", "auto"), _opt(args, "agent", "auto"),
+                                         _opt(args, "proposer", None), resolve_device(args.device), args.backend,
+                                         all_tasks)  # the agent's factory reads args.format too
     env = KBenchEnv(suite=args.suite, device=args.device, backend=args.backend, max_turns=max_turns,
                     reward=args.reward, rules=_opt(args, "rules", "strict"),
-                    format=_opt(args, "format", "kernelbench"), dtype=dtype, **({"timing": timing} if timing else {}),
+                    format=args.format, dtype=dtype, **({"timing": timing} if timing else {}),
                     remote_builds=_opt(args, "remote_builds", None))
     backend = env.evaluator.backend_name
     agent = make_agent(args.agent, backend, args)
-    all_tasks = load_suite(args.suite, dtype=dtype)
     runnable = []
     for t in all_tasks:  # a task without configurations for this device is reported, not run
         try:
@@ -122,7 +127,7 @@ def run_suite(args) -> int:
     skipped = len(runnable) - len(tasks)
     console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {plural(len(tasks), 'task')} on "
                   f"{env.evaluator.device} "
-                  f"({backend} backend, {env.evaluator.format} format, {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
+                  f"({backend} backend, {env.evaluator.format} format [{why_format}], {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
                   f"{len(tasks) - len(todo)} already done"
                   f"{f', {len(partial)} partly done' if partial else ''} in {log.path}"
                   f"{_skipped_note(skipped)}")
