@@ -5,13 +5,19 @@ machine), so no timing overlaps someone else's kernels.
 The lock is an ``flock`` on ``<cache>/locks/gpu-<uuid>.lock``, named by the GPU's UUID (the same physical GPU is
 ``cuda:0`` in one process and ``cuda:3`` in another, depending on CUDA_VISIBLE_DEVICES). Where the lock file
 cannot be had (a read-only cache), it degrades to this process's lock.
+
+With ``KBENCH_DEVICE_HOLD_LOG`` set to a file, every hold of a lock file is appended to it as one JSON line when it
+ends (lock file, mode, pid, start and end on CLOCK_MONOTONIC, which all processes of the machine share), so that a
+run can show afterwards that no exclusive hold overlapped another hold of the same GPU (bench/hold_overlap.py).
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -32,6 +38,24 @@ def gpu_identity(device: str) -> str:
         return f"{visible}-{index}"
 
 
+def log_hold(path, mode: str, start_ns: int) -> None:
+    """Append one hold of the lock file ``path`` to ``$KBENCH_DEVICE_HOLD_LOG`` (unset: nothing). One ``write`` of
+    an ``O_APPEND`` file per line, so the lines of concurrent processes do not interleave."""
+    log = os.environ.get("KBENCH_DEVICE_HOLD_LOG")
+    if not log or path is None:
+        return
+    line = json.dumps({"lock": str(path), "mode": mode, "pid": os.getpid(), "thread": threading.get_ident(),
+                       "start_ns": start_ns, "end_ns": time.monotonic_ns()}) + "\n"
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a diagnostic: a lock is never refused for want of its log
+
+
 def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:
     """The lock file of ``device`` under ``lock_dir``, named by ``gpu_identity``."""
     name = f"gpu-{gpu_identity(device)}"
@@ -50,6 +74,8 @@ class DeviceLock:
         self._path = path
         self._fd: int | None = None
         self._failed = False
+        self._file: str | None = None  # the lock file, once opened (named in the hold log)
+        self._since_ns = 0
 
     def _open(self) -> int | None:
         if self._fd is None and not self._failed:
@@ -57,6 +83,7 @@ class DeviceLock:
                 path = Path(self._path() if callable(self._path) else self._path)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                self._file = str(path)
             except Exception:  # noqa: BLE001 - no lock file: this process's lock still holds
                 self._failed = True
         return self._fd
@@ -88,9 +115,11 @@ class DeviceLock:
         if not self._lock_file(fcntl.LOCK_EX, blocking):
             self._thread.release()
             return False
+        self._since_ns = time.monotonic_ns()
         return True
 
     def release(self) -> None:
+        log_hold(self._file, "exclusive", self._since_ns)  # before the unlock: the logged hold covers the real one
         self._unlock_file()
         self._thread.release()
 

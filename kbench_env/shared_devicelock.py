@@ -18,7 +18,7 @@ import fcntl
 import threading
 import time
 
-from kbench_env.devicelock import DeviceLock
+from kbench_env.devicelock import DeviceLock, log_hold
 
 #: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
 #: the device together.
@@ -53,6 +53,7 @@ class SharedDeviceLock(DeviceLock):
 
     def release(self) -> None:
         with self._cond:
+            mode = "exclusive" if self._exclusive else "shared"
             if self._exclusive:
                 self._exclusive = False
             elif self._shared:
@@ -60,6 +61,7 @@ class SharedDeviceLock(DeviceLock):
             else:
                 raise RuntimeError("SharedDeviceLock.release: the lock is not held")
             if not (self._exclusive or self._shared):
+                log_hold(self._file, mode, self._since_ns)  # the process's whole hold, before its unlock
                 self._unlock_file()
                 self.held_seconds += time.monotonic() - self._held_since
                 self._held_since = None
@@ -76,7 +78,7 @@ class SharedDeviceLock(DeviceLock):
                 self._cond.notify_all()  # shared holders held back by this waiter look again
             self._exclusive = True
         if self._lock_file(fcntl.LOCK_EX, blocking):
-            self._held_since = time.monotonic()  # no other holder can touch it now
+            self._held_since, self._since_ns = time.monotonic(), time.monotonic_ns()  # no other holder now
             return True
         with self._cond:
             self._exclusive = False
@@ -98,7 +100,7 @@ class SharedDeviceLock(DeviceLock):
         with self._cond:
             self._file_busy = False
             if ok:
-                self._shared, self._held_since = 1, time.monotonic()
+                self._shared, self._held_since, self._since_ns = 1, time.monotonic(), time.monotonic_ns()
             self._cond.notify_all()
         return ok
 

@@ -1,0 +1,90 @@
+"""Did any exclusive hold of a GPU overlap another hold of the same GPU? Read from a device-hold log.
+
+With ``KBENCH_DEVICE_HOLD_LOG=<file>`` every process's device locks append each hold of a GPU's lock file as it
+ends (kbench_env/devicelock.py ``log_hold``): lock file (one per physical GPU), mode (exclusive: a candidate's checks
+and timing, reference timing, plausibility; shared: correctness checks under ``shared_checks``), pid, thread, and
+start and end on CLOCK_MONOTONIC. A logged hold lies inside the real one (logged after the ``flock`` is had and
+before it is dropped), so an overlap found here is a real one; GPU work done outside the lock (a worker's start)
+is not in the log, which is what a profiler's trace would add.
+
+    python bench/hold_overlap.py runs/holds.jsonl          # a table per GPU; exit 1 if an exclusive hold overlapped
+    python bench/hold_overlap.py runs/holds.jsonl --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+
+def read_holds(path) -> list[dict]:
+    """The log's holds, in the order written; a torn last line (a process killed mid-write) is skipped."""
+    holds = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            h = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if {"lock", "mode", "start_ns", "end_ns"} <= set(h):
+            holds.append(h)
+    return holds
+
+
+def overlaps(holds: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs (exclusive hold, another hold of the same lock file) whose times intersect."""
+    found = []
+    by_lock = defaultdict(list)
+    for h in holds:
+        by_lock[h["lock"]].append(h)
+    for group in by_lock.values():
+        group.sort(key=lambda h: h["start_ns"])
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                if b["start_ns"] >= a["end_ns"]:
+                    break
+                if "exclusive" in (a["mode"], b["mode"]):
+                    found.append((a, b) if a["mode"] == "exclusive" else (b, a))
+    return found
+
+
+def summary(holds: list[dict]) -> dict:
+    """Per lock file: holds by mode, seconds held, the span from first start to last end, and the overlaps."""
+    out = {}
+    bad = overlaps(holds)
+    for lock in sorted({h["lock"] for h in holds}):
+        group = [h for h in holds if h["lock"] == lock]
+        span = (max(h["end_ns"] for h in group) - min(h["start_ns"] for h in group)) / 1e9
+        out[lock] = {
+            "exclusive": sum(h["mode"] == "exclusive" for h in group),
+            "shared": sum(h["mode"] == "shared" for h in group),
+            "processes": len({h.get("pid") for h in group}),
+            "held_s": round(sum(h["end_ns"] - h["start_ns"] for h in group) / 1e9, 3),
+            "span_s": round(span, 3),
+            "overlaps": sum(1 for a, _ in bad if a["lock"] == lock),
+        }
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("log", help="the KBENCH_DEVICE_HOLD_LOG file")
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = ap.parse_args(argv)
+    holds = read_holds(args.log)
+    table = summary(holds)
+    if args.json:
+        print(json.dumps(table, indent=1))
+    else:
+        print(f"{len(holds)} holds in {args.log}")
+        for lock, row in table.items():
+            print(f"  {Path(lock).name}: {row['exclusive']} exclusive, {row['shared']} shared, "
+                  f"{row['processes']} process(es), held {row['held_s']:.1f} s of {row['span_s']:.1f} s, "
+                  f"overlaps with an exclusive hold: {row['overlaps']}")
+    return 1 if any(row["overlaps"] for row in table.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
