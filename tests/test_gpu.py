@@ -24,6 +24,7 @@ _ONLY = [o for o in os.environ.get("KBENCH_GPU_ONLY", "").split(",") if o]
 CUDA_SOLUTIONS = [p for p in sorted((ROOT / "tasks/solutions/cuda").glob("*/*.py"))
                   if not _ONLY or any(o in f"{p.parent.name}/{p.stem}" for o in _ONLY)]
 TRITON_SOLUTIONS = sorted((ROOT / "tasks/solutions/triton").glob("*/*.py"))
+FAST_CUDA_SOLUTIONS = sorted((ROOT / "tasks/solutions/fast_cuda").glob("*/*.py"))
 TIMING = {"warmup": 1, "min_reps": 5, "max_reps": 40, "min_seconds": 0.05}
 
 
@@ -291,12 +292,12 @@ class _SharedDevice:
         pass
 
 
-def _evaluator(backend: str, shared_device: bool = True, rules: str = "strict"):
+def _evaluator(backend: str, shared_device: bool = True, rules: str = "strict", format: str = "kernelbench"):
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.sandbox.policy import Limits
 
     ev = Evaluator(device="cuda", backend=backend, compile_baseline=False, timing=dict(TIMING),
-                   limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300), rules=rules)
+                   limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300), rules=rules, format=format)
     if shared_device and os.environ.get("KBENCH_GPU_PARALLEL") == "1":
         ev._device_lock = _SharedDevice()  # noqa: SLF001
     return ev
@@ -337,6 +338,14 @@ def triton_results():
     items = [(resolve_task(_task_name(p)), p.read_text()) for p in TRITON_SOLUTIONS]
     names = [("triton_solution", _task_name(p)) for p in TRITON_SOLUTIONS]
     return dict(zip(TRITON_SOLUTIONS, _evaluate_recorded(ev, items, names, "triton", 8)))
+
+
+@pytest.fixture(scope="module")
+def fast_cuda_results():
+    ev = _evaluator("cuda", format="fast")
+    items = [(resolve_task(_task_name(p)), p.read_text()) for p in FAST_CUDA_SOLUTIONS]
+    names = [("fast_cuda_solution", _task_name(p)) for p in FAST_CUDA_SOLUTIONS]
+    return dict(zip(FAST_CUDA_SOLUTIONS, _evaluate_recorded(ev, items, names, "cuda", 4)))
 
 
 @pytest.fixture(scope="module")
@@ -440,6 +449,14 @@ def test_cuda_solution_is_correct_on_the_gpu(cuda_results, path):
 def test_triton_solution_is_correct_on_the_gpu(triton_results, path):
     r = triton_results[path]
     why = solution_problem(r, every_config=False)
+    assert why is None, f"{why}\n{r.feedback()}"
+
+
+@pytest.mark.parametrize("path", FAST_CUDA_SOLUTIONS, ids=[_task_name(p) for p in FAST_CUDA_SOLUTIONS])
+def test_fast_cuda_solution_is_correct_on_the_gpu(fast_cuda_results, path):
+    """Every configuration, held-out ones included (odd sizes, misaligned rows, bfloat16), in the fast format."""
+    r = fast_cuda_results[path]
+    why = solution_problem(r)
     assert why is None, f"{why}\n{r.feedback()}"
 
 
