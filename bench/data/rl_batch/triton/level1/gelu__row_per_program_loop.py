@@ -1,5 +1,5 @@
 """GELU candidate (Triton): one program per row, looping over the row in 512-element chunks, 2 warps; the
-normal CDF as 1 - 0.5 erfc-like form 0.5 * (1 - erf(-x/sqrt2)) (equal to the erf form)."""
+normal CDF written as 0.5 * (1 - erf(-x/sqrt2)), equal to the erf form."""
 
 import torch
 import torch.nn as nn
