@@ -44,7 +44,6 @@ class ModelNew(nn.Module):
         self.weight = nn.Parameter(1.0 + 0.5 * torch.randn(hidden))
         self.bias = nn.Parameter(0.5 * torch.randn(hidden))
 
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         y = torch.empty_like(x)
