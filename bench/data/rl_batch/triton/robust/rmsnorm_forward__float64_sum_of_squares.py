@@ -1,0 +1,40 @@
+"""RMSNorm candidate (Triton): one program per row, the sum of squares accumulated in float64 over
+256-element chunks, 2 warps; the scale rounded to float32 for the output sweep."""
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rmsnorm_f64_kernel(x_ptr, w_ptr, y_ptr, H, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    acc = tl.zeros([BLOCK], dtype=tl.float64)
+    for start in range(0, H, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + row * H + cols, mask=cols < H, other=0.0).to(tl.float32).to(tl.float64)
+        acc += x * x
+    r = (1.0 / tl.sqrt(tl.sum(acc, axis=0) / H + eps)).to(tl.float32)
+    for start in range(0, H, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < H
+        x = tl.load(x_ptr + row * H + cols, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + row * H + cols, (x * r * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, hidden: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(1.0 + 0.5 * torch.randn(hidden))
+
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        H = x.shape[-1]
+        R = x.numel() // H if H else 0
+        if R:
+            rmsnorm_f64_kernel[(R,)](x, self.weight, y, H, self.eps, BLOCK=256, num_warps=2)
+        return y
