@@ -56,3 +56,8 @@ def test_kbench_run_defaults_to_auto_and_eval_to_kernelbench():
     with pytest.raises(SystemExit):
         p.parse_args(["eval", "--task", "level1/relu", "--solution", "x.py", "--format", "auto"])
 
+
+
+def test_the_default_suite_on_cuda_is_fast_with_the_shipped_solutions(tasks):
+    """The main job on a GPU: every default task with a CUDA solution has a fast one too (the shipped files)."""
+    assert rf.run_format("auto", "auto", None, "cuda", None, tasks)[0] == "fast"
