@@ -25,7 +25,13 @@
 #   bash bench/gpu_session.sh trust1  # #21 on the merged code: tests/test_gpu.py without the rules tests (cold builds)
 #   bash bench/gpu_session.sh trust2  # the rest of tests/test_gpu.py; gpu_trust.py; timing_fidelity_trusted.py
 #   bash bench/gpu_session.sh scale   # #25: rl_batch.py --gpus $NGPUS (default: every GPU of the host), the
-#                                     # report written even when the call's limit cuts it
+#                                     # report written even when the call's limit cuts it; every device hold
+#                                     # logged and checked for overlaps (bench/hold_overlap.py)
+#   bash bench/gpu_session.sh scales  # #25: scale for each N in $NS (e.g. "4 2"), one after another
+#   bash bench/gpu_session.sh grpo    # #25: GRPO under accelerate launch on $NGPUS GPUs (bench/train_multi_gpu.py)
+#   bash bench/gpu_session.sh mainjob # #22: `kbench run` with its defaults (the README's main job), then the
+#                                     # fast CUDA solutions and rms_norm in tests/test_gpu.py
+#   bash bench/gpu_session.sh trust   # tests/test_gpu.py whole, gpu_trust.py, timing_fidelity_trusted.py
 #   bash bench/gpu_session.sh trust3  # false_positives.py cut by $DEADLINE; eval_cost.py task on this tree and on
 #                                     # the tree before #21 (.carry/before: git archive 4ee33f8), same GPU
 #
@@ -183,12 +189,50 @@ trust3)
     done
   done
   ;;
-scale)  # issue #25: the 24-candidate batch on $NGPUS GPUs of this host (default: all); one N a call (~5-8 min)
+scale|scales)  # issue #25: the 24-candidate batch on N GPUs of this host (default: all); one N a call (~5-8 min)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-  n=${NGPUS:-$(nvidia-smi -L | wc -l)}; extra=""; [ "$n" -gt 1 ] && extra="--cross 4"
-  stamp "rl_batch on $n GPU(s)"
-  timeout -k 20 $(left 590) python3 bench/rl_batch.py --device cuda --gpus $n --tasks 8 --per-task 3 \
-    --passes cold,warm $extra --out "$OUT/rl_batch_${n}gpu.md" 2>&1 | grep -v "^  \[" | tail -24
+  all=$(nvidia-smi -L | wc -l)
+  for n in ${NS:-${NGPUS:-$all}}; do
+    extra=""; [ "$n" -gt 1 ] && extra="--cross ${CROSS:-4}"
+    stamp "rl_batch on $n GPU(s), every device hold logged"
+    KBENCH_DEVICE_HOLD_LOG="$OUT/holds_${n}gpu.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
+      --device cuda --gpus $n --tasks 8 --per-task 3 --passes cold,warm $extra --out "$OUT/rl_batch_${n}gpu.md" 2>&1 \
+      | grep -v "^  \[" | tail -24
+    python3 bench/hold_overlap.py "$OUT/holds_${n}gpu.jsonl" | tee "$OUT/holds_${n}gpu.txt"
+  done
+  ;;
+grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each evaluating on its own
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1
+  n=${NGPUS:-$(nvidia-smi -L | wc -l)}
+  stamp "tiny model"
+  python3 -m training.tiny --out /tmp/kbench-tiny --hidden 256 --layers 4 --heads 4 --kv-heads 2 2>&1 | tail -2
+  stamp "GRPO on $n GPUs (accelerate launch)"
+  nvidia-smi --query-compute-apps=timestamp,pid,gpu_uuid,used_memory --format=csv -l 5 > "$OUT/grpo_gpu_apps.csv" &
+  SMI=$!
+  timeout -k 20 $(left ${END:-590}) accelerate launch --multi_gpu --num_processes $n --num_machines 1 \
+    --mixed_precision no --dynamo_backend no bench/train_multi_gpu.py --out "$OUT/grpo" -- --model /tmp/kbench-tiny \
+    --device cuda --max-steps ${STEPS:-3} --num-generations 4 --per-device-batch-size 4 \
+    --max-completion-length 64 --no-save 2>&1 | grep -v "it/s\]$\|s/it\]$" | grep -v Warning | tail -30
+  kill $SMI 2>/dev/null
+  cat "$OUT/grpo/ranks.jsonl"
+  ;;
+mainjob)  # issue #22: the README's main job on the GPU, with its defaults, cut at 330 s (the target is 300 s)
+  python3 bench/register_entry_points.py /tmp/site >/dev/null
+  stamp "kbench run (its defaults) on the GPU"
+  ( time timeout -k 10 ${MAINJOB_S:-330} python3 -m kbench_apps.cli run --out "$OUT/mainjob.jsonl" ) 2>&1 \
+    | tee "$OUT/mainjob.txt" | tail -30
+  stamp "the fast CUDA solutions and rms_norm (tests/test_gpu.py)"
+  KBENCH_GPU_ONLY="level1/" KBENCH_GPU_RECORD="$OUT/test_gpu_fast.jsonl" timeout $(left 590) python3 -m pytest -q \
+    tests/test_gpu.py -k "fast_cuda or rms_norm" -p no:cacheprovider -rfE 2>&1 | tee "$OUT/test_gpu_fast.txt" | tail -20
+  ;;
+trust)  # after a change to evaluation: tests/test_gpu.py whole, the forgeries, the trusted-path fidelity
+  stamp "tests/test_gpu.py"
+  KBENCH_GPU_RECORD="$OUT/test_gpu.jsonl" timeout $(left 420) python3 -m pytest -q tests/test_gpu.py \
+    -p no:cacheprovider -rfE 2>&1 | tee "$OUT/test_gpu.txt" | tail -30
+  stamp "forgeries (gpu_trust.py)"
+  timeout $(left 500) python3 bench/gpu_trust.py --out "$OUT/trust_gpu.jsonl" 2>&1 | tail -20
+  stamp "timing fidelity through the trusted path"
+  timeout $(left 590) python3 bench/timing_fidelity_trusted.py --out "$OUT/timing_fidelity_trusted.md" 2>&1 | tail -16
   ;;
 train)
   stamp "GRPO"
