@@ -56,6 +56,38 @@ def test_rl_batch_benchmark_small(tmp_path):
 
 
 @pytest.mark.slow
+def test_rl_batch_fast_format_draws_fast_candidates_and_holds_them_to_the_format(tmp_path):
+    """--format fast: the candidates come from the fast format's folders (tasks/solutions/fast_cpu and
+    bench/data/rl_batch/fast_cpu), the Evaluator holds them to format="fast", and the report names the format."""
+    import json
+
+    out = tmp_path / "rl.md"
+    p = subprocess.run([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--format", "fast",
+                        "--tasks", "1", "--per-task", "2", "--timing", "quick", "--passes", "cold", "--cache-dir",
+                        str(tmp_path / "cache"), "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = [r for r in map(json.loads, (tmp_path / "rl.jsonl").read_text().splitlines()) if "pass" in r]
+    assert sorted(r["candidate"] for r in rows) == ["bench/data/rl_batch/fast_cpu/level1/relu__serial_simd.py",
+                                                    "tasks/solutions/fast_cpu/level1/relu.py"]
+    assert all(r["format"] == "fast" and r["correct"] and not r["flags"] for r in rows), rows
+    text = out.read_text()
+    assert "fast-format candidates" in text.splitlines()[0] and "--format fast" in text
+
+
+def test_rl_batch_catalogue_per_format_finds_each_formats_folder():
+    """The catalogue of a format draws only from that format's folders: fast_cpu for the fast format on the CPU,
+    the KernelBench-format cpu folder otherwise (a fast-format source never enters a KernelBench batch)."""
+    from bench.rl_batch import catalogue
+
+    fast = catalogue("cpu", "fast")
+    assert [label for label, _ in fast["level1/relu"]] == ["tasks/solutions/fast_cpu/level1/relu.py",
+                                                          "bench/data/rl_batch/fast_cpu/level1/relu__serial_simd.py"]
+    kb = catalogue("cpu")
+    assert all("fast_" not in label for cands in kb.values() for label, _ in cands)
+    assert all("cpp_kernel" in src for cands in fast.values() for _, src in cands)
+
+
+@pytest.mark.slow
 def test_rl_batch_cut_by_a_time_limit_keeps_its_rows_and_writes_its_report(tmp_path):
     """A device call's limit ends a run with SIGTERM: every evaluation finished by then is in the JSONL already,
     and the report is written with the cut pass's figures over those evaluations."""
