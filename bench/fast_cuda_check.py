@@ -95,8 +95,9 @@ class Recorder:
         return launch
 
 
-def check_file(path: Path) -> tuple[list, list[str]]:
-    """(the sources to compile, the problems found running ModelNew on every CUDA configuration)."""
+def check_file(path: Path, device: str = "cuda") -> tuple[list, list[str]]:
+    """(the sources to compile, the problems found running ModelNew on every configuration of ``device``: the
+    CUDA ones by default; "cpu" picks the task's small ones, for a quick test)."""
     import types
 
     import torch
@@ -119,7 +120,7 @@ def check_file(path: Path) -> tuple[list, list[str]]:
     if p:
         problems.append(p)
     task = resolve_task(f"{path.parent.name}/{path.stem.split('__')[0]}")
-    for cfg in task.configs_for("cuda"):
+    for cfg in task.configs_for(device):
         tmod, init, inputs = task.instantiate(cfg, 0, "cpu")
         dtype = DTYPES[cfg.dtype]
         torch.manual_seed(0)

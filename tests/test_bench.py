@@ -160,6 +160,40 @@ def test_rl_batch_cuda_candidates_are_wellformed():
         assert calls and all({"cuda_sources", "functions"} <= {k.arg for k in c.keywords} for c in calls), rel
 
 
+def test_rl_batch_fast_cuda_catalogue_offers_six_distinct_kernels_for_eight_tasks():
+    """The fast-format CUDA batch (bench/data/rl_batch/fast_cuda) offers at least 6 distinct candidates for each of
+    8 tasks over at least 2 levels, and rl_batch --format fast on CUDA draws them."""
+    from bench.rl_batch import catalogue, pick
+
+    cat = catalogue("cuda", "fast")
+    full = sorted(t for t, cands in cat.items() if len(cands) >= 6)
+    assert len(full) >= 8 and len({t.split("/")[0] for t in full}) >= 2, {t: len(c) for t, c in cat.items()}
+    batch = pick(cat, 8, 6)
+    assert [len(c) for _, c in batch] == [6] * 8
+    assert all(label.startswith("bench/data/rl_batch/fast_cuda/") for _, c in batch for label, _ in c)
+
+
+def test_rl_batch_fast_cuda_candidates_pass_the_screen_and_launch_checks():
+    """Every file under bench/data/rl_batch/fast_cuda is <level>/<task>__<variant>.py for a task, passes the fast
+    format's screen for the cuda backend, and its ModelNew (the task's parameters, seeded alike) launches only
+    kernels whose extern "C" signatures take the arguments given, on the task's small configurations
+    (bench/fast_cuda_check.py, kernels recorded, not run; the script itself covers every CUDA configuration)."""
+    from bench.fast_cuda_check import check_file
+    from kbench_env.backends import get_backend
+    from kbench_env.pipeline import formats
+
+    backend = get_backend("cuda")
+    files = sorted((ROOT / "bench/data/rl_batch/fast_cuda").glob("*/*.py"))
+    assert len(files) >= 48
+    for f in files:
+        rel = f.relative_to(ROOT)
+        task, sep, variant = f.stem.partition("__")
+        assert sep and variant and (ROOT / "tasks" / f.parent.name / f"{task}.py").is_file(), rel
+        formats.screen_action(f.read_text(), backend, "fast")
+        sources, problems = check_file(f, device="cpu")
+        assert sources and not problems, f"{rel}: {problems}"
+
+
 def test_cuda_compile_check_matches_a_variant_file_to_its_task():
     """bench/cuda_compile_check.py compares a <task>__<variant>.py candidate's parameters with <task>'s Model (the
     module is run with load_inline recorded, nothing built): the same parameters pass, a different creation fails."""
