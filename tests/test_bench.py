@@ -194,6 +194,25 @@ def test_rl_batch_fast_cuda_candidates_pass_the_screen_and_launch_checks():
         assert sources and not problems, f"{rel}: {problems}"
 
 
+def test_cuda_emulate_runs_a_fast_cuda_candidate_on_the_cpu_and_catches_wrong_indexing(tmp_path):
+    """bench/cuda_emulate.py runs a fast-format CUDA candidate's kernels on the CPU (a thread per CUDA thread) on
+    its task's held-out odd configuration, float32 and bfloat16, and compares with the reference: the candidate
+    passes; the same candidate writing each element to the mirrored index fails, in both dtypes."""
+    import shutil
+
+    from bench.cuda_emulate import emulate
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ to build the emulated kernels")
+    good = ROOT / "bench/data/rl_batch/fast_cuda/level1/relu__thread_per_element.py"
+    assert emulate(good, cache=tmp_path / "cache") == [("odd", None), ("odd (bfloat16)", None)]
+    (tmp_path / "level1").mkdir()
+    bad = tmp_path / "level1" / "relu__mirrored.py"
+    bad.write_text(good.read_text().replace("if (i < n) y[i]", "if (i < n) y[n - 1 - i]"))
+    got = dict(emulate(bad, cache=tmp_path / "cache"))
+    assert all(got[c] and "error" in got[c] for c in ("odd", "odd (bfloat16)")), got
+
+
 def test_cuda_compile_check_matches_a_variant_file_to_its_task():
     """bench/cuda_compile_check.py compares a <task>__<variant>.py candidate's parameters with <task>'s Model (the
     module is run with load_inline recorded, nothing built): the same parameters pass, a different creation fails."""
