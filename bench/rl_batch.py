@@ -311,6 +311,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
 
 def main(argv=None) -> int:
     from kbench_env.pipeline.formats import FORMATS
+    from kbench_env.pipeline.formats import resolve as resolve_format
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
@@ -344,6 +345,11 @@ def main(argv=None) -> int:
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
     backend = args.backend or ("triton" if args.format == "triton" else "cpu" if args.device == "cpu" else "cuda")
+    try:
+        resolve_format(args.format, backend, args.device)  # a format the device cannot run: one line, no batch
+    except ValueError as e:
+        print(f"rl_batch: {e}", file=sys.stderr)
+        return 2
     chosen = pick(catalogue(backend, args.format), args.tasks, args.per_task)
     items = [(t, label, src) for t, cands in chosen for label, src in cands]
     if not items:

@@ -74,6 +74,13 @@ def test_rl_batch_fast_format_draws_fast_candidates_and_holds_them_to_the_format
     assert "fast-format candidates" in text.splitlines()[0] and "--format fast" in text
 
 
+def test_rl_batch_refuses_a_format_the_device_cannot_run_in_one_line():
+    """--format triton on the CPU: no batch is started; exit status 2 and the format's own one-line reason."""
+    p = subprocess.run([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--format", "triton"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "needs a CUDA device" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 def test_rl_batch_catalogue_per_format_finds_each_formats_folder():
     """The catalogue of a format draws only from that format's folders: fast_cpu for the fast format on the CPU,
     the KernelBench-format cpu folder otherwise (a fast-format source never enters a KernelBench batch)."""
