@@ -3,14 +3,15 @@ constants), evaluated by the Evaluator with its default settings (integrity chec
 ``evaluate_iter``, all candidates in flight at once as a trainer's step would submit them; run twice on one cache
 folder: cold (empty build and reference caches) then warm (the same batch again, caches filled).
 
-Candidates come from the repository: each task's shipped solution (tasks/solutions/<backend>/), its honest
-variants (tests/data/honest_variants/<backend>/, written differently: other loop orders, summations, blockings),
-the batch's own candidates (bench/data/rl_batch/<backend>/<level>/<task>__<variant>.py: for CUDA, 7 more
-KernelBench-format kernels for each of 8 tasks over three levels, as different samples of a policy would be:
-other launch shapes, vector widths, reductions, passes, fused or unfused epilogues, a naive one) and, on the
-CPU, the KernelBench-format solutions of bench/data/kernelbench_cpu for the tasks they solve. Identical sources
-count once. Tasks are taken most-candidates first, alternating between levels; a task offers at most the
-candidates it has.
+Candidates come from the repository, in the action format ``--format`` names (the Evaluator holds them to it):
+each task's shipped solution (kbench_env.tasks.suite.solution_path: tasks/solutions/<folder>/), its honest
+variants (tests/data/honest_variants/<folder>/, written differently: other loop orders, summations, blockings),
+the batch's own candidates (bench/data/rl_batch/<folder>/<level>/<task>__<variant>.py: different samples of a
+policy: other launch shapes, vector widths, reductions, passes, fused or unfused epilogues, a naive one) and, on
+the CPU in the KernelBench format, the solutions of bench/data/kernelbench_cpu for the tasks they solve. The
+folder is the backend's own (cpu, cuda) for the KernelBench format, ``fast_<backend>`` for the fast format
+(``extern "C"`` kernels through kbench_env.fastpath) and ``triton`` for Triton. Identical sources count once.
+Tasks are taken most-candidates first, alternating between levels; a task offers at most the candidates it has.
 
 Reports per pass: candidates per minute (batch wall clock), p50/p95 step latency (one candidate's evaluation,
 submission to result), device hold per candidate (check, reference timing, timing, plausibility: the phases that
@@ -24,6 +25,7 @@ every evaluation is appended to ``<out>.jsonl`` as it finishes, and a run cut sh
 Ctrl-C) still writes its report, the cut pass's figures over the evaluations finished by then.
 
     python bench/rl_batch.py --device cpu --tasks 2 --per-task 2                  # small, as in CI
+    python bench/rl_batch.py --device cuda --format fast --out bench/results/rl_batch_fast_h100.md
     python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --out bench/results/rl_batch_h100.md
     python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --shared-checks  # checks share the GPU
     python bench/rl_batch.py --device cuda --gpus 2 --cross 4 --serve    # over 2 GPUs of the host; the same
@@ -38,7 +40,6 @@ there and its idle fraction (1 - the device hold of its candidates / the pass's 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import resource
@@ -54,53 +55,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
-#: KernelBench-format CPU solutions (bench/data/kernelbench_cpu) that solve one of kbench's own tasks.
-KERNELBENCH_CPU = {"level1/relu": "19_ReLU.py", "level1/softmax_rows": "23_Softmax.py"}
+from rl_batch_candidates import candidates_folder, catalogue, pick  # noqa: E402  (bench/ is on the path now)
+
 #: The phases of an evaluation that hold the device (evaluator._run_stages): the correctness checks (shared with
 #: other candidates' checks under ``--shared-checks``) and the rest, which holds the device alone in either mode
 #: (``timed_output_checks`` is part of ``timing``'s wall time, so it is not added again).
 CHECK_PHASES = ("check",)
 EXCLUSIVE_PHASES = ("reference_timing", "timing", "plausibility")
 DEVICE_PHASES = CHECK_PHASES + EXCLUSIVE_PHASES
-
-
-#: The Evaluator backend each candidate folder is evaluated with (fast-format CPU candidates run on the C++ backend).
-EVALUATOR_BACKEND = {"fast_cpu": "cpu"}
-
-
-def catalogue(backend: str) -> dict[str, list[tuple[str, str]]]:
-    """Task name -> [(label, source)], distinct sources only, for every task with a shipped solution: the solution,
-    then its honest variants, then the batch's own candidates (bench/data/rl_batch)."""
-    out: dict = {}
-    for sol in sorted((ROOT / "tasks/solutions" / backend).glob("*/*.py")):
-        name = f"{sol.parent.name}/{sol.stem}"
-        files = [sol] + [f for folder in ("tests/data/honest_variants", "bench/data/rl_batch")
-                         for f in sorted((ROOT / folder / backend / sol.parent.name).glob(f"{sol.stem}__*.py"))]
-        if backend == "cpu" and name in KERNELBENCH_CPU:
-            files.append(ROOT / "bench/data/kernelbench_cpu" / KERNELBENCH_CPU[name])
-        seen, cands = set(), []
-        for f in files:
-            src = f.read_text()
-            h = hashlib.sha256(src.encode()).hexdigest()
-            if h not in seen:
-                seen.add(h)
-                cands.append((f.relative_to(ROOT).as_posix(), src))
-        out[name] = cands
-    return out
-
-
-def pick(cat: dict, n_tasks: int, per_task: int) -> list[tuple[str, list]]:
-    """``n_tasks`` tasks with up to ``per_task`` candidates each: the tasks offering the most candidates (up to
-    ``per_task``) first and, among tasks offering as many, alternating between levels."""
-    groups: dict = {}
-    for name in sorted(cat):
-        groups.setdefault(min(len(cat[name]), per_task), {}).setdefault(name.split("/")[0], []).append(name)
-    order: list = []
-    for _, by_level in sorted(groups.items(), reverse=True):
-        queues = [list(q) for _, q in sorted(by_level.items())]
-        while any(queues):
-            order.extend(q.pop(0) for q in queues if q)
-    return [(t, cat[t][:per_task]) for t in order[:n_tasks]]
 
 
 def proc_cpu_seconds(pid: int) -> float | None:
@@ -187,7 +149,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
             task, cand, _ = items[i]
             hold = sum(r.phase_seconds.get(p, 0.0) for p in DEVICE_PHASES)
             exclusive = sum(r.phase_seconds.get(p, 0.0) for p in EXCLUSIVE_PHASES)
-            rows.append({"pass": label, "task": task, "candidate": cand, "device": r.device, "correct": r.correct,
+            rows.append({"pass": label, "task": task, "candidate": cand, "device": r.device, "format": r.format,
+                         "correct": r.correct,
                          "flags": r.integrity_flags, "error": r.error, "speedup": r.speedup,
                          "step_s": r.eval_seconds, "device_hold_s": round(hold, 4),
                          "exclusive_hold_s": round(exclusive, 4), "check_s": round(hold - exclusive, 4),
@@ -319,8 +282,8 @@ def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timi
 
 
 def report(args, chosen: list, passes: list[dict]) -> str:
-    lines = [f"# rl_batch: {sum(len(c) for _, c in chosen)} distinct candidates over {len(chosen)} tasks on "
-             f"{args.device} ({time.strftime('%Y-%m-%d')})", "",
+    lines = [f"# rl_batch: {sum(len(c) for _, c in chosen)} distinct {args.format}-format candidates over "
+             f"{len(chosen)} tasks on {args.device} ({time.strftime('%Y-%m-%d')})", "",
              "Tasks: " + ", ".join(f"{t} ({len(c)})" for t, c in chosen), "",
              "| figure | " + " | ".join(p["pass"] for p in passes) + " |", "|---|" + "---|" * len(passes)]
     figures = [("candidates per minute", "per_minute"), ("batch wall clock (s)", "wall_s"),
@@ -336,7 +299,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle")]
     for name, key in figures:
         lines.append(f"| {name} | " + " | ".join(str(p.get(key, "-")) for p in passes) + " |")
-    lines += ["", f"Command: `python bench/rl_batch.py --device {args.device}"
+    lines += ["", f"Command: `python bench/rl_batch.py --device {args.device} --format {args.format}"
                   f"{f' --backend {args.backend}' if args.backend else ''} --gpus {args.gpus} --tasks {args.tasks} "
                   f"--per-task {args.per_task} --passes {args.passes} --timing {args.timing} "
                   f"--reference-cache {args.reference_cache}"
@@ -347,9 +310,17 @@ def report(args, chosen: list, passes: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
+    from kbench_env.pipeline.formats import FORMATS
+    from kbench_env.pipeline.formats import resolve as resolve_format
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--backend", default=None, help="candidates' backend folder (default: cpu or cuda by device)")
+    ap.add_argument("--backend", default=None, help="the Evaluator's backend (default: by format and device: "
+                    "cpu or cuda, triton for --format triton)")
+    ap.add_argument("--format", default="kernelbench", choices=FORMATS,
+                    help="the candidates' action format, held to by the Evaluator (format=): kernelbench "
+                         "(load_inline; tasks/solutions/<backend>), fast (extern \"C\" kernels through "
+                         "kbench_env.fastpath; fast_<backend>) or triton (GPU only)")
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--per-task", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
@@ -373,10 +344,21 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
-    backend = args.backend or ("cpu" if args.device == "cpu" else "cuda")
-    chosen = pick(catalogue(backend), args.tasks, args.per_task)
+    backend = args.backend or ("triton" if args.format == "triton" else "cpu" if args.device == "cpu" else "cuda")
+    try:
+        resolve_format(args.format, backend, args.device)  # a format the device cannot run: one line, no batch
+    except ValueError as e:
+        print(f"rl_batch: {e}", file=sys.stderr)
+        return 2
+    chosen = pick(catalogue(backend, args.format), args.tasks, args.per_task)
     items = [(t, label, src) for t, cands in chosen for label, src in cands]
-    print(f"rl_batch: {len(items)} distinct candidates over {len(chosen)} tasks on {args.device}", flush=True)
+    if not items:
+        print(f"rl_batch: no {args.format}-format candidates for the {backend} backend (looked under "
+              f"tasks/solutions/{candidates_folder(args.format, backend)} and "
+              f"bench/data/rl_batch/{candidates_folder(args.format, backend)})", file=sys.stderr)
+        return 2
+    print(f"rl_batch: {len(items)} distinct {args.format}-format candidates over {len(chosen)} tasks on "
+          f"{args.device}", flush=True)
     cache = Path(args.cache_dir or tempfile.mkdtemp(prefix="kbench-rl-batch-"))
     from kbench_apps.runner import TIMING_PRESETS
 
@@ -387,7 +369,7 @@ def main(argv=None) -> int:
         options["reference_cache"] = args.reference_cache == "on"
     if args.shared_checks:
         options["shared_checks"] = True
-    options["backend"] = EVALUATOR_BACKEND.get(backend, backend)  # the folder's language, not the device's default
+    options["backend"], options["format"] = backend, args.format
     run = Run(args, chosen, items, devices_for(args.device, args.gpus), options)
     signal.signal(signal.SIGTERM, run.cut)
     signal.signal(signal.SIGINT, run.cut)
@@ -438,7 +420,10 @@ class Run:
             self.extra.append(f"Through HTTP (`kbench serve`, /batch, the same devices and caches): "
                               f"{served['wall_s']} s against {warm['wall_s']} s in-process "
                               f"({served['wall_s'] / warm['wall_s'] - 1:+.1%}), {served['correct']} of "
-                              f"{served['candidates']} correct.")
+                              f"{served['candidates']} correct."
+                              + ("" if a.format == "kernelbench" else " The server holds candidates to its own "
+                                 "format, kernelbench, which accepts fast-path and Triton kernels too (kbench serve "
+                                 "has no --format)."))
         if a.naive:
             with self.stage("naive"):
                 self.add(naive_pass(items, self.devices[0], cache, a.naive))

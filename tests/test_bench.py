@@ -56,6 +56,45 @@ def test_rl_batch_benchmark_small(tmp_path):
 
 
 @pytest.mark.slow
+def test_rl_batch_fast_format_draws_fast_candidates_and_holds_them_to_the_format(tmp_path):
+    """--format fast: the candidates come from the fast format's folders (tasks/solutions/fast_cpu and
+    bench/data/rl_batch/fast_cpu), the Evaluator holds them to format="fast", and the report names the format."""
+    import json
+
+    out = tmp_path / "rl.md"
+    p = subprocess.run([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--format", "fast",
+                        "--tasks", "1", "--per-task", "2", "--timing", "quick", "--passes", "cold", "--cache-dir",
+                        str(tmp_path / "cache"), "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = [r for r in map(json.loads, (tmp_path / "rl.jsonl").read_text().splitlines()) if "pass" in r]
+    assert sorted(r["candidate"] for r in rows) == ["bench/data/rl_batch/fast_cpu/level1/relu__serial_simd.py",
+                                                    "tasks/solutions/fast_cpu/level1/relu.py"]
+    assert all(r["format"] == "fast" and r["correct"] and not r["flags"] for r in rows), rows
+    text = out.read_text()
+    assert "fast-format candidates" in text.splitlines()[0] and "--format fast" in text
+
+
+def test_rl_batch_refuses_a_format_the_device_cannot_run_in_one_line():
+    """--format triton on the CPU: no batch is started; exit status 2 and the format's own one-line reason."""
+    p = subprocess.run([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--format", "triton"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "needs a CUDA device" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_rl_batch_catalogue_per_format_finds_each_formats_folder():
+    """The catalogue of a format draws only from that format's folders: fast_cpu for the fast format on the CPU,
+    the KernelBench-format cpu folder otherwise (a fast-format source never enters a KernelBench batch)."""
+    from bench.rl_batch import catalogue
+
+    fast = catalogue("cpu", "fast")
+    assert [label for label, _ in fast["level1/relu"]] == ["tasks/solutions/fast_cpu/level1/relu.py",
+                                                          "bench/data/rl_batch/fast_cpu/level1/relu__serial_simd.py"]
+    kb = catalogue("cpu")
+    assert all("fast_" not in label for cands in kb.values() for label, _ in cands)
+    assert all("cpp_kernel" in src for cands in fast.values() for _, src in cands)
+
+
+@pytest.mark.slow
 def test_rl_batch_cut_by_a_time_limit_keeps_its_rows_and_writes_its_report(tmp_path):
     """A device call's limit ends a run with SIGTERM: every evaluation finished by then is in the JSONL already,
     and the report is written with the cut pass's figures over those evaluations."""
@@ -126,6 +165,59 @@ def test_rl_batch_cuda_candidates_are_wellformed():
         assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body), f"{rel}: no ModelNew"
         calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "load_inline"]
         assert calls and all({"cuda_sources", "functions"} <= {k.arg for k in c.keywords} for c in calls), rel
+
+
+def test_rl_batch_fast_cuda_catalogue_offers_six_distinct_kernels_for_eight_tasks():
+    """The fast-format CUDA batch (bench/data/rl_batch/fast_cuda) offers at least 6 distinct candidates for each of
+    8 tasks over at least 2 levels, and rl_batch --format fast on CUDA draws them."""
+    from bench.rl_batch import catalogue, pick
+
+    cat = catalogue("cuda", "fast")
+    full = sorted(t for t, cands in cat.items() if len(cands) >= 6)
+    assert len(full) >= 8 and len({t.split("/")[0] for t in full}) >= 2, {t: len(c) for t, c in cat.items()}
+    batch = pick(cat, 8, 6)
+    assert [len(c) for _, c in batch] == [6] * 8
+    assert all(label.startswith("bench/data/rl_batch/fast_cuda/") for _, c in batch for label, _ in c)
+
+
+def test_rl_batch_fast_cuda_candidates_pass_the_screen_and_launch_checks():
+    """Every file under bench/data/rl_batch/fast_cuda is <level>/<task>__<variant>.py for a task, passes the fast
+    format's screen for the cuda backend, and its ModelNew (the task's parameters, seeded alike) launches only
+    kernels whose extern "C" signatures take the arguments given, on the task's small configurations
+    (bench/fast_cuda_check.py, kernels recorded, not run; the script itself covers every CUDA configuration)."""
+    from bench.fast_cuda_check import check_file
+    from kbench_env.backends import get_backend
+    from kbench_env.pipeline import formats
+
+    backend = get_backend("cuda")
+    files = sorted((ROOT / "bench/data/rl_batch/fast_cuda").glob("*/*.py"))
+    assert len(files) >= 48
+    for f in files:
+        rel = f.relative_to(ROOT)
+        task, sep, variant = f.stem.partition("__")
+        assert sep and variant and (ROOT / "tasks" / f.parent.name / f"{task}.py").is_file(), rel
+        formats.screen_action(f.read_text(), backend, "fast")
+        sources, problems = check_file(f, device="cpu")
+        assert sources and not problems, f"{rel}: {problems}"
+
+
+def test_cuda_emulate_runs_a_fast_cuda_candidate_on_the_cpu_and_catches_wrong_indexing(tmp_path):
+    """bench/cuda_emulate.py runs a fast-format CUDA candidate's kernels on the CPU (a thread per CUDA thread) on
+    its task's held-out odd configuration, float32 and bfloat16, and compares with the reference: the candidate
+    passes; the same candidate writing each element to the mirrored index fails, in both dtypes."""
+    import shutil
+
+    from bench.cuda_emulate import emulate
+
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ to build the emulated kernels")
+    good = ROOT / "bench/data/rl_batch/fast_cuda/level1/relu__thread_per_element.py"
+    assert emulate(good, cache=tmp_path / "cache") == [("odd", None), ("odd (bfloat16)", None)]
+    (tmp_path / "level1").mkdir()
+    bad = tmp_path / "level1" / "relu__mirrored.py"
+    bad.write_text(good.read_text().replace("if (i < n) y[i]", "if (i < n) y[n - 1 - i]"))
+    got = dict(emulate(bad, cache=tmp_path / "cache"))
+    assert all(got[c] and "error" in got[c] for c in ("odd", "odd (bfloat16)")), got
 
 
 def test_cuda_compile_check_matches_a_variant_file_to_its_task():

@@ -1,0 +1,47 @@
+"""GELU candidate (fast format, CUDA): each warp owns a contiguous chunk of 2048 elements and walks it 32 at a
+time (coalesced), four warps a block, erf form; float32 and bfloat16."""
+
+import torch
+import torch.nn as nn
+
+from kbench_env.fastpath import cuda_kernel
+
+SOURCE = r"""
+#include <cuda_bf16.h>
+
+__device__ __forceinline__ float ld(const float* p, long long i) { return p[i]; }
+__device__ __forceinline__ float ld(const __nv_bfloat16* p, long long i) { return __bfloat162float(p[i]); }
+__device__ __forceinline__ void st(float* p, long long i, float v) { p[i] = v; }
+__device__ __forceinline__ void st(__nv_bfloat16* p, long long i, float v) { p[i] = __float2bfloat16(v); }
+
+template <typename T>
+__device__ void body(const T* __restrict__ x, T* __restrict__ y, long long n) {
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const long long start = warp * 2048;
+    const long long end = start + 2048 < n ? start + 2048 : n;
+    for (long long i = start + threadIdx.x % 32; i < end; i += 32) {
+        const float v = ld(x, i);
+        st(y, i, v * 0.5f * (1.f + erff(v * 0.70710678118654752f)));
+    }
+}
+
+extern "C" __global__ void gelu_wc_f32(const float* x, float* y, long long n) { body(x, y, n); }
+extern "C" __global__ void gelu_wc_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, long long n) { body(x, y, n); }
+"""
+
+KERNELS = {torch.float32: cuda_kernel(SOURCE, "gelu_wc_f32"), torch.bfloat16: cuda_kernel(SOURCE, "gelu_wc_bf16")}
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype not in KERNELS:
+            raise TypeError(f"gelu: float32 or bfloat16 input expected, got {x.dtype}")
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        chunks = (n + 2047) // 2048
+        KERNELS[x.dtype](max(1, (chunks + 3) // 4), 128, x, y, n)
+        return y
