@@ -196,7 +196,8 @@ scale|scales)  # issue #25: the 24-candidate batch on N GPUs of this host (defau
     extra=""; [ "$n" -gt 1 ] && extra="--cross ${CROSS:-4}"
     stamp "rl_batch on $n GPU(s), every device hold logged"
     KBENCH_DEVICE_HOLD_LOG="$OUT/holds_${n}gpu.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
-      --device cuda --gpus $n --tasks 8 --per-task 3 --passes cold,warm $extra --out "$OUT/rl_batch_${n}gpu.md" 2>&1 \
+      --device cuda --gpus $n --tasks 8 --per-task 3 --passes cold,warm $extra ${PROCESSES:+--processes} \
+      --out "$OUT/rl_batch_${n}gpu${PROCESSES:+_processes}.md" 2>&1 \
       | grep -v "^  \[" | tail -24
     python3 bench/hold_overlap.py "$OUT/holds_${n}gpu.jsonl" | tee "$OUT/holds_${n}gpu.txt"
   done

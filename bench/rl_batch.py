@@ -131,16 +131,20 @@ def devices_for(device: str, gpus: int) -> list[str]:
 
 
 def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed: int, options: dict,
-             log: RowLog) -> dict:
+             log: RowLog, processes: bool = False) -> dict:
     """One pass of the batch through the local executor: one Evaluator per device (its own builder and device
-    lock, the build and reference caches shared on disk), every candidate in flight at once."""
+    lock, the build and reference caches shared on disk), every candidate in flight at once. ``processes``: the
+    process executor instead (one process per device, executors/processes.py), whose builders this process
+    cannot see: no build CPU-seconds then."""
     from kbench_env.executors.local import LocalExecutor
+    from kbench_env.executors.processes import ProcessExecutor
     from kbench_env.tasks.suite import resolve_task
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ex = LocalExecutor(device=devices, cache_dir=cache_dir, **options)  # otherwise the defaults: a trainer's
-    cpus = [BuilderCPU(ev.builder) for ev in ex.evaluators]
+    ex = (ProcessExecutor if processes else LocalExecutor)(device=devices, cache_dir=cache_dir, **options)
+    evaluators = [] if processes else ex.evaluators  # otherwise the defaults: a trainer's
+    cpus = [BuilderCPU(ev.builder) for ev in evaluators]
     rows, t0 = [], time.perf_counter()
     try:
         for i, r in ex.evaluate_iter([(tasks[t], src) for t, _, src in items], max_workers=len(items), seed=seed):
@@ -163,17 +167,19 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
                   f"{'' if r.speedup is None else f', {r.speedup:.2f}x'}"
                   f"{'' if r.correct else f' ({(r.error or str(r.integrity_flags))[:160]})'}", flush=True)
         wall = time.perf_counter() - t0
-        build_cpu = sum(c.stop() for c in cpus)
-        ref_cache = ex.evaluators[0].baselines.disk_root is not None
+        build_cpu = sum(c.stop() for c in cpus) if cpus else None
+        ref_cache = evaluators[0].baselines.disk_root is not None if evaluators else None
         # Under shared checks the holds overlap: the lock's own count of the time it was held at all is the figure.
-        locks = [ev._device_lock for ev in ex.evaluators]  # noqa: SLF001
+        locks = [ev._device_lock for ev in evaluators]  # noqa: SLF001
         held = {d: getattr(lock, "held_seconds", None) for d, lock in zip(devices, locks)}
     finally:
         ex.close()
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
-    return {**pass_summary(label, rows, devices, wall, held), "build_cpu_s": round(build_cpu, 2),
-            "build_cpu_per_candidate_s": round(build_cpu / max(1, len(rows)), 2), "children_cpu_s": round(child_cpu, 2),
+    return {**pass_summary(label, rows, devices, wall, held),
+            "build_cpu_s": None if build_cpu is None else round(build_cpu, 2),
+            "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
+            "children_cpu_s": round(child_cpu, 2),
             "reference_cache": ref_cache}
 
 
@@ -304,7 +310,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"--per-task {args.per_task} --passes {args.passes} --timing {args.timing} "
                   f"--reference-cache {args.reference_cache}"
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
-                  f"{' --shared-checks' if args.shared_checks else ''}"
+                  f"{' --shared-checks' if args.shared_checks else ''}{' --processes' if args.processes else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}`"]
     return "\n".join(lines) + "\n"
 
@@ -330,6 +336,8 @@ def main(argv=None) -> int:
                          "the integrity checks are the same)")
     ap.add_argument("--reference-cache", default="default", choices=["default", "on", "off"],
                     help="reference timings on disk (default: the Evaluator's, on for GPUs and off on the CPU)")
+    ap.add_argument("--processes", action="store_true", help="the process executor: one process per device, each "
+                    "with its own Evaluator (kbench_env/executors/processes.py), instead of one process for all")
     ap.add_argument("--gpus", type=int, default=1, help="spread the batch over this many GPUs of the host "
                     "(cuda:0 ...), one Evaluator each, as the local executor does")
     ap.add_argument("--passes", default="cold,warm", help="which passes, in order (cold: empty caches first)")
@@ -411,7 +419,8 @@ class Run:
         a, items = self.args, self.items
         for label in [p for p in a.passes.split(",") if p]:
             with self.stage(label):
-                self.add(run_pass(label, items, self.devices, cache, a.seed, self.options, self.log))
+                self.add(run_pass(label, items, self.devices, cache, a.seed, self.options, self.log,
+                                  processes=a.processes))
         if a.serve:
             warm = next((p for p in self.passes if p["pass"] == "warm"), self.passes[-1])
             with self.stage("warm, served"):

@@ -1,5 +1,6 @@
 """Executors: where evaluations run. ``local`` (default): one Evaluator per device in this process, builds
-overlapping on the CPU cores; ``ray``: one actor per GPU (or CPU slot) of an existing or local Ray cluster. Both
+overlapping on the CPU cores; ``processes``: the same with one process per device, each with its own Evaluator
+(processes.py: the trusted sides of several GPUs then share no interpreter); ``ray``: one actor per GPU (or CPU slot) of an existing or local Ray cluster. Both
 take ``[(task, action), ...]`` and return EvalResults in order; the Evaluator stays the only thing that compiles,
 runs or times candidate code. Both take the same arguments (``options.py``): ``device``, ``workers`` and the
 Evaluator's own; Ray adds its cluster's."""
@@ -7,13 +8,16 @@ Evaluator's own; Ray adds its cluster's."""
 from __future__ import annotations
 
 from kbench_env.executors.local import LocalExecutor
+from kbench_env.executors.processes import ProcessExecutor
 from kbench_env.executors.ray_executor import RayExecutor  # ray itself (the [ray] extra) only when one is made
 
 
 def make_executor(kind: str = "local", **kwargs):
-    """A "local" or "ray" executor; arguments as in ``kbench_env.executors.options``."""
+    """A "local", "processes" or "ray" executor; arguments as in ``kbench_env.executors.options``."""
     if kind == "local":
         return LocalExecutor(**kwargs)
+    if kind == "processes":
+        return ProcessExecutor(**kwargs)
     if kind == "ray":
         return RayExecutor(**kwargs)
-    raise ValueError(f"unknown executor {kind!r}: local or ray")
+    raise ValueError(f"unknown executor {kind!r}: local, processes or ray")

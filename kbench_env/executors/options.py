@@ -27,8 +27,8 @@ def check_arguments(kind: str, kwargs: dict) -> None:
         if name in RENAMED:
             raise TypeError(f"make_executor({kind!r}): no argument {name!r}; use {RENAMED[name]}= (both executors "
                             f"take device=, workers= and the Evaluator's arguments; see kbench_env.executors.options)")
-        if kind == "local" and name in RAY_ONLY:
-            raise TypeError(f"make_executor('local'): {name!r} is an argument of the Ray executor only "
+        if kind != "ray" and name in RAY_ONLY:
+            raise TypeError(f"make_executor({kind!r}): {name!r} is an argument of the Ray executor only "
                             f"(make_executor('ray', {name}=...))")
 
 
