@@ -22,18 +22,16 @@ import multiprocessing as mp
 import os
 import queue
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from kbench_env.executors.local import local_devices
 from kbench_env.executors.options import check_arguments
+from kbench_env.pipeline.evaluator import Evaluator
 
 
 def _serve(index: int, device: str, evaluator_kwargs: dict, workers: int | None, jobs, results) -> None:
     """A device process: one Evaluator, the jobs it is sent run on a thread pool, results sent back as they end."""
-    from concurrent.futures import ThreadPoolExecutor
-
     try:
-        from kbench_env.pipeline.evaluator import Evaluator
-
         evaluator = Evaluator(device=device, **evaluator_kwargs)
     except BaseException as exc:  # noqa: BLE001 - said to the parent, which raises it
         results.put(("failed", index, f"{type(exc).__name__}: {exc}"))
