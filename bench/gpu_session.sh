@@ -198,7 +198,7 @@ scale|scales)  # issue #25: the 24-candidate batch on N GPUs of this host (defau
     KBENCH_DEVICE_HOLD_LOG="$OUT/holds_${n}gpu.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
       --device cuda --gpus $n --tasks 8 --per-task 3 --passes cold,warm $extra ${PROCESSES:+--processes} \
       --out "$OUT/rl_batch_${n}gpu${PROCESSES:+_processes}.md" 2>&1 \
-      | grep -v "^  \[" | tail -24
+      | tee "$OUT/rl_batch_${n}gpu.log" | grep -v "^  \[" | tail -24  # the log keeps the cache's warnings
     python3 bench/hold_overlap.py "$OUT/holds_${n}gpu.jsonl" | tee "$OUT/holds_${n}gpu.txt"
   done
   ;;
