@@ -29,13 +29,13 @@ def run_format(requested: str, agent: str, proposer: str | None, device: str, ba
         return requested, "as asked"
     dev = str(Device.parse(device))
     if not Device.parse(dev).is_cuda or (backend or default_backend(dev)) != "cuda":
-        return "kernelbench", "auto: KernelBench's format off the CUDA backend"
+        return "kernelbench", "auto: KernelBench's, off a GPU"
     if agent not in _SOLUTION_AGENTS or (agent == "evolutionary" and (proposer or "offline") != "offline"):
-        return "kernelbench", "auto: KernelBench's format for a model's candidates"
+        return "kernelbench", "auto: KernelBench's, for a model's candidates"
     played = [t for t in tasks if solution_path(t, "cuda", "kernelbench") is not None]
     missing = [t.name for t in played if solution_path(t, "cuda", "fast") is None]
     if not played or missing:
-        return "kernelbench", (f"auto: KernelBench's format ({', '.join(missing[:3])} "
-                               f"{'have' if len(missing) > 1 else 'has'} no fast solution)" if missing
-                               else "auto: KernelBench's format")
+        return "kernelbench", (f"auto: KernelBench's, {', '.join(missing[:3])} "
+                               f"{'have' if len(missing) > 1 else 'has'} no fast solution" if missing
+                               else "auto: KernelBench's")
     return "fast", "auto: shipped fast solutions on a GPU, ~1 s builds; --format kernelbench for KernelBench's"

@@ -127,7 +127,7 @@ def run_suite(args) -> int:
     skipped = len(runnable) - len(tasks)
     console.print(f"kbench run: agent [bold]{escape(agent.name)}[/], {plural(len(tasks), 'task')} on "
                   f"{env.evaluator.device} "
-                  f"({backend} backend, {env.evaluator.format} format [{why_format}], {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
+                  f"({backend} backend, {env.evaluator.format} format ({escape(why_format)}), {env.evaluator.rules} rules), budget {plural(budget, 'evaluation')} per task; "
                   f"{len(tasks) - len(todo)} already done"
                   f"{f', {len(partial)} partly done' if partial else ''} in {log.path}"
                   f"{_skipped_note(skipped)}")
