@@ -18,6 +18,7 @@ from pathlib import Path
 
 from kbench_apps.runner import TIMING_PRESETS, add_remote_builds
 from kbench_env.executors import make_executor
+from kbench_env.pipeline.formats import FORMATS
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.serving import logs
@@ -42,7 +43,7 @@ def _token(args) -> str:
 
 
 def _evaluator_kwargs(args) -> dict:
-    kwargs = {"backend": args.backend, "reward": args.reward, "rules": args.rules}
+    kwargs = {"backend": args.backend, "reward": args.reward, "rules": args.rules, "format": args.format}
     if args.remote_builds:
         kwargs["remote_builds"] = args.remote_builds
     if args.timing == "off":
@@ -143,6 +144,9 @@ def add_parser(sub, device_help: str, dtype_arg: dict, formatter) -> None:
     s.add_argument("--backend", default=None, help="cpu, cuda or triton (default: from the device)")
     s.add_argument("--reward", default="tiered", choices=sorted(PRESETS), help="reward preset")
     s.add_argument("--rules", default="strict", choices=RULES, help="what forward may run (see kbench eval)")
+    s.add_argument("--format", default="kernelbench", choices=FORMATS,
+                   help="the action format the prompts ask for and the evaluations hold candidates to (see kbench "
+                        "eval): kernelbench, fast (~1 s builds: what an RL policy can be trained on) or triton")
     s.add_argument("--timing", default="default", choices=["default", "quick", "off"],
                    help="timing repetitions: the Evaluator's, few, or none (correctness only)")
     s.add_argument("--ray-address", default=None,

@@ -16,6 +16,9 @@ class TaskRegistry:
         if not self.tasks:
             raise ValueError(f"suite {suite!r} has no tasks to serve")
         self._named = named_suites()
+        #: what a reset that names neither task nor suite draws from: the "default" suite, as a local env does,
+        #: where the server serves all of it; else everything the server serves
+        self.default_spec = "default" if set(self._named.get("default", ())) <= set(self.tasks) else "all"
 
     def task(self, name) -> Task:
         """The task called ``name`` ("level1/relu", or a bare "relu" when only one task has that stem)."""

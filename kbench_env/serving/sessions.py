@@ -85,7 +85,7 @@ class Sessions:
             env.target_speedup = _int_option(data, "target_speedup", None, 0)
             task = self.registry.task(data["task"]) if data.get("task") else None
             env.fixed_task = task
-            env._suite = None if task else self.registry.suite(data.get("suite") or "default")
+            env._suite = None if task else self.registry.suite(data.get("suite") or self.registry.default_spec)
             obs, info = env.reset(seed=seed)
         return observation_payload(session.id, obs, info)
 
