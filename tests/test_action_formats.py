@@ -204,9 +204,9 @@ def _kbench(*args):
 def test_cli_format_help_shows_the_default():
     from kbench_apps.cli import build_parser
 
-    for cmd in ("eval", "run"):
+    for cmd, default in (("eval", "kernelbench"), ("run", "auto"), ("serve", "kernelbench")):
         sub = build_parser()._subparsers._group_actions[0].choices[cmd]
-        assert "--format" in sub.format_help() and "(default: kernelbench)" in " ".join(sub.format_help().split())
+        assert "--format" in sub.format_help() and f"(default: {default})" in " ".join(sub.format_help().split())
 
 
 def test_cli_eval_passes_the_format_through():
