@@ -2,10 +2,10 @@
 
 A tunable is a line of the form::
 
-    constexpr int BLOCK = 64;  // kbench-tune: 16 32 64 128
+    constexpr int BLOCK = 64;  // kbench-tune: 16 32 64 128     (C++ / CUDA: a declaration ``NAME = VALUE;``)
+    BLOCK = 1024  # kbench-tune: 256 512 1024 2048              (Python, as Triton solutions set their constants)
 
-(any declaration ``NAME = VALUE;`` followed by a ``// kbench-tune:`` comment listing the allowed values,
-separated by spaces or commas). A *genome* is ``{NAME: value}`` over the tunables of a source; ``render`` writes
+followed by a ``kbench-tune:`` comment listing the allowed values, separated by spaces or commas. A *genome* is ``{NAME: value}`` over the tunables of a source; ``render`` writes
 a genome back into the source, changing nothing else.
 """
 
@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 
 _TUNE = re.compile(
-    r"^(?P<head>[^\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*)(?P<value>[^;\n]+?)(?P<tail>\s*;[^\n]*?//\s*kbench-tune:\s*)"
+    r"^(?P<head>[^\n]*?\b(?P<name>[A-Za-z_]\w*)\s*=\s*)(?P<value>[^;#\n]+?)"
+    r"(?P<tail>\s*(?:;[^\n]*?//|\#)\s*kbench-tune:\s*)"
     r"(?P<choices>[^\n]+?)\s*$",
     re.MULTILINE,
 )

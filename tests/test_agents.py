@@ -103,11 +103,18 @@ def test_tunables_parse_render_mutate_crossover():
     assert tunables.crossover(a, a, random.Random(0)) is None
 
 
+def test_python_tunables_of_triton_solutions_parse_and_render():
+    src = "BLOCK = 1024  # kbench-tune: 256 512 1024\nnum_warps = 4  # a comment\nGROUP = 8 # kbench-tune: 4, 8\n"
+    assert tunables.genome(src) == {"BLOCK": "1024", "GROUP": "8"}
+    out = tunables.render(src, {"BLOCK": "256"})
+    assert out.splitlines()[0] == "BLOCK = 256  # kbench-tune: 256 512 1024" and "num_warps = 4  # a comment" in out
+
+
 def test_shipped_solutions_tunables_parse():
     """Every ``kbench-tune`` mark in the shipped solutions parses, with the current value among the choices."""
     for path in (ROOT / "tasks/solutions").rglob("*.py"):
         text = path.read_text()
-        marked = len(re.findall(r"//\s*kbench-tune:", text))
+        marked = len(re.findall(r"(//|#)\s*kbench-tune:", text))
         ts = tunables.parse_tunables(text)
         assert len(ts) == marked, f"{path}: {marked} marks, {len(ts)} parsed"
         for t in ts:
