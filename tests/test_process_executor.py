@@ -56,3 +56,8 @@ def test_it_takes_the_local_executors_arguments():
     assert params(ProcessExecutor) == params(LocalExecutor)
     with pytest.raises(TypeError, match="Ray executor only"):
         make_executor("processes", device="cpu", address="auto")
+
+
+def test_what_cannot_be_sent_is_refused_at_once(executor):
+    with pytest.raises(Exception, match="pickle"):
+        executor.evaluate_many([(RELU, lambda: None)])

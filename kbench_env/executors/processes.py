@@ -22,7 +22,9 @@ import multiprocessing as mp
 import os
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.reduction import ForkingPickler
 
 from kbench_env.executors.local import local_devices
 from kbench_env.executors.options import check_arguments
@@ -106,11 +108,14 @@ class ProcessExecutor:
 
     def _dispatch(self) -> None:
         """Route each result to the call waiting for it; fail the jobs of a device process that died."""
+        checked = time.monotonic()
         while not self._closed:
+            if time.monotonic() - checked > 2:  # also while other processes keep answering
+                self._fail_dead()
+                checked = time.monotonic()
             try:
                 kind, job_id, payload = self._results.get(timeout=2)
             except queue.Empty:
-                self._fail_dead()
                 continue
             except (EOFError, OSError):
                 return
@@ -126,10 +131,14 @@ class ProcessExecutor:
             lost = [j for j, i in self._owner.items() if i in dead]
             for j in lost:
                 i = self._owner.pop(j)
-                self._waiting.pop(j, queue.Queue()).put((j, "error", f"the evaluator process of {self.devices[i]} died (exit code "
-                                                      f"{self._procs[i].exitcode}) with this candidate in flight"))
+                error = (f"the evaluator process of {self.devices[i]} died (exit code {self._procs[i].exitcode}) with "
+                         f"this candidate in flight")
+                self._waiting.pop(j, queue.Queue()).put((j, "error", error))
 
     def _send(self, task, action, seed, reply: queue.Queue) -> int:
+        # a queue pickles in a thread of its own, where an error is only printed and the caller would wait for
+        # ever: what cannot be sent is refused here
+        ForkingPickler.dumps((task, action, seed))
         with self._lock:
             if self._closed:
                 raise RuntimeError("ProcessExecutor: closed")
