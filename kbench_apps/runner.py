@@ -25,7 +25,6 @@ from rich.table import Table
 from kbench_apps.cli_output import console as make_console, is_terminal, plural
 from kbench_apps.run_format import run_format
 from kbench_apps.runlog import RunLog
-from kbench_env.device import resolve_device
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import geomean
@@ -99,7 +98,7 @@ def run_suite(args) -> int:
     dtype = _opt(args, "dtype", None)
     all_tasks = load_suite(args.suite, dtype=dtype)
     args.format, why_format = run_format(_opt(args, "format", "auto"), _opt(args, "agent", "auto"),
-                                         _opt(args, "proposer", None), resolve_device(args.device), args.backend,
+                                         _opt(args, "proposer", None), args.device, args.backend,
                                          all_tasks)  # the agent's factory reads args.format too
     env = KBenchEnv(suite=args.suite, device=args.device, backend=args.backend, max_turns=max_turns,
                     reward=args.reward, rules=_opt(args, "rules", "strict"),
