@@ -50,7 +50,8 @@ def _host_source(source: str) -> str:
 
 def _library(source: str, cache: Path) -> ctypes.CDLL:
     text = _host_source(source)
-    so = cache / f"{hashlib.sha256(text.encode()).hexdigest()[:20]}.so"
+    # the header is #included by path: its text is in the key too, so a changed header builds anew
+    so = cache / f"{hashlib.sha256((HEADER.read_text() + text).encode()).hexdigest()[:20]}.so"
     if not so.exists():
         cpp = so.with_suffix(".cpp")
         cpp.write_text(text)
@@ -103,7 +104,7 @@ def emulate(path: Path, configs: tuple = ("odd",), cache: Path | None = None) ->
     finally:
         fastpath.cuda_kernel = saved
     task = resolve_task(f"{path.parent.name}/{path.stem.split('__')[0]}")
-    chosen = [c for c in task.configs if c.name in configs]
+    chosen = [task.config(n) for n in configs]  # a misspelt name: an error naming the task's configurations
     if any(c.dtype == "bfloat16" for c in task.configs_for("cuda")):
         chosen += [dataclasses.replace(c, name=f"{c.name} (bfloat16)", dtype="bfloat16") for c in list(chosen)]
     out = []

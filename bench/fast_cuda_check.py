@@ -14,14 +14,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from kbench_env.builder.compiler import CompileError  # noqa: E402
+from kbench_env.builder.errors import BuildRefused  # noqa: E402
+from kbench_env.builder.fast import build_here  # noqa: E402
+from kbench_env.pipeline.compare import flatten_outputs  # noqa: E402
 
 SIG = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(([^)]*)\)', re.S)
 
@@ -115,7 +118,7 @@ def check_file(path: Path, device: str = "cuda") -> tuple[list, list[str]]:
         exec(compile(path.read_text(), str(path), "exec"), mod.__dict__)
     finally:
         fastpath.cuda_kernel = saved
-    problems = list(rec.problems)
+    problems = []
     p = check_parameters(path, mod)
     if p:
         problems.append(p)
@@ -136,19 +139,20 @@ def check_file(path: Path, device: str = "cuda") -> tuple[list, list[str]]:
             continue
         if rec.launches == before:
             problems.append(f"config {cfg.name}: forward launched no kernel")
-        if out.shape != want.shape or out.dtype != want.dtype:
-            problems.append(f"config {cfg.name}: output {tuple(out.shape)} {out.dtype}, the task's "
-                            f"{tuple(want.shape)} {want.dtype}")
-    problems += [p for p in rec.problems if p not in problems]
-    return rec.sources, list(dict.fromkeys(problems))
+        got, wanted = ([(tuple(t.shape), t.dtype) for t in flatten_outputs(o)] for o in (out, want))
+        if got != wanted:
+            problems.append(f"config {cfg.name}: outputs {got}, the task's {wanted}")
+    return rec.sources, list(dict.fromkeys(problems + rec.problems))
 
 
 def compile_cubin(source: str, flags: tuple, arch: str) -> str | None:
-    with tempfile.TemporaryDirectory() as d:
-        Path(d, "k.cu").write_text(source)
-        p = subprocess.run(["nvcc", "-cubin", f"-arch={arch}", "-O3", *flags, "k.cu", "-o", "k.cubin"], cwd=d,
-                           capture_output=True, text=True)
-        return None if p.returncode == 0 else (p.stderr or p.stdout)[-2000:]
+    """nvcc's error for ``source``, or None: the fast path's own build (``builder.fast.build_here``: the flags it
+    accepts, its command, its cache), as a candidate's build would be."""
+    try:
+        build_here("cuda", source, list(flags), arch)
+    except (CompileError, BuildRefused) as e:
+        return str(e)[-2000:]
+    return None
 
 
 def main(argv=None) -> int:
@@ -158,15 +162,15 @@ def main(argv=None) -> int:
     ap.add_argument("-j", type=int, default=2)
     args = ap.parse_args(argv)
     failed = 0
-    with ThreadPoolExecutor(args.j) as pool:
-        for f in args.files:
-            path = Path(f).resolve()
-            sources, problems = check_file(path)
-            errs = [e for e in pool.map(lambda s: compile_cubin(s[0], s[1], args.arch), dict.fromkeys(sources)) if e]
-            problems += [f"nvcc: {e}" for e in errs]
-            failed += bool(problems)
-            print(f"{'FAIL' if problems else 'ok  '} {os.path.relpath(path, ROOT)}"
-                  + "".join(f"\n     - {p}" for p in problems), flush=True)
+    checked = [(Path(f).resolve(), *check_file(Path(f).resolve())) for f in args.files]
+    sources = list(dict.fromkeys(s for _, srcs, _ in checked for s in srcs))
+    with ThreadPoolExecutor(args.j) as pool:  # every file's kernels at once, each distinct source once
+        errors = dict(zip(sources, pool.map(lambda s: compile_cubin(s[0], s[1], args.arch), sources)))
+    for path, srcs, problems in checked:
+        problems += [f"nvcc: {errors[s]}" for s in dict.fromkeys(srcs) if errors[s]]
+        failed += bool(problems)
+        print(f"{'FAIL' if problems else 'ok  '} {os.path.relpath(path, ROOT)}"
+              + "".join(f"\n     - {p}" for p in problems), flush=True)
     print(f"{len(args.files) - failed} of {len(args.files)} ok")
     return 1 if failed else 0
 

@@ -143,7 +143,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     tasks = {t: resolve_task(t) for t, _, _ in items}
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     ex = (ProcessExecutor if processes else LocalExecutor)(device=devices, cache_dir=cache_dir, **options)
-    evaluators = [] if processes else ex.evaluators  # otherwise the defaults: a trainer's
+    evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
     cpus = [BuilderCPU(ev.builder) for ev in evaluators]
     rows, t0 = [], time.perf_counter()
     try:
@@ -352,9 +352,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
-    backend = args.backend or ("triton" if args.format == "triton" else "cpu" if args.device == "cpu" else "cuda")
-    try:
-        resolve_format(args.format, backend, args.device)  # a format the device cannot run: one line, no batch
+    try:  # the format's backend on this device; a format the device cannot run: one line, no batch
+        _, backend = resolve_format(args.format, args.backend, args.device)
     except ValueError as e:
         print(f"rl_batch: {e}", file=sys.stderr)
         return 2

@@ -126,9 +126,9 @@ def main(argv=None) -> int:
     items = candidates(args.tasks)
     if not items:
         raise SystemExit(f"no candidates under {CANDIDATES} for {args.tasks or 'any task'}")
-    failures, tasks = 0, {}
+    failures = 0
     for name, f in items:
-        task = tasks.setdefault(name, resolve_task(name))
+        task = resolve_task(name)  # cached by the suite loader
         cand = load_candidate(f)
         cells = []
         for cfg, shrunk in configs(task):
