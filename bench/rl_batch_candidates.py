@@ -6,6 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from kbench_env.tasks.suite import solution_folder
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: KernelBench-format CPU solutions (bench/data/kernelbench_cpu) that solve one of kbench's own tasks.
@@ -13,10 +15,9 @@ KERNELBENCH_CPU = {"level1/relu": "19_ReLU.py", "level1/softmax_rows": "23_Softm
 
 
 def candidates_folder(fmt: str, backend: str) -> str:
-    """The folder of ``fmt``'s candidates for ``backend`` under tasks/solutions/, tests/data/honest_variants/ and
-    bench/data/rl_batch/: the backend's own for the KernelBench format, ``fast_<backend>`` for the fast format,
-    ``triton`` for Triton (as kbench_env.tasks.suite.solution_path names them)."""
-    return {"fast": f"fast_{backend}", "triton": "triton"}.get(fmt, backend)
+    """The folder of ``fmt``'s candidates for ``backend`` (the format's own backend: triton for Triton) under
+    tasks/solutions/, tests/data/honest_variants/ and bench/data/rl_batch/: the shipped solutions' folder."""
+    return solution_folder(backend, fmt)
 
 
 def catalogue(backend: str, fmt: str = "kernelbench") -> dict[str, list[tuple[str, str]]]:

@@ -148,10 +148,15 @@ def _folder(folder: Path, dtype: str | None = None) -> list[Task]:
     return files + robust
 
 
+def solution_folder(backend: str = "cpu", format: str = "kernelbench") -> str:
+    """The folder under ``solutions/`` of ``backend``'s solutions in the action ``format``: the backend's own
+    (``cpu``, ``cuda``, ``triton``), or ``fast_<backend>`` for the fast format (pipeline/formats.py)."""
+    return f"fast_{backend}" if format == "fast" else backend
+
+
 def solution_path(task: Task, backend: str = "cpu", format: str = "kernelbench") -> Path | None:
-    """The shipped sample solution of ``task`` for ``backend`` in the action ``format``, if there is one: under
-    ``solutions/<backend>/``, or ``solutions/fast_<backend>/`` for the fast format (pipeline/formats.py)."""
+    """The shipped sample solution of ``task`` for ``backend`` in the action ``format``, if there is one (under
+    ``solutions/<solution_folder>/``)."""
     level, _, stem = task.name.rpartition("/")
-    folder = f"fast_{backend}" if format == "fast" else backend
-    p = tasks_root() / "solutions" / folder / level / f"{stem}.py"
+    p = tasks_root() / "solutions" / solution_folder(backend, format) / level / f"{stem}.py"
     return p if p.is_file() else None
