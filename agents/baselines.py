@@ -8,7 +8,7 @@
   model sees its previous answers and the environment's feedback (compile error, first mismatch, timing table)
   and writes an improved kernel. Only the last ``history_turns`` exchanges are kept in the context.
 
-All three take an ``agents.llm`` client; ``agents.llm.OfflineClient`` drives them without a model.
+All three take a ``kbench_agents.llm`` client; ``kbench_agents.llm.OfflineClient`` drives them without a model.
 """
 
 from __future__ import annotations

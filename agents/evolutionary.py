@@ -7,13 +7,13 @@ Stages of one episode (one task):
 2. **Evolution.** Until the budget (``budget`` evaluations, ``time_budget_s`` seconds) is spent: pick parents by
    tournament over the population (correct and fast first, then by reward), ask the proposer for a batch of
    children (mutation of one parent with its feedback, or crossover of two), drop duplicates, optionally drop the
-   ones a soft verifier predicts to fail (``agents.soft_verify``), evaluate the batch in parallel with
+   ones a soft verifier predicts to fail (``kbench_agents.soft_verify``), evaluate the batch in parallel with
    ``Evaluator.evaluate_many`` and keep the ``population_size`` fittest. The archive keeps the best per task.
 
-Proposers (``agents.proposers``): ``LLMProposer`` (any ``agents.llm`` client; mutation and crossover prompts hold
+Proposers (``kbench_agents.proposers``): ``LLMProposer`` (any ``kbench_agents.llm`` client; mutation and crossover prompts hold
 the parents' code and the policy's view of their feedback: compile errors, mismatches, timings, integrity flags,
 held-out configurations only as "held-out configuration k of n") and ``OfflineProposer`` (no model: starts from the
-suite's shipped solution and changes the constants marked ``// kbench-tune: v1 v2 ...``, see ``agents.tunables``).
+suite's shipped solution and changes the constants marked ``// kbench-tune: v1 v2 ...``, see ``kbench_agents.tunables``).
 
 The agent talks to the environment through ``env.reset`` (the prompt) and ``env.unwrapped.evaluator``'s
 ``evaluate_many`` only. ``run_episode`` yields ``(turn, info)`` per evaluated candidate, with ``info["eval"]`` the
@@ -81,6 +81,79 @@ class Archive:
         return False
 
 
+class _Episode:
+    """One episode's search state (population, counters, what was seen) and the steps that change it."""
+
+    def __init__(self, agent: "EvolutionaryAgent", env, prompt: str, seed: int | None):
+        self.agent, self.prompt = agent, prompt
+        self.evaluator = env.unwrapped.evaluator
+        self.task = env.unwrapped.task
+        self.rng = random.Random(f"{agent.seed}:{seed}:{self.task.name}")
+        self.ctx = EpisodeContext(task=self.task, prompt=prompt, backend=self.evaluator.backend_name, rng=self.rng)
+        self.t0 = time.time()
+        self.population: list[Candidate] = []
+        self.state = {"evals": 0, "proposals": 0, "next_id": 0}
+        self.max_proposals = agent.max_proposals or 4 * max(1, agent.budget)
+
+    def left(self) -> int:
+        """Evaluations the budget still allows (0 once the time budget is spent)."""
+        a = self.agent
+        if a.time_budget_s is not None and time.time() - self.t0 > a.time_budget_s:
+            return 0
+        return max(0, a.budget - self.state["evals"])
+
+    def new(self, source, origin, parents=(), generation=0) -> Candidate:
+        c = Candidate(id=self.state["next_id"], source=source, origin=origin, parents=tuple(p.id for p in parents),
+                      generation=generation)
+        self.state["next_id"] += 1
+        self.ctx.seen_sources.add(source_hash(source))
+        self.ctx.seen_genomes.add(tunables.key_of(source))
+        return c
+
+    def admit(self, c: Candidate) -> None:
+        self.population.append(c)
+        self.population.sort(key=lambda x: x.fitness, reverse=True)
+        del self.population[self.agent.population_size:]
+        if c.valid:
+            self.ctx.best_speedup = max(self.ctx.best_speedup or 0.0, c.speedup)
+            self.agent.archive.offer(self.task.name, c)
+
+    def info(self, c: Candidate, audited=False) -> dict:
+        return {"task": self.task.name, "turn": self.state["evals"], "eval": c.eval,
+                "best_speedup": self.ctx.best_speedup, "source": c.source, "origin": c.origin,
+                "parents": list(c.parents), "candidate": c.id, "generation": c.generation, "verifier": c.verifier,
+                "audited": audited or None}
+
+    def evaluate(self, cands: list[Candidate]):
+        """Soft-verify, evaluate the survivors as one batch, yield every outcome."""
+        verifier, keep, audited = self.agent.verifier, cands, set()
+        if verifier is not None and cands:
+            preds = verifier.predict_many(self.prompt, [c.source for c in cands])
+            keep = []
+            for c, p in zip(cands, preds):
+                c.verifier = p
+                go, audit = verifier.decide(p)
+                if go:
+                    keep.append(c)
+                    if audit:
+                        audited.add(c.id)
+                else:
+                    yield self.state["evals"], dict(self.info(c), filtered=True, eval=None)
+        if not keep:
+            return
+        items = [(self.task, c.source) for c in keep]
+        workers = self.agent.eval_workers  # None: the Evaluator's default (builds overlap, the device in turn)
+        if hasattr(self.evaluator, "evaluate_iter"):  # the batch API, results as they finish (logged at once)
+            arrivals = ((keep[i], r) for i, r in self.evaluator.evaluate_iter(items, max_workers=workers))
+        else:
+            arrivals = zip(keep, self.evaluator.evaluate_many(items, max_workers=workers))
+        for c, r in arrivals:
+            c.eval = r.to_dict()
+            self.state["evals"] += 1
+            self.admit(c)
+            yield self.state["evals"], self.info(c, c.id in audited)
+
+
 # ====================================================================== the agent
 class EvolutionaryAgent:
     """Translation, then evolutionary search over kernels (see the module docstring).
@@ -98,7 +171,7 @@ class EvolutionaryAgent:
         max_stalls: generations in a row that yield nothing new before the episode stops.
         eval_workers: candidates in flight at once in ``evaluate_many`` (default: the Evaluator's, which overlaps
             builds and takes the device one candidate at a time; 1 evaluates strictly one after another).
-        verifier: an ``agents.soft_verify.SoftVerifier`` filtering children before evaluation (None: off).
+        verifier: a ``kbench_agents.soft_verify.SoftVerifier`` filtering children before evaluation (None: off).
         max_proposals: cap on proposals per task (filtered and duplicate ones included), default 4 x budget.
         seed: the search's own random seed (mixed with the episode seed and task name).
         name: the agent's name in results (default ``evolutionary-<proposer>``).
@@ -140,114 +213,58 @@ class EvolutionaryAgent:
         population and count against the budget without being evaluated again.
         """
         prompt, _ = env.reset(seed=seed, options={"task": task})
-        evaluator = env.unwrapped.evaluator
-        task_obj = env.unwrapped.task
-        rng = random.Random(f"{self.seed}:{seed}:{task_obj.name}")
-        ctx = EpisodeContext(task=task_obj, prompt=prompt, backend=evaluator.backend_name, rng=rng)
-        workers = self.eval_workers  # None: the Evaluator's default (builds overlap, the device is taken in turn)
-        t0 = time.time()
-        population: list[Candidate] = []
-        state = {"evals": 0, "proposals": 0, "next_id": 0}
-        max_proposals = self.max_proposals or 4 * max(1, self.budget)
-
-        def left() -> int:
-            if self.time_budget_s is not None and time.time() - t0 > self.time_budget_s:
-                return 0
-            return max(0, self.budget - state["evals"])
-
-        def new(source, origin, parents=(), generation=0) -> Candidate:
-            c = Candidate(id=state["next_id"], source=source, origin=origin, parents=tuple(p.id for p in parents),
-                          generation=generation)
-            state["next_id"] += 1
-            ctx.seen_sources.add(source_hash(source))
-            ctx.seen_genomes.add(tunables.key_of(source))
-            return c
-
-        def admit(c: Candidate) -> None:
-            population.append(c)
-            population.sort(key=lambda x: x.fitness, reverse=True)
-            del population[self.population_size:]
-            if c.valid:
-                ctx.best_speedup = max(ctx.best_speedup or 0.0, c.speedup)
-                self.archive.offer(task_obj.name, c)
-
-        def info(c: Candidate, audited=False) -> dict:
-            return {"task": task_obj.name, "turn": state["evals"], "eval": c.eval, "best_speedup": ctx.best_speedup,
-                    "source": c.source, "origin": c.origin, "parents": list(c.parents), "candidate": c.id,
-                    "generation": c.generation, "verifier": c.verifier, "audited": audited or None}
-
-        def evaluate(cands: list[Candidate]):
-            """Soft-verify, evaluate the survivors as one batch, yield every outcome."""
-            keep, audited = cands, set()
-            if self.verifier is not None and cands:
-                preds = self.verifier.predict_many(prompt, [c.source for c in cands])
-                keep = []
-                for c, p in zip(cands, preds):
-                    c.verifier = p
-                    go, audit = self.verifier.decide(p)
-                    if go:
-                        keep.append(c)
-                        if audit:
-                            audited.add(c.id)
-                    else:
-                        yield state["evals"], dict(info(c), filtered=True, eval=None)
-            if not keep:
-                return
-            items = [(task_obj, c.source) for c in keep]
-            if hasattr(evaluator, "evaluate_iter"):  # the batch API, results as they finish (logged at once)
-                arrivals = ((keep[i], r) for i, r in evaluator.evaluate_iter(items, max_workers=workers))
-            else:
-                arrivals = zip(keep, evaluator.evaluate_many(items, max_workers=workers))
-            for c, r in arrivals:
-                c.eval = r.to_dict()
-                state["evals"] += 1
-                admit(c)
-                yield state["evals"], info(c, c.id in audited)
-
+        ep = _Episode(self, env, prompt, seed)
         # -- resumed attempts rejoin the population
         translated = 0
         for rec in resume or []:
             if rec.get("source") and rec.get("eval"):
-                c = new(rec["source"], rec.get("origin") or "resume", generation=rec.get("generation") or 0)
+                c = ep.new(rec["source"], rec.get("origin") or "resume", generation=rec.get("generation") or 0)
                 c.eval, c.verifier = rec["eval"], rec.get("verifier")
-                state["evals"] += 1
+                ep.state["evals"] += 1
                 translated += c.origin in ("translate", "start")
-                admit(c)
-        # -- 1. translation
-        failures: list[str] = [prompts.summarize_error(c.eval) for c in population
+                ep.admit(c)
+        yield from self._translate(ep, translated)
+        stalls = yield from self._evolve(ep)
+        return self._stop_reason(ep.state, ep.population, stalls, time.time() - ep.t0, ep.max_proposals)
+
+    def _translate(self, ep: "_Episode", translated: int):
+        """Stage 1: first kernels from the prompt, retried with the failures' summaries while none is valid;
+        ``translated``: resumed attempts that were translations (they count against the rounds)."""
+        failures: list[str] = [prompts.summarize_error(c.eval) for c in ep.population
                                if c.origin in ("translate", "start") and not c.valid]
         rounds = -(-translated // self.translate_batch)  # rounds the resumed records already used
-        while not any(c.valid for c in population) and left() and rounds <= self.translate_retries:
+        while not any(c.valid for c in ep.population) and ep.left() and rounds <= self.translate_retries:
             rounds += 1
             fresh = []
-            for s in self.proposer.translate(ctx, failures, min(self.translate_batch, left())):
-                state["proposals"] += 1
-                if source_hash(s) not in ctx.seen_sources:
-                    fresh.append(new(s, "translate" if isinstance(self.proposer, LLMProposer) else "start"))
+            for s in self.proposer.translate(ep.ctx, failures, min(self.translate_batch, ep.left())):
+                ep.state["proposals"] += 1
+                if source_hash(s) not in ep.ctx.seen_sources:
+                    fresh.append(ep.new(s, "translate" if isinstance(self.proposer, LLMProposer) else "start"))
             if not fresh:
                 break
-            for item in evaluate(fresh):
-                yield item
+            yield from ep.evaluate(fresh)
             failures += [prompts.summarize_error(c.eval) for c in fresh if c.eval and not c.valid]
             failures += [_predicted(c.verifier) for c in fresh if c.eval is None and c.verifier]
-        # -- 2. evolution
+
+    def _evolve(self, ep: "_Episode"):
+        """Stage 2: generations of children from tournament-picked parents until the budget, the proposal cap or
+        ``max_stalls`` empty generations in a row; returns the stall count it ended on."""
         generation, stalls = 0, 0
-        while left() and population and state["proposals"] < max_proposals and stalls < self.max_stalls:
+        while ep.left() and ep.population and ep.state["proposals"] < ep.max_proposals and stalls < self.max_stalls:
             generation += 1
-            requests = [self._request(population, rng) for _ in range(min(self.batch_size, left()))]
+            requests = [self._request(ep.population, ep.rng) for _ in range(min(self.batch_size, ep.left()))]
             children = []
-            for req, s in zip(requests, self.proposer.propose(ctx, requests)):
-                state["proposals"] += 1
-                if s is None or source_hash(s) in ctx.seen_sources:
+            for req, s in zip(requests, self.proposer.propose(ep.ctx, requests)):
+                ep.state["proposals"] += 1
+                if s is None or source_hash(s) in ep.ctx.seen_sources:
                     continue
-                children.append(new(s, req[0], req[1:], generation))
+                children.append(ep.new(s, req[0], req[1:], generation))
             if not children:
                 stalls += 1
                 continue
             stalls = 0
-            for item in evaluate(children):
-                yield item
-        return self._stop_reason(state, population, stalls, time.time() - t0, max_proposals)
+            yield from ep.evaluate(children)
+        return stalls
 
     def _stop_reason(self, state: dict, population: list, stalls: int, seconds: float,
                      max_proposals: int) -> str | None:
@@ -292,7 +309,7 @@ def _predicted(verdict: dict) -> str:
 # ====================================================================== factories
 def make_proposer(kind: str = "offline", backend: str = "cpu", client=None, format: str = "kernelbench",
                   **client_kwargs):
-    """``"offline"`` or ``"llm"`` (with ``client``, or one built by ``agents.llm.make_client(**client_kwargs)``);
+    """``"offline"`` or ``"llm"`` (with ``client``, or one built by ``kbench_agents.llm.make_client(**client_kwargs)``);
     ``format``: the action format (the LLM reads it in the env's prompt; the offline proposer picks its starts)."""
     if kind == "offline":
         return OfflineProposer(backend, format=format)

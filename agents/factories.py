@@ -11,10 +11,10 @@ from another package registers the same way in its own pyproject.toml::
 
 from __future__ import annotations
 
-from agents.baselines import make_baseline
-from agents.evolutionary import default_agent
-from agents.llm import LLMClient, make_client
-from agents.shipped import ShippedSolutionAgent
+from kbench_agents.baselines import make_baseline
+from kbench_agents.evolutionary import default_agent
+from kbench_agents.llm import LLMClient, make_client
+from kbench_agents.shipped import ShippedSolutionAgent
 
 
 def option(options, name: str, default=None):

@@ -312,7 +312,7 @@ def default_offline_reply(messages: list[dict], seed: int = 0) -> str:
     if "VERDICT-JSON" in text:
         blocks = _CODE.findall(messages[-1]["content"])
         return json.dumps(heuristic_verdict(blocks[-1] if blocks else ""))
-    from agents.tunables import crossover as tune_crossover, mutate as tune_mutate, parse_tunables
+    from kbench_agents.tunables import crossover as tune_crossover, mutate as tune_mutate, parse_tunables
 
     parents = [b for b in _CODE.findall(messages[-1]["content"]) if "ModelNew" in b and parse_tunables(b)]
     if not parents:  # a multi-turn conversation: improve the model's own previous answer

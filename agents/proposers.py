@@ -1,10 +1,10 @@
-"""The proposers of the evolutionary agent (``agents.evolutionary``): what writes its candidates, and what a
+"""The proposers of the evolutionary agent (``kbench_agents.evolutionary``): what writes its candidates, and what a
 proposer may look at (``EpisodeContext``).
 
 - ``OfflineProposer``: no model; the shipped solution as the first kernel, then moves among its ``kbench-tune``
-  values (``agents.tunables``).
+  values (``kbench_agents.tunables``).
 - ``LLMProposer``: candidates written by a language model from the policy's view of the parents' feedback
-  (``agents.prompts``).
+  (``kbench_agents.prompts``).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class OfflineProposer:
 
 
 class LLMProposer:
-    """Candidates written by a language model (any ``agents.llm.LLMClient``).
+    """Candidates written by a language model (any ``kbench_agents.llm.LLMClient``).
 
     Args:
         client: the LLM client.

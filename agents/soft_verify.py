@@ -72,7 +72,7 @@ class SoftVerifier:
     """Filters candidates with LLM predictions.
 
     Args:
-        client: an ``agents.llm.LLMClient``.
+        client: a ``kbench_agents.llm.LLMClient``.
         reject_on: the checks whose positive prediction rejects a candidate.
         audit_rate: fraction of rejected candidates evaluated anyway (to measure precision); 0 trusts it fully.
         temperature: sampling temperature of the verifier calls (0: greedy).

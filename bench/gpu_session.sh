@@ -206,7 +206,7 @@ grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each 
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1
   n=${NGPUS:-$(nvidia-smi -L | wc -l)}
   stamp "tiny model"
-  python3 -m training.tiny --out /tmp/kbench-tiny --hidden 256 --layers 4 --heads 4 --kv-heads 2 2>&1 | tail -2
+  python3 -m kbench_training.tiny --out /tmp/kbench-tiny --hidden 256 --layers 4 --heads 4 --kv-heads 2 2>&1 | tail -2
   stamp "GRPO on $n GPUs (accelerate launch)"
   nvidia-smi --query-compute-apps=timestamp,pid,gpu_uuid,used_memory --format=csv -l 5 > "$OUT/grpo_gpu_apps.csv" &
   SMI=$!

@@ -56,7 +56,7 @@ python3 - <<'PY' 2>&1 | tee "$LOG_DIR/reward_check.log"
 import time
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.tasks.suite import resolve_task, solution_path
-from training.rewards import KBenchReward
+from kbench_training.rewards import KBenchReward
 task = resolve_task("level1/relu")
 path = solution_path(task, "cuda")
 if path is None:
@@ -75,15 +75,15 @@ print("OK" if rewards[0] > 0 and rewards[0] == r.reward and rewards[1] == -0.6 e
 PY
 
 # 3. a tiny random Qwen2 with a tokenizer trained here
-python3 -m training.tiny --out /tmp/kbench-tiny --hidden 256 --layers 4 --heads 4 --kv-heads 2 || exit 1
+python3 -m kbench_training.tiny --out /tmp/kbench-tiny --hidden 256 --layers 4 --heads 4 --kv-heads 2 || exit 1
 
 # 4. GRPO, single turn, then two turns over a whole level
 common=(--model /tmp/kbench-tiny --device cuda --backend cuda --max-steps "$STEPS" --num-generations "$GENERATIONS"
         --per-device-batch-size "$BATCH" --max-completion-length "$COMPLETION" --learning-rate 1e-5 --no-save)
-python3 -m training.grpo "${common[@]}" --suite default --output-dir "$LOG_DIR/single" 2>&1 \
+python3 -m kbench_training.grpo "${common[@]}" --suite default --output-dir "$LOG_DIR/single" 2>&1 \
   | grep -v "it/s]$" | tee "$LOG_DIR/single.log"
 single=${PIPESTATUS[0]}
-python3 -m training.grpo "${common[@]}" --suite "$SUITE_MULTI" --turns 2 --output-dir "$LOG_DIR/multi" 2>&1 \
+python3 -m kbench_training.grpo "${common[@]}" --suite "$SUITE_MULTI" --turns 2 --output-dir "$LOG_DIR/multi" 2>&1 \
   | grep -v "it/s]$" | tee "$LOG_DIR/multi.log"
 multi=${PIPESTATUS[0]}
 echo "single-turn exit $single, multi-turn exit $multi; logs in $LOG_DIR"

@@ -1,11 +1,11 @@
 """TRL GRPO under ``accelerate launch``, each process evaluating on its own GPU (issue #25).
 
-    python -m training.tiny --out /tmp/kbench-tiny --hidden 256 --layers 4 --heads 4 --kv-heads 2
+    python -m kbench_training.tiny --out /tmp/kbench-tiny --hidden 256 --layers 4 --heads 4 --kv-heads 2
     accelerate launch --multi_gpu --num_processes 4 bench/train_multi_gpu.py --out runs/grpo4 -- \\
         --model /tmp/kbench-tiny --device cuda --max-steps 3 --num-generations 4 --per-device-batch-size 4 \\
         --max-completion-length 64 --no-save
 
-Every process builds its trainer exactly as ``python -m training.grpo`` does (``training.grpo.build_trainer``: with
+Every process builds its trainer exactly as ``python -m kbench_training.grpo`` does (``kbench_training.grpo.build_trainer``: with
 ``--device cuda`` and several processes, the Evaluator of rank r is on ``cuda:LOCAL_RANK``), then:
 
 1. sends the shipped solution of ``--check-task`` for the Evaluator's backend and format through the trainer's own reward
@@ -15,7 +15,7 @@ Every process builds its trainer exactly as ``python -m training.grpo`` does (``
 3. appends one JSON line to ``<out>/ranks.jsonl``: rank, the Evaluator's device and that GPU's UUID, the check's
    correctness, speedup, reward and the device its EvalResult names, the training's evaluations and seconds.
 
-Rank 0 also writes the trainer's log (``<out>/log.jsonl``, as training.grpo does).
+Rank 0 also writes the trainer's log (``<out>/log.jsonl``, as kbench_training.grpo does).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
 
     from kbench_env.devicelock import gpu_identity
     from kbench_env.tasks.suite import resolve_task, solution_path
-    from training.grpo import build_trainer, parse_args
+    from kbench_training.grpo import build_trainer, parse_args
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

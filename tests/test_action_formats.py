@@ -168,7 +168,7 @@ def test_kernelbench_format_still_accepts_the_fast_path(evaluator):
 
 # ---------------------------------------------------------------------- agents, training, CLI
 def test_agents_pick_solutions_of_the_format():
-    from agents.factories import evolutionary, shipped
+    from kbench_agents.factories import evolutionary, shipped
 
     class Opts:
         format = "fast"
@@ -179,7 +179,7 @@ def test_agents_pick_solutions_of_the_format():
 
 
 def test_offline_client_answers_in_the_prompts_format():
-    from agents.llm import default_offline_reply
+    from kbench_agents.llm import default_offline_reply
 
     prompt = build_prompt(RELU, get_backend("cpu"), "cpu", format="fast")
     reply = default_offline_reply([{"role": "user", "content": prompt}])
@@ -187,8 +187,8 @@ def test_offline_client_answers_in_the_prompts_format():
 
 
 def test_training_prompts_and_rollout_index_carry_the_format(fast_evaluator):
-    from training.data import prompt_index, task_messages
-    from training.rollout import MultiTurnRollout
+    from kbench_training.data import prompt_index, task_messages
+    from kbench_training.rollout import MultiTurnRollout
 
     user = task_messages(RELU, "cpu", "cpu", format="fast")[-1]["content"]
     assert "Answer format: fast" in user

@@ -25,11 +25,11 @@ import pytest
 
 from conftest import ROOT
 
-from agents import tunables
-from agents.baselines import BestOfNAgent, IterativeRefinementAgent, SingleShotAgent
-from agents.evolutionary import EvolutionaryAgent, LLMProposer, OfflineProposer, default_agent
-from agents.llm import LLMError, OfflineClient, OpenAIClient
-from agents.soft_verify import CHECKS, SoftVerifier, parse_verdict
+from kbench_agents import tunables
+from kbench_agents.baselines import BestOfNAgent, IterativeRefinementAgent, SingleShotAgent
+from kbench_agents.evolutionary import EvolutionaryAgent, LLMProposer, OfflineProposer, default_agent
+from kbench_agents.llm import LLMError, OfflineClient, OpenAIClient
+from kbench_agents.soft_verify import CHECKS, SoftVerifier, parse_verdict
 from kbench_apps.verifier_metrics import CHECKS as SCORED_CHECKS, actual_outcome, verifier_accuracy
 
 TUNABLE = (ROOT / "tests/data/agents/relu_tunable_fast.py").read_text()

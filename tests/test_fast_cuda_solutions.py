@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import kbench_env.fastpath as fastpath
-from agents import tunables
+from kbench_agents import tunables
 from conftest import ROOT
 from kbench_env.backends import get_backend
 from kbench_env.pipeline.formats import screen_action

@@ -184,8 +184,8 @@ def test_sanitize_keeps_plus_minus_and_writes_other_characters_as_ascii():
 def test_agent_prompts_read_the_policy_view_only(error_stage, error):
     """The agents' feedback and error summaries (mutation, crossover, translation retries, a resumed
     refinement) are built from the policy's view, whether given an EvalResult or its JSONL dict."""
-    from agents import prompts
-    from agents.evolutionary import Candidate
+    from kbench_agents import prompts
+    from kbench_agents.evolutionary import Candidate
 
     r = _result(error=error, error_stage=error_stage)
     texts = [prompts.summarize_feedback(r), prompts.summarize_error(r), prompts.summarize_feedback(r.to_dict()),

@@ -103,6 +103,29 @@ def test_a_backend_registered_from_outside_is_found_by_name_and_the_default_foll
     assert (default_backend("cpu"), default_backend("cuda:1")) == ("cpu", "cuda")
 
 
+
+def test_every_installed_import_name_is_our_own():
+    """`pip install .` puts kbench_env, kbench_apps, kbench_agents and kbench_training on sys.path, nothing as
+    generic as `agents` or `training` that a user's own package could be (the folders agents/ and training/ are
+    installed under the kbench_ names: the links kbench_agents and kbench_training at the root point at them)."""
+    include = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert include and all(pattern.startswith("kbench_") for pattern in include), include
+    for folder in ("agents", "training"):
+        link = ROOT / f"kbench_{folder}"
+        assert link.is_symlink() and link.resolve() == (ROOT / folder).resolve(), f"{link} does not point at {folder}/"
+    for target in PYPROJECT["project"]["entry-points"]["kbench.agents"].values():
+        assert target.startswith("kbench_agents."), target
+
+
+def test_nothing_imports_the_agents_or_the_training_code_by_its_folder_name():
+    """`import agents` only works from the checkout's root, and would load a second copy beside kbench_agents."""
+    pattern = re.compile(r"^\s*(from|import)\s+(agents|training)\b|-m\s+(agents|training)\.", re.M)
+    files = [f for ext in ("py", "sh", "md", "toml") for f in ROOT.glob(f"**/*.{ext}")
+             if not {".git", ".venv", "results", "node_modules"} & set(f.relative_to(ROOT).parts)
+             and f.relative_to(ROOT).parts[0] not in ("kbench_agents", "kbench_training")]
+    bad = [f"{f.relative_to(ROOT)}: {m.group(0).strip()}" for f in files for m in pattern.finditer(f.read_text())]
+    assert not bad, f"imports of the folder names (use kbench_agents / kbench_training): {bad}"
+
 # ====================================================================== agents: the kbench.agents entry points
 AGENT_GROUP = PYPROJECT["project"]["entry-points"]["kbench.agents"]
 
@@ -111,7 +134,7 @@ def _agent_classes() -> set[type]:
     """Every public class under agents/ that plays episodes: the shipped agents."""
     found = set()
     for path in sorted((ROOT / "agents").glob("*.py")):
-        mod = importlib.import_module(f"agents.{path.stem}")
+        mod = importlib.import_module(f"kbench_agents.{path.stem}")
         found |= {obj for name, obj in vars(mod).items() if inspect.isclass(obj) and not name.startswith("_")
                   and obj.__module__ == mod.__name__ and callable(getattr(obj, "run_episode", None))}
     return found

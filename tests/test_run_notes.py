@@ -9,7 +9,7 @@ import json
 
 from rich.console import Console
 
-from agents.evolutionary import EvolutionaryAgent, OfflineProposer
+from kbench_agents.evolutionary import EvolutionaryAgent, OfflineProposer
 from kbench_apps.runlog import RunLog
 from kbench_apps.runner import _run_task, print_table
 from kbench_env.pipeline.result import EvalResult

@@ -20,9 +20,9 @@ from kbench_env.pipeline.evaluator import Evaluator  # noqa: E402
 from kbench_env.env.prompt import SYSTEM_PROMPT  # noqa: E402
 from kbench_env.pipeline.reward import INVALID  # noqa: E402
 from kbench_env.tasks.suite import resolve_task, solution_path  # noqa: E402
-from training.data import build_dataset, load_tasks, prompt_index, task_messages  # noqa: E402
-from training.rewards import KBenchReward, completion_text  # noqa: E402
-from training.rollout import MultiTurnRollout, episode_reward, feedback_suffix_ids, truncate_feedback  # noqa: E402
+from kbench_training.data import build_dataset, load_tasks, prompt_index, task_messages  # noqa: E402
+from kbench_training.rewards import KBenchReward, completion_text  # noqa: E402
+from kbench_training.rollout import MultiTurnRollout, episode_reward, feedback_suffix_ids, truncate_feedback  # noqa: E402
 
 RELU = "level1/relu"
 
@@ -30,7 +30,7 @@ RELU = "level1/relu"
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A local tiny model directory (tokenizer trained on tasks/**/*.py, random 2-layer Qwen2)."""
-    from training.tiny import build_model, build_tokenizer
+    from kbench_training.tiny import build_model, build_tokenizer
 
     out = tmp_path_factory.mktemp("tiny-qwen2")
     tok = build_tokenizer(vocab_size=1024)
@@ -115,7 +115,7 @@ def test_reward_function_timed_shipped_solution(evaluator, relu_solution):
 
 
 def _args(model_dir, out, **over):
-    from training.grpo import parse_args
+    from kbench_training.grpo import parse_args
 
     argv = ["--model", str(model_dir), "--device", "cpu", "--max-steps", "2", "--num-generations", "4",
             "--per-device-batch-size", "4", "--max-completion-length", "12", "--output-dir", str(out), "--no-save",
@@ -140,7 +140,7 @@ def _capture_rewards(trainer) -> list:
 
 
 def test_single_turn_training(tiny, tmp_path):
-    from training.grpo import build_trainer
+    from kbench_training.grpo import build_trainer
 
     trainer, reward_fn, _ = build_trainer(_args(tiny, tmp_path))
     reward_fn.keep_history = True
@@ -160,7 +160,7 @@ def test_single_turn_training(tiny, tmp_path):
 
 def test_single_turn_training_lora(tiny, tmp_path):
     pytest.importorskip("peft")
-    from training.grpo import build_trainer
+    from kbench_training.grpo import build_trainer
 
     trainer, _, _ = build_trainer(_args(tiny, tmp_path, lora=True, max_steps=1))
     trainer.train()
@@ -264,7 +264,7 @@ def test_rollout_episode_ends_when_env_terminates(evaluator, tokenizer, relu_sol
 
 
 def test_multi_turn_training(tiny, tmp_path):
-    from training.grpo import build_trainer
+    from kbench_training.grpo import build_trainer
 
     trainer, rollout, reward_fn = build_trainer(_args(tiny, tmp_path, turns=2, turn_cost=0.05))
     rollout.keep_history = True
@@ -314,7 +314,7 @@ def test_training_against_a_server(tiny, tmp_path, server, untimed, turns):
     evaluation arrives there (its /metrics count them), and each reward is what an in-process Evaluator pays."""
     from kbench_env.serving.remote import RemoteEvaluator
     from tests.serving_server import TOKEN
-    from training.grpo import build_trainer
+    from kbench_training.grpo import build_trainer
 
     before = _evaluations(server.url)
     trainer, rollout, _ = build_trainer(_args(tiny, tmp_path, env_url=server.url, env_token=TOKEN, turns=turns,
@@ -358,7 +358,7 @@ def test_remote_evaluator_keeps_the_order_across_chunks(server, untimed, relu_so
 
 def test_training_against_a_server_refuses_what_the_server_decides(server, tiny, tmp_path):
     from tests.serving_server import TOKEN
-    from training.grpo import build_trainer
+    from kbench_training.grpo import build_trainer
 
     with pytest.raises(SystemExit, match="--reward binary.*set these on `kbench serve`"):
         build_trainer(_args(tiny, tmp_path, env_url=server.url, env_token=TOKEN, reward="binary"))

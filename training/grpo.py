@@ -2,21 +2,21 @@
 
 Single turn (``--turns 1``): each prompt is a task's prompt (exactly what ``KBench-v0`` shows), the model writes
 ``--num-generations`` answers, all answers of a step are evaluated together by the Evaluator and each earns the
-env's reward (``training.rewards.KBenchReward``). Multi turn (``--turns N``): each answer starts an episode; the
+env's reward (``kbench_training.rewards.KBenchReward``). Multi turn (``--turns N``): each answer starts an episode; the
 env's feedback goes back as the next user message, up to N attempts, and the episode earns
-``best turn reward - turn_cost * (turns - 1)`` (``training.rollout``). The Evaluator runs in this process, or on a
+``best turn reward - turn_cost * (turns - 1)`` (``kbench_training.rollout``). The Evaluator runs in this process, or on a
 ``kbench serve`` server (``--env-url``, ``--env-token``: ``kbench_env.serving.remote.RemoteEvaluator``), whose
 device, backend, reward and timing are then the ones the prompts name and the rewards pay. Evaluation metrics
 (compile, correctness, integrity-flag rates, speedups) are logged with the trainer's own metrics, and every log line
 is appended to ``<output-dir>/log.jsonl``.
 
-    # CPU smoke run with a local tiny model (python -m training.tiny --out runs/tiny)
-    python -m training.grpo --model runs/tiny --device cpu --max-steps 2 --num-generations 4 \\
+    # CPU smoke run with a local tiny model (python -m kbench_training.tiny --out runs/tiny)
+    python -m kbench_training.grpo --model runs/tiny --device cpu --max-steps 2 --num-generations 4 \\
         --per-device-batch-size 4 --max-completion-length 32
     # rewards from a server (kbench serve on the GPU host or a Ray cluster; see README, "Serving")
-    KBENCH_TOKEN=... python -m training.grpo --model runs/tiny --env-url http://gpu-host:8000 --max-steps 2
+    KBENCH_TOKEN=... python -m kbench_training.grpo --model runs/tiny --env-url http://gpu-host:8000 --max-steps 2
     # a real model on GPUs, vLLM colocated (see README, "Training")
-    accelerate launch -m training.grpo --model Qwen/Qwen2.5-Coder-7B-Instruct --suite level1 --vllm colocate \\
+    accelerate launch -m kbench_training.grpo --model Qwen/Qwen2.5-Coder-7B-Instruct --suite level1 --vllm colocate \\
         --turns 2 --lora --max-steps 200
 """
 
@@ -128,24 +128,16 @@ def remote_evaluator(args: argparse.Namespace):
     return evaluator
 
 
-def build_trainer(args: argparse.Namespace):
-    """The GRPOTrainer for ``args``, and the object that turns completions into rewards (KBenchReward for one turn,
-    MultiTurnRollout for several)."""
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is documented as experimental
-    import torch
-    from transformers import AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
-
+def where_kernels_run(args: argparse.Namespace):
+    """``(evaluator, tasks, device, backend, format)``: the server's evaluator (``--env-url``) or one in this
+    process (on this rank's own GPU under a multi-process launch), and the suite's tasks for that device."""
     from kbench_env.backends import default_backend
     from kbench_env.device import Device
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.pipeline.formats import resolve_backend
 
-    from .data import build_dataset, load_tasks
-    from .rewards import EpisodeReward, KBenchReward
-    from .rollout import MultiTurnRollout
+    from .data import load_tasks
 
-    # 1. where kernels run, and the tasks
     if args.env_url:
         evaluator = remote_evaluator(args)
         device, backend, fmt = evaluator.device, evaluator.backend_name, evaluator.format
@@ -161,28 +153,15 @@ def build_trainer(args: argparse.Namespace):
     tasks = load_tasks(args.suite, device)
     if args.env_url:
         evaluator.check_tasks(t.name for t in tasks)
-    dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)), format=fmt)
+    return evaluator, tasks, device, backend, fmt
 
-    # 2. the model's tokenizer: left padding and a pad token, as GRPO needs
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
 
-    # 3. the reward: single turn through a reward function, multi turn through a rollout function
-    rollout = None
-    if args.turns > 1:
-        rollout = MultiTurnRollout(evaluator, tasks, backend, device, max_turns=args.turns, mode=args.episode_reward,
-                                   turn_cost=args.turn_cost, target_speedup=args.target_speedup,
-                                   max_feedback_chars=args.max_feedback_chars, max_workers=args.eval_workers)
-        reward = EpisodeReward()
-    else:
-        reward = KBenchReward(evaluator, tasks, max_workers=args.eval_workers)
+def grpo_config(args: argparse.Namespace, cuda: bool):
+    """TRL's GRPOConfig for ``args``; ``cuda``: whether a GPU trains (bfloat16 by default there, float32 else)."""
+    from trl import GRPOConfig
 
-    # 4. GRPO
-    cuda = torch.cuda.is_available()
     dtype = args.dtype or ("bfloat16" if cuda else "float32")
-    config = GRPOConfig(
+    return GRPOConfig(
         output_dir=args.output_dir,
         learning_rate=args.learning_rate,
         per_device_train_batch_size=args.per_device_batch_size,
@@ -209,6 +188,42 @@ def build_trainer(args: argparse.Namespace):
         vllm_server_base_url=args.vllm_server_base_url,
         vllm_max_model_length=args.vllm_max_model_length,
     )
+
+
+def build_trainer(args: argparse.Namespace):
+    """The GRPOTrainer for ``args``, and the object that turns completions into rewards (KBenchReward for one turn,
+    MultiTurnRollout for several)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is documented as experimental
+    import torch
+    from transformers import AutoTokenizer
+    from trl import GRPOTrainer
+
+    from .data import build_dataset
+    from .rewards import EpisodeReward, KBenchReward
+    from .rollout import MultiTurnRollout
+
+    # 1. where kernels run, and the tasks
+    evaluator, tasks, device, backend, fmt = where_kernels_run(args)
+    dataset = build_dataset(tasks, backend, device, repeats=math.ceil(256 / len(tasks)), format=fmt)
+
+    # 2. the model's tokenizer: left padding and a pad token, as GRPO needs
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+
+    # 3. the reward: single turn through a reward function, multi turn through a rollout function
+    rollout = None
+    if args.turns > 1:
+        rollout = MultiTurnRollout(evaluator, tasks, backend, device, max_turns=args.turns, mode=args.episode_reward,
+                                   turn_cost=args.turn_cost, target_speedup=args.target_speedup,
+                                   max_feedback_chars=args.max_feedback_chars, max_workers=args.eval_workers)
+        reward = EpisodeReward()
+    else:
+        reward = KBenchReward(evaluator, tasks, max_workers=args.eval_workers)
+
+    # 4. GRPO
+    config = grpo_config(args, torch.cuda.is_available())
     peft_config = None
     if args.lora:
         from peft import LoraConfig

@@ -6,7 +6,7 @@ TRL's contract: a plain callable ``f(prompts, completions, **kwargs) -> list[flo
 - ``KBenchReward`` (single turn): evaluates every completion of a generation batch in one
   ``Evaluator.evaluate_many`` call (builds run concurrently on the CPU cores, the device times one candidate at a
   time) and returns each ``EvalResult.reward``: exactly the reward ``KBench-v0`` pays for that attempt.
-- ``EpisodeReward`` (multi turn): the multi-turn rollout (``training.rollout``) already ran the episodes against the
+- ``EpisodeReward`` (multi turn): the multi-turn rollout (``kbench_training.rollout``) already ran the episodes against the
   environment; this returns each episode's reward from the rollout's ``kbench_episode`` field and logs the same
   metrics per turn.
 
@@ -104,7 +104,7 @@ class KBenchReward(_Logged):
     def __call__(self, prompts=None, completions=None, task=None, log_metric=None, log_extra=None,
                  **kwargs) -> list[float]:
         if task is None:
-            raise ValueError("the dataset needs a 'task' column (training.data.build_dataset makes one)")
+            raise ValueError("the dataset needs a 'task' column (kbench_training.data.build_dataset makes one)")
         texts = [completion_text(c) for c in completions]
         items = [(self.tasks[name], text) for name, text in zip(task, texts)]
         t0 = time.perf_counter()
@@ -121,7 +121,7 @@ class KBenchReward(_Logged):
 
 
 class EpisodeReward(_Logged):
-    """Multi-turn reward: each episode's reward, as computed by the rollout (``training.rollout.episode_reward``)
+    """Multi-turn reward: each episode's reward, as computed by the rollout (``kbench_training.rollout.episode_reward``)
     from the env's per-turn rewards. Logs metrics of the first turn, of every turn, and of the episode's best."""
 
     __name__ = "kbench_episode"
@@ -129,7 +129,7 @@ class EpisodeReward(_Logged):
     def __call__(self, prompts=None, completions=None, kbench_episode=None, log_metric=None, log_extra=None,
                  **kwargs) -> list[float]:
         if kbench_episode is None:
-            raise ValueError("EpisodeReward needs the multi-turn rollout (training.rollout.MultiTurnRollout)")
+            raise ValueError("EpisodeReward needs the multi-turn rollout (kbench_training.rollout.MultiTurnRollout)")
         eps = list(kbench_episode)
         first = [e["results"][0] for e in eps]
         every = [r for e in eps for r in e["results"]]

@@ -215,15 +215,17 @@ class MultiTurnRollout:
                 still.append(i)
             active = still
 
-        episodes = []
-        for i in range(n):
-            ep = {"task": envs[i].task.name, "turns": len(rewards[i]), "turn_rewards": rewards[i],
-                  "reward": episode_reward(rewards[i], self.mode, self.turn_cost), "results": results[i]}
-            episodes.append(ep)
+        episodes = [{"task": envs[i].task.name, "turns": len(rewards[i]), "turn_rewards": rewards[i],
+                     "reward": episode_reward(rewards[i], self.mode, self.turn_cost), "results": results[i]}
+                    for i in range(n)]
         if self.keep_history:
-            for i, ep in enumerate(episodes):
-                self.history.append({**ep, "attempts": attempts[i], "prompt_ids": prompt_ids[i],
-                                     "completion_ids": list(completion[i]), "env_mask": list(env_mask[i]),
-                                     "rollout_seconds": time.perf_counter() - t0})
+            self._keep(episodes, attempts, prompt_ids, completion, env_mask, t0)
         return {"prompt_ids": prompt_ids, "completion_ids": completion, "logprobs": logps, "env_mask": env_mask,
                 "kbench_episode": episodes}
+
+    def _keep(self, episodes, attempts, prompt_ids, completion, env_mask, t0: float) -> None:
+        """Appends each episode to ``history`` with its attempts' texts and token ids (``keep_history``)."""
+        for i, ep in enumerate(episodes):
+            self.history.append({**ep, "attempts": attempts[i], "prompt_ids": prompt_ids[i],
+                                 "completion_ids": list(completion[i]), "env_mask": list(env_mask[i]),
+                                 "rollout_seconds": time.perf_counter() - t0})

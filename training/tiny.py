@@ -6,7 +6,7 @@ token ``<|im_end|>`` is the EOS (as in Qwen2 instruct models). The model is a ra
 LM. A random model writes garbage, which the screen rejects in milliseconds: what these models exercise is the
 training plumbing, not kernel writing.
 
-    python -m training.tiny --out runs/tiny-qwen2 --hidden 256 --layers 4      # writes a model directory
+    python -m kbench_training.tiny --out runs/tiny-qwen2 --hidden 256 --layers 4      # writes a model directory
 """
 
 from __future__ import annotations

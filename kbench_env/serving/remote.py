@@ -1,7 +1,7 @@
 """An Evaluator that lives on a ``kbench serve`` server: ``RemoteEvaluator(url, token)`` has the parts of
 ``Evaluator`` that trainers and ``KBenchEnv`` use (``evaluate``, ``evaluate_many``, ``device``, ``backend``,
 ``backend_name``, ``rules``, ``format``), so the GRPO reward function and multi-turn rollout (``training/``) evaluate on the
-server's GPUs or Ray cluster instead of in the trainer's process (``python -m training.grpo --env-url ...``).
+server's GPUs or Ray cluster instead of in the trainer's process (``python -m kbench_training.grpo --env-url ...``).
 
 ``evaluate_many`` sends the items through ``POST /batch`` in chunks the server takes (``--max-batch``, and no more
 than its ``--workers + --queue`` places at once), a few chunks in flight, each retried after ``Retry-After`` while
