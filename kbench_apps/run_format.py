@@ -1,9 +1,9 @@
 """``kbench run --format auto`` (its default): which action format a run uses when none is named.
 
-The fast format (``kbench_env/pipeline/formats.py``) builds a CUDA kernel in about a second (0.55-1.6 s on an H100
-host, 48 candidates in flight); a KernelBench-format build of the same kind of kernel takes 27-39 s there
-(``bench/results/rl_batch_h100.md``), so the main job on a GPU, which replays and tunes shipped solutions, did not
-finish the default suite in 5 minutes, and in the fast format it did (193 s). "auto" therefore
+The fast format (``kbench_env/pipeline/formats.py``) builds a CUDA kernel in about a second; a KernelBench-format
+build of the same kind of kernel takes tens of seconds (figures: bench/RESULTS.md), enough that the main job on a
+GPU, which replays and tunes shipped solutions, finishes the default suite in its 5 minutes only in the fast
+format. "auto" therefore
 picks the fast format where that changes nothing but the build time: on a CUDA device, for an agent that only
 replays or tunes the shipped solutions (``shipped``, or the evolutionary agent with the offline proposer), when
 every task the run would play in the KernelBench format has a shipped fast solution too. Everywhere else, an LLM

@@ -5,7 +5,9 @@
 - the environment never imports the apps, the agents or the training code, and the apps find agents through the
   ``kbench.agents`` entry-point group, not by importing them;
 - no module over 400 lines, no function over 80 (the agents and the training code too), ``Evaluator`` under 200;
-- no import inside a function, except of an optional extra or for a stated reason (``LATE_IMPORTS``).
+- no import inside a function, except of an optional extra or for a stated reason (``LATE_IMPORTS``);
+- no comment or docstring citing a bench record, a GPU model's figures, a date or what the code did before
+  (``NOT_IN_LIBRARY``): where a number came from is in bench/RESULTS.md, what changed in the git log.
 """
 
 from __future__ import annotations
@@ -237,3 +239,27 @@ def test_evaluator_holds_only_the_stage_order():
     tree = ast.parse(MODULES["kbench_env.pipeline.evaluator"].read_text())
     (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Evaluator"]
     assert cls.end_lineno - cls.lineno + 1 < MAX_EVALUATOR_LINES
+
+
+#: What library code does not hold: a bench record cited, a GPU model (its figures belong to a record), a date, a
+#: change-log phrase. Comments say why the code is so; bench/RESULTS.md says where its numbers came from.
+NOT_IN_LIBRARY = re.compile(
+    r"bench/results/|\b(?:[AHB]100|H[28]00|A10G?|[GH]?B200|V100|L40S?|MI[23]\d0X?|RTX ?\d{4})s?\b"
+    r"|\b20\d\d-[01]\d-[0-3]\d\b|\bA/B\b|\b[Aa]s before\b|\b[Nn]o longer\b(?! (?:needed|matches))")
+
+
+def test_the_library_check_finds_citations_figures_and_change_logs():
+    for line in ("(bench/results/trust_gpu.md)", "about 1 ms on an H200", "4 H100s of one host", "on 2026-11-25",
+                 "an A/B knob", "judged as before the pipelining", "kept, but no longer shapes the timing"):
+        assert NOT_IN_LIBRARY.search(line), line
+    for line in ("the outputs are no longer needed", "a build whose library no longer matches its digest",
+                 "HIP on MI-series cards", "bench/hold_overlap.py checks the log", "a 100 MB limit",
+                 "figures: bench/RESULTS.md"):
+        assert not NOT_IN_LIBRARY.search(line), line
+
+
+def test_library_code_cites_no_bench_record_gpu_figure_date_or_change_log():
+    bad = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for path in SIZED.values()
+           for i, line in enumerate(path.read_text().splitlines(), 1) if NOT_IN_LIBRARY.search(line)]
+    assert not bad, ("figures and their sources belong in bench/ records (bench/RESULTS.md), history in the git "
+                     "log; comments say why the code is so:\n" + "\n".join(bad))

@@ -16,13 +16,12 @@ bench/timing_fidelity.py measures against the profiler:
 - L2 is flushed before each replay;
 - the replay's whole time counts, nothing subtracted for the idle time between the graph's nodes: the idle time
   CUPTI sees in a traced replay is longer than an untraced replay's (tracing lengthens it), so subtracting it
-  read a 5 us kernel at 0.87 of its CUPTI duration, and the replay alone reads 0.96 (measured through the
-  trusted path, pipeline/gpu_blocks.py: bench/results/timing_fidelity_trusted_h100.md; this in-process form,
-  ``time_calls``, was not re-measured); ``graph_gap_ms`` (the calibration's idle time between tiny kernels,
-  ~0.1 us) is kept as a figure of the machine for the reference cache's drift check;
+  reads a few-microsecond kernel further below its CUPTI duration than the replay alone does (timing fidelity
+  in bench/RESULTS.md); ``graph_gap_ms`` (the calibration's idle time between tiny kernels) is kept as a figure
+  of the machine for the reference cache's drift check;
 - blocks are timed until 0.1 s of device time (or, after 0.01 s, until the median's 95% confidence interval is
   within 0.5%), max_reps x 32 calls or 4 s of wall time (at least 5 blocks); the wall time of a timing is a few
-  times its device time (fresh inputs per call). Fidelity: bench/results/timing_fidelity_trusted_h100.md;
+  times its device time (fresh inputs per call);
 - where capture fails (the candidate synchronises or reads values on the host), the block runs eagerly and is
   timed by the host clock around a device-wide synchronise, which sees every stream.
 """
@@ -109,8 +108,8 @@ class CudaBackend(ExtensionBackend):
         """KernelBench-format device code includes <torch/extension.h> (all of libtorch's C++ API, pybind11 and
         Python), which nvcc parses twice, for the device and the host. The device code needs only what
         <torch/types.h> declares (tensors, factories, ATen operators, dispatch macros), which load_inline includes
-        anyway. Measured (bench/results/header_cost_cpu.md; 2 cores, nvcc 13.0, sm_90, torch 2.13 headers): a ReLU
-        kernel's .cu takes 85 s with <torch/extension.h>, 60 s with <torch/all.h> and 31 s with <torch/types.h>. So the include is replaced
+        anyway, and a .cu that includes only it compiles in a fraction of the time (header cost in
+        bench/RESULTS.md). So the include is replaced
         (one line for one, line numbers unchanged) unless the source uses what only the full header declares;
         a build that then fails for want of a declaration from torch is rebuilt as written (needs_full_headers)."""
         light = lighten(cuda_sources)
@@ -194,8 +193,8 @@ class CudaBackend(ExtensionBackend):
                     max_block: int = MAX_BLOCK) -> int:
         """Calls per graph block: about ``target_ms`` of device work, at most ``max_block`` calls and BLOCK_BYTES of static
         inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
-        L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess
-        (bench/results/timing_fidelity_h100.md); longer blocks spread it thin. A call under 2 ms is estimated from
+        L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess; longer blocks
+        spread it thin. A call under 2 ms is estimated from
         a graph of PROBE_CALLS calls replayed between events: back-to-back eager calls measure the host's launch
         rate (~40 us a call from Python), and one call between events its launch latency."""
         t0 = timing._perf_counter()

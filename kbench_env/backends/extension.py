@@ -83,9 +83,8 @@ class ExtensionBackend(Backend):
         """``(cpp_sources, kwargs)`` to build in place of the candidate's, or None (build as written).
 
         load_inline puts <torch/extension.h> (all of libtorch's C++ API) on top of ``cpp_sources``; the kernels and
-        the bindings it generates need only <torch/types.h> and <torch/python.h>. Measured (bench/results/
-        header_cost_cpu.md; 2 cores, g++ 12, torch 2.13): a bound function's file compiles in 22 s with the first and
-        16 s with the other two (a whole cold build: bench/results/eval_cost_cpu.md). So,
+        the bindings it generates need only <torch/types.h> and <torch/python.h>, with which a bound function's
+        file compiles in about three quarters of the time (header cost in bench/RESULTS.md). So,
         unless the candidate asked for something else (``no_implicit_headers``) or uses what
         only the full header declares, those two are included instead (``no_implicit_headers=True``) and its own
         <torch/extension.h> lines become <torch/types.h>; a build that then lacks a declaration from torch is

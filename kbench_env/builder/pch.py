@@ -2,7 +2,7 @@
 headers the builder itself puts on top of it (light: <torch/types.h> + <torch/python.h>; as written:
 <torch/extension.h>), compiled once per (compiler, exact host flags, header text) into a GCC ``.gch`` in the
 builder's scratch directory and handed to every later build with the same flags by ``-include``: that file's
-compile goes from ~16 to ~7.5 CPU seconds (bench/results/build_cost_cpu.md); the candidate's own text comes after.
+compile takes about half the CPU time (build cost in bench/RESULTS.md); the candidate's own text comes after.
 
 Only the heads the builder writes are precompiled, never a candidate's own includes, and at most ``MAX_HEADERS``
 flag sets get one (each is hundreds of MB), so candidates cannot fill the disk with them. GCC checks a ``.gch``

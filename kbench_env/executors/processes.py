@@ -1,11 +1,11 @@
 """The process executor: one process per device, each with an Evaluator of its own, candidates spread over them.
 
 The local executor keeps every device's Evaluator in one Python process, so its evaluators share that process's
-trusted-side work (inputs, reference runs, comparisons, the worker protocol) under one interpreter lock: on 4
-H100s of one host its warm device hold per candidate rose from 3.6 s (2 GPUs) to 6.3 s (bench/results/multi_gpu.md),
-the device held while the trusted side waited its turn. Here each device's trusted side has its own process, as
-each Ray actor has (executors/ray_executor.py), with the caches shared on disk and the device lock per physical GPU
-as before (kbench_env/devicelock.py).
+trusted-side work (inputs, reference runs, comparisons, the worker protocol) under one interpreter lock: the more
+GPUs, the longer each candidate holds its device while the trusted side waits its turn (multi-GPU in
+bench/RESULTS.md). Here each device's trusted side has its own process, as each Ray actor has
+(executors/ray_executor.py), with the caches shared on disk and the device lock per physical GPU
+(kbench_env/devicelock.py).
 
 Each device process (``spawn``: no CUDA state is inherited) makes its Evaluator once and runs the candidates it
 is sent on a thread pool (builds overlap, the device lock orders the device work). A candidate goes to the device

@@ -29,9 +29,8 @@ from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.worker.timing import Timing, summarize
 
-#: Target length of a timed block, and the bounds on its calls and on the bytes its inputs and outputs take. The
-#: exchange around a block measured 0.46 ms (median) on a loaded 2-core machine: under 1 % of 50 ms
-#: (bench/results/trusted_clock_cpu.md).
+#: Target length of a timed block, and the bounds on its calls and on the bytes its inputs and outputs take: long
+#: enough that the exchange around a block is about 1 % of it, even on a loaded machine (bench/RESULTS.md).
 BLOCK_SECONDS = 0.05
 MAX_BLOCK_CALLS = 4096
 BLOCK_BYTES = 256 << 20

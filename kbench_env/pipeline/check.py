@@ -41,7 +41,7 @@ def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, resu
         try:
             if nxt is not None:
                 send_run(task, nxt, prepared, worker, result)
-        finally:  # judged even when the worker is gone, as before the pipelining
+        finally:  # judged even when the next send finds the worker gone
             judge(task, cur, reply, ref, result, verdict, ev.rules)
     result.stage = "ran" if verdict["ran_any"] else "built"
     if verdict["all_ok"] and not result.integrity_flags:

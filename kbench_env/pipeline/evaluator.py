@@ -56,7 +56,7 @@ class Evaluator:
         baseline: "eager" or "compile": the reference the reward's speedup is measured against.
         limits: sandbox limits and per-stage timeouts (sandbox.Limits).
         cache_dir: where builds are kept (default $KBENCH_CACHE or ~/.cache/kbench); shared by all workers.
-        input_sets: accepted and kept on the evaluator, but no longer shapes the timing: every timed call's inputs
+        input_sets: accepted and kept on the evaluator; it does not shape the timing: every timed call's inputs
             are drawn per block by this side (revealed_inputs.py, gpu_blocks.py).
         noise: relative size of the per-call perturbation of the timed inputs.
         check_calls: timed calls per timed block whose outputs this side reads and checks (chosen once the block
@@ -81,8 +81,7 @@ class Evaluator:
             have it to themselves, excluding every other holder in this and other processes. It trades device
             memory (several candidates' checks, and checked candidates waiting for their timing, at once) and
             CPU contention on the CPU device for less time waiting on the device (the aim: not yet measured on a
-            GPU, bench/results/rl_batch_h100.md). Off by default; on with True
-            or KBENCH_SHARED_CHECKS=1.
+            GPU). Off by default; on with True or KBENCH_SHARED_CHECKS=1.
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",

@@ -44,8 +44,8 @@ from kbench_env.worker.timing import PRECISION, Timing, gpu_blocks_done, summari
 
 #: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
 #: fixed; an eagerly run block (a candidate that cannot be captured) has its outputs exported inside the window:
-#: EAGER_MS_PER_CALL more slack. On an H200 the fixed cost of a block (wall less device time) was 0.7-1.3 ms, its
-#: median differing by up to 0.3 ms between two workers' timings of the same shapes (bench/results/trust_gpu.md):
+#: EAGER_MS_PER_CALL more slack. The fixed cost of a block (wall less device time) is about a millisecond, its
+#: median differing by a fraction of one between two workers' timings of the same shapes (bench/RESULTS.md):
 #: the slack covers that, so an honest timing is not raised; what it leaves a forger is at most the slack plus the
 #: tolerance, small beside a block of several milliseconds, large beside a short one.
 TOLERANCE = 0.2
@@ -54,8 +54,8 @@ SLACK_SHARE = 0.25
 EAGER_MS_PER_CALL = 0.02
 EAGER_MAX_MS = 2.0  # (a candidate can choose to run eagerly: its extra slack is capped)
 #: A timing whose median block was reported under the bound by more than this factor is flagged. Host load
-#: (builds on every core, the evaluator's other threads) stretches this side's wall time of an honest block: at 1.5
-#: an H200 running 16 evaluations at once flagged 2 of 35 honest solutions (bench/results/trust_gpu.md); a forgery
+#: (builds on every core, the evaluator's other threads) stretches this side's wall time of an honest block: a
+#: factor of 1.5 flagged honest solutions of a GPU running 16 evaluations at once (bench/RESULTS.md); a forgery
 #: under the factor is not flagged but is paid no more than the bound.
 FLAG_RATIO = 3.0
 #: Timings of a configuration at most, while the bound is paid (``time_gpu_retimed``).
@@ -316,8 +316,8 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
 def time_gpu_retimed(*args, **kwargs) -> GpuTiming:
     """``time_gpu``, again while the bound was paid, up to RETIMINGS timings; the one with the lowest bound ratio
     counts. A burst of host load (builds on every core, the evaluator's other threads holding the interpreter)
-    stretches this side's wall time of an honest timing past the bound now and then: an H200 evaluating 16
-    candidates at once flagged one honest ReLU timing of 11 that way (bench/results/trust_gpu.md). A forged report
+    stretches this side's wall time of an honest timing past the bound now and then (a GPU evaluating 16
+    candidates at once: bench/RESULTS.md). A forged report
     is under the bound every time."""
     best = None
     for _ in range(RETIMINGS):

@@ -99,7 +99,8 @@ class ForwardAudit:
         self._calls0 = self.extension_calls()
         # On a GPU, kineto with CUPTI also names the GPU kernels that ran (evidence of the candidate's own work
         # beside counted launches); mode "ops" (KBENCH_GPU_AUDIT=ops in the parent) audits PyTorch operators only,
-        # with the legacy profiler, which starts in milliseconds (kineto takes over a second on first use): an A/B knob.
+        # with the legacy profiler, which starts in milliseconds (kineto takes over a second on first use), to
+        # compare what naming the kernels costs.
         # On the CPU, every thread's operators (audit_threads).
         cuda = Device.parse(self.device).is_cuda
         if cuda and self.mode != "ops":

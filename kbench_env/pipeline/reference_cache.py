@@ -50,8 +50,8 @@ log = logging.getLogger("kbench.reference_cache")
 
 #: Disagreement (larger over smaller figure, minus one) between a fresh and the stored calibration that invalidates
 #: the cache: a clock cap, another tenant or a different card of the model should move a GPU's copy bandwidth or
-#: matrix-product rate by more than this (GPU repeatability not measured here: no GPU on this machine; the first
-#: H100 run should check that idle recalibrations stay well inside it). On a CPU, load moves them by more than
+#: matrix-product rate by more than this (a GPU's idle recalibrations should stay well inside it; a GPU run
+#: checks that). On a CPU, load moves them by more than
 #: this: the check then re-times (the cautious direction); see resolve_root.
 DEFAULT_TOLERANCE = 0.05
 
@@ -98,8 +98,8 @@ def nvidia_driver() -> str | None:
 
 def gpu_model(device: str) -> dict:
     """The GPU's model figures and the card itself (``devicelock.gpu_identity``). Two GPUs of one model are not one
-    timing machine: on an H100 x2 host (bench/results/multi_gpu.md) their calibrations read 2.43 and 2.21 TB/s,
-    9 % apart, and one cache shared by both was invalidated at every switch between them; keyed by the card,
+    timing machine: their calibrations can differ by more than DEFAULT_TOLERANCE (multi-GPU in bench/RESULTS.md),
+    and one cache shared by both would be invalidated at every switch between them; keyed by the card,
     each GPU keeps its own references, timed where its candidates are."""
     idx = torch.device(device).index or 0
     p = torch.cuda.get_device_properties(idx)

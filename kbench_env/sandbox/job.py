@@ -24,7 +24,7 @@ def worker_job(limits: Limits, source: str | None, backend: str, device: str, sc
         "source": source, "backend": backend, "device": device, "scratch": scratch,
         "build_root": build_root, "env": scrubbed_environment(worker=True),
         "threads": limits.threads, "audit": audit, "spare_idle_s": policy.SPARE_IDLE_S,
-        # A/B knobs for a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
+        # Settings that trade a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
         "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
         "warmup": os.environ.get("KBENCH_WORKER_WARMUP", "1") != "0",
         "limits": {"memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,

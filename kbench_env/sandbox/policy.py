@@ -41,7 +41,7 @@ class Limits:
     extra_read_paths: tuple = ()  # more paths the worker may read (e.g. a toolkit outside /usr)
     scratch_root: str | None = None  # where scratch directories are made (default: the system's temporary dir)
     # CUDA workers get a network namespace and seccomp allowing AF_UNIX, but no mount namespace and no Landlock
-    # (CUDA fails to start under those on an H100: bench/results/gpu_runs.md); True asks for the full sandbox.
+    # (CUDA fails to start under those: bench/gpu_sandbox_probe.py); True asks for the full sandbox.
     gpu_isolation: bool = False
     netns_only: bool = False  # the namespaces layer makes a network namespace only (no mount namespace)
     unix_sockets: bool = False  # seccomp lets socket() make AF_UNIX sockets (every other family stays refused)

@@ -16,7 +16,7 @@ from kbench_env.sandbox.worker_process import Worker
 class SpareWorkers:
     """One started, confined, idle worker kept ready for the next candidate, so that a step does not wait for a
     worker to start: on the CPU, the fork, confinement and imports; on a GPU, also CUDA's and the forward audit's
-    profiler's start (seconds: bench/results/throughput_h100.md), which a spare does while nothing of the caller's
+    profiler's start (seconds), which a spare does while nothing of the caller's
     waits on it.
 
     A spare holds no candidate code until ``take`` assigns it one, and serves one candidate only, as every worker.

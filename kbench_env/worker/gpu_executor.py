@@ -32,7 +32,7 @@ from kbench_env.worker import timing
 from kbench_env.worker.executor import output_layout
 
 #: Calls per block at most, and the device time a block aims at: long enough that the trusted side's fixed cost
-#: around a block (writing its inputs, flushing L2, the exchange: about 1 ms on an H200) and its jitter are small
+#: around a block (writing its inputs, flushing L2, the exchange: about a millisecond) and its jitter are small
 #: beside it, since they set how tight the bound on the reported time is (pipeline/gpu_blocks.py).
 MAX_BLOCK = 1024
 BLOCK_TARGET_MS = 5.0

@@ -136,7 +136,7 @@ def select_device(device: str) -> None:
 def _warm_up(device: str, job: dict) -> tuple[float, float]:
     """Start CUDA, and the profiler the forward audit uses, before the candidate loads: trusted one-off work that
     otherwise lands in the candidate's turn on the device (the audit's first profile costs seconds on a GPU), and
-    done here overlaps other candidates' turns (bench/results/throughput_h100.md). KBENCH_WORKER_WARMUP=0 in the
+    done here overlaps other candidates' turns. KBENCH_WORKER_WARMUP=0 in the
     parent turns it off. Returns the seconds it took, and of them CUDA's start (context and a first kernel). On
     every device, the message framing's first use (a tensor payload through ``pack`` and ``unpack``: torch.save's
     and torch.load's set-up) is done here too, so a spare worker's first configuration does not pay it."""

@@ -34,7 +34,7 @@ reports them (``kbench doctor``). In the order applied, one module each:
    not.
 
 CUDA workers (unless ``Limits.gpu_isolation``): CUDA's initialisation fails under the mount namespace, under Landlock
-and under a seccomp filter that refuses AF_UNIX sockets (bench/results/gpu_runs.md), so they get the network
+and under a seccomp filter that refuses AF_UNIX sockets (bench/gpu_sandbox_probe.py), so they get the network
 namespace alone (``netns_only``) and a filter that refuses every socket family but AF_UNIX (``unix_sockets``), with
 the other layers; they have no read-only view of the file system.
 

@@ -102,7 +102,7 @@ def _relax_for_cuda(sb: dict, off: set, miss: dict) -> dict:
     """The sandbox a CUDA worker gets unless ``Limits.gpu_isolation`` asks for the full one: ``off`` gains
     Landlock; returns the sandbox settings with a network namespace only and seccomp allowing AF_UNIX.
 
-    On an H100 (bench/gpu_sandbox_probe.py, bench/results/gpu_runs.md) torch.cuda.init() fails with CUDA error 304
+    On a GPU (bench/gpu_sandbox_probe.py) torch.cuda.init() fails with CUDA error 304
     ("OS call failed") under the mount namespace, under Landlock, and under a seccomp filter that refuses AF_UNIX
     sockets, each on its own; it works in a network namespace with seccomp refusing every other socket family. GPU
     workers get that, the audit hook enforcing, and the environment, limit, capability, cgroup and watchdog layers;
