@@ -18,8 +18,6 @@
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
 #   bash bench/gpu_session.sh falsepos  # bench/false_positives.py (every CUDA and Triton solution and variant x
 #                                     # $SEEDS seeds) cut by $DEADLINE seconds, then the CUDA case of test_escapes.py
-#   bash bench/gpu_session.sh timingpath  # after a change to the timing's host side: timing_cost.py per call and
-#                                     # per block, one cached evaluation traced, then tests/test_gpu.py
 #   bash bench/gpu_session.sh recheck # after a timing change: fidelity, one cached evaluation traced (TRACE=0:
 #                                     # not), then tests/test_gpu.py (solutions and adversarial candidates)
 #   bash bench/gpu_session.sh trust1  # #21 on the merged code: tests/test_gpu.py without the rules tests (cold builds)
@@ -143,13 +141,6 @@ final)  # what one last short device session can hold: the GPU tests side by sid
 recheck|validate)  # validate: recheck without the traced evaluation
   fidelity 260
   [ "$1" = recheck ] && [ "${TRACE:-1}" = 1 ] && traced_eval
-  gpu_tests 585
-  ;;
-timingpath)  # after a change to the timing's host side: its A/B, one evaluation traced, then the GPU tests
-  stamp "timing cost of level1/relu: inputs and fingerprints per call (as before 2026-11-25), then per block"
-  timeout 120 python3 bench/timing_cost.py --settings default --per-call --out "$OUT/timing_cost.jsonl" 2>&1 | tail -8
-  timeout 120 python3 bench/timing_cost.py --settings default --out "$OUT/timing_cost.jsonl" 2>&1 | tail -8
-  traced_eval
   gpu_tests 585
   ;;
 falsepos)

@@ -1,6 +1,6 @@
 """The verdicts of tests/test_gpu.py, applied to a GPU run's recorded results (KBENCH_GPU_RECORD=FILE).
 
-    python bench/gpu_tests_verdict.py bench/results/device_logs/<run>_gpu_tests.jsonl
+    python bench/gpu_tests_verdict.py $OUT/gpu_tests.jsonl      (the record bench/gpu_session.sh's GPU tests write)
 
 A device call can end before pytest has asserted everything its fixtures evaluated (the fixtures record each
 result as it arrives). This applies the test module's own checks (``solution_problem``, ``exploit_problem``,

@@ -2,7 +2,7 @@
 malformed candidates; checks that nothing leaks (processes, parent memory, scratch directories, cgroups, disk) and
 that every step's outcome is the one its kind calls for.
 
-    python bench/soak.py --steps 1000 --out bench/results/soak_cpu.jsonl --summary bench/soak_cpu.md
+    python bench/soak.py --steps 1000 --out bench/results/soak_cpu.jsonl --summary bench/results/soak_cpu.md
 
 Every step is appended to the JSONL file as it finishes (append-only: a killed run keeps what it did). The summary
 (Markdown) gives the date, the machine, the sandbox's protections, counts per kind and outcome, parent RSS at the
@@ -371,7 +371,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench/results/soak_cpu.jsonl", help="append-only JSONL, one line per step")
-    p.add_argument("--summary", default="bench/soak_cpu.md")
+    p.add_argument("--summary", default="bench/results/soak_cpu.md")
     p.add_argument("--run-timeout", type=float, default=3.0, help="seconds before a hanging candidate is killed")
     args = p.parse_args(argv)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

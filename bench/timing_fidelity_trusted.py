@@ -6,7 +6,7 @@ case, with the PyTorch profiler on in the worker): that column separates the met
 worker here is a plain process running the real executor handlers on a fast-path
 kernel (no sandbox: the sandbox does not change the device's timing).
 
-    python bench/timing_fidelity_trusted.py --out bench/results/timing_fidelity_trusted_h200.md   (on a GPU)
+    python bench/timing_fidelity_trusted.py --out bench/results/timing_fidelity_trusted_h100.md   (on a GPU)
 """
 
 from __future__ import annotations

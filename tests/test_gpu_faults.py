@@ -140,7 +140,8 @@ def test_gpu_worker_has_no_network(gpu_ev):
 
 @pytest.mark.xfail(reason="on the H100 (2026-11-23) torch.cuda.init() fails with CUDA error 304 under the mount "
                           "namespace, under Landlock, and under seccomp refusing AF_UNIX, each on its own "
-                          "(bench/results/gpu_runs.md); GPU workers get a network namespace and seccomp allowing "
+                          "(bench/gpu_sandbox_probe.py, bench/RESULTS.md); GPU workers get a network namespace and "
+                          "seccomp allowing "
                           "AF_UNIX instead. Strict: the day it passes, unmark it and turn gpu_isolation on",
                    strict=True)
 def test_full_sandbox_on_the_gpu(evaluator):

@@ -1,7 +1,7 @@
 """Probe: CUDA inter-process memory (sandbox/cuda_ipc.py) between two plain processes, with no sandbox: the child
 exports a tensor and a CUDA graph's output, the parent writes one and reads the other, and times the exchange.
 
-    python bench/gpu_ipc_probe.py      (on a GPU)
+    PYTHONPATH=. python bench/probes/gpu_ipc_probe.py      (on a GPU, from the repository root)
 """
 
 from __future__ import annotations
