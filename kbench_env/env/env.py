@@ -161,8 +161,9 @@ class KBenchEnv(gym.Env):
     |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
     | `remote_builds`    | str, None       | `None`      | "ray" or "ray:<address>": builds as Ray tasks on a         |
     |                    |                 |             | cluster's CPU nodes (builder/remote.py)                    |
-    | `shared_checks`    | bool, None      | `None` (off)| Correctness checks share the device (timing stays alone on |
-    |                    |                 |             | it); on with True or `KBENCH_SHARED_CHECKS=1`              |
+    | `shared_checks`    | bool, None      | `None`      | Correctness checks share the device (timing stays alone on |
+    |                    |                 |             | it): None: on for GPUs, off on the CPU; or                 |
+    |                    |                 |             | `KBENCH_SHARED_CHECKS=0/1`                                 |
 
     `device`, `backend`, `reward`, `rules`, `format` and the options from `baseline` down are the Evaluator's
     (they reach it through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`,

@@ -7,6 +7,7 @@ goes through the lock, in this process or another.
 
 from __future__ import annotations
 
+import os
 import threading
 
 from kbench_env.device import Device
@@ -17,6 +18,19 @@ from kbench_env.pipeline.result import EvalResult, phase
 from kbench_env.pipeline.timing import time_stage
 from kbench_env.shared_devicelock import SharedDeviceLock
 from kbench_env.tasks.task import Config, Task
+
+
+def shared_checks_setting(setting, device: str) -> bool:
+    """Whether an evaluator on ``device`` shares the device between checks: ``setting`` (True/False) if given,
+    else ``KBENCH_SHARED_CHECKS`` (0 or 1), else on for GPUs and off on the CPU. On a GPU the checks of several
+    candidates run as separate processes on the device while timing holds it alone (the hold log shows no timing
+    overlapping anything that goes through the lock); on the CPU a check's threads would take the cores that the
+    timing of another candidate is measured on (the CPU's timing stops every other worker instead), so the CPU
+    keeps one candidate at a time."""
+    if setting is None:
+        env = os.environ.get("KBENCH_SHARED_CHECKS", "")
+        setting = env == "1" if env in ("0", "1") else Device.parse(device).is_cuda
+    return bool(setting)
 
 
 def make_device_lock(device: str, lock_dir, shared_checks: bool):

@@ -34,7 +34,7 @@ from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
-from kbench_env.pipeline.device_hold import device_stages, make_device_lock
+from kbench_env.pipeline.device_hold import device_stages, make_device_lock, shared_checks_setting
 from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
@@ -79,10 +79,9 @@ class Evaluator:
         shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at
             once per Evaluator) instead of holding it one at a time; timing, reference timing and plausibility still
             have it to themselves, excluding every other holder in this and other processes. It trades device
-            memory (several candidates' checks, and checked candidates waiting for their timing, at once) and
-            CPU contention on the CPU device for less time waiting on the device (the aim: not yet measured on a
-            GPU, bench/results/rl_batch_h100.md). Off by default; on with True
-            or KBENCH_SHARED_CHECKS=1.
+            memory (several candidates' checks, and checked candidates waiting for their timing, at once) for less
+            time waiting on the device. Default: on for GPUs, off on the CPU (device_hold.shared_checks_setting
+            says why); KBENCH_SHARED_CHECKS=0 or 1 sets the default.
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
@@ -118,9 +117,7 @@ class Evaluator:
         weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device (on a GPU across processes too), or with
         # shared_checks let checks share it while timing has it alone (device_hold.py).
-        if shared_checks is None:
-            shared_checks = os.environ.get("KBENCH_SHARED_CHECKS", "0") == "1"
-        self.shared_checks = bool(shared_checks)
+        self.shared_checks = shared_checks_setting(shared_checks, self.device)
         self._device_lock, self._device_slots = make_device_lock(self.device, self.cache_dir / "locks",
                                                                  self.shared_checks)
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,

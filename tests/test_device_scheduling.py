@@ -1,0 +1,90 @@
+"""How evaluations share a device (issue #36): checks shared by default on GPUs and not on the CPU, and an exclusive
+holder (timing) of one process not starved by another process's stream of shared holders (checks)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+
+from kbench_env.pipeline.device_hold import shared_checks_setting
+from kbench_env.shared_devicelock import SharedDeviceLock
+
+#: How long the reading process keeps shared holds coming; a starved writer gets the lock only after it.
+READ_SPAN_S = 4.0
+
+
+def test_shared_checks_default_on_gpus_off_on_the_cpu(monkeypatch):
+    monkeypatch.delenv("KBENCH_SHARED_CHECKS", raising=False)
+    assert shared_checks_setting(None, "cuda:0") is True
+    assert shared_checks_setting(None, "cuda") is True
+    assert shared_checks_setting(None, "cpu") is False
+    assert shared_checks_setting(False, "cuda:0") is False and shared_checks_setting(True, "cpu") is True
+    monkeypatch.setenv("KBENCH_SHARED_CHECKS", "0")
+    assert shared_checks_setting(None, "cuda:0") is False
+    monkeypatch.setenv("KBENCH_SHARED_CHECKS", "1")
+    assert shared_checks_setting(None, "cpu") is True
+    assert shared_checks_setting(False, "cpu") is False  # an explicit setting wins over the variable
+
+
+def _readers(path: str, started, out) -> None:
+    """Four threads taking shared holds of 40 ms one after another, staggered so that one always holds (the
+    process keeps LOCK_SH throughout unless something holds new ones back), for READ_SPAN_S."""
+    lock = SharedDeviceLock(path, max_shared=4)
+    holds, guard = [], threading.Lock()
+    end = time.monotonic() + READ_SPAN_S
+
+    def loop(k: int) -> None:
+        time.sleep(0.01 * k)
+        while time.monotonic() < end:
+            lock.acquire(shared=True)
+            t0 = time.monotonic()
+            time.sleep(0.04)
+            t1 = time.monotonic()
+            lock.release()
+            with guard:
+                holds.append((t0, t1))
+
+    threads = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    started.set()
+    for t in threads:
+        t.join(READ_SPAN_S + 30)
+    out.put(("readers", holds))
+
+
+def _writer(path: str, started, out) -> None:
+    lock = SharedDeviceLock(path)
+    started.wait(60)
+    time.sleep(0.2)
+    asked = time.monotonic()
+    lock.acquire()
+    t0 = time.monotonic()
+    time.sleep(0.02)
+    t1 = time.monotonic()
+    lock.release()
+    out.put(("writer", (asked, t0, t1)))
+
+
+def test_a_writer_of_another_process_is_not_starved_by_a_stream_of_shared_holds(tmp_path):
+    """Fails without the gate (shared_devicelock.py): the reading process then keeps its file lock for as long as its
+    shared holds keep coming, and the writer gets the lock only after the last of them."""
+    ctx = mp.get_context("spawn")
+    path = str(tmp_path / "locks" / "gpu-test.lock")
+    started, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_readers, args=(path, started, out)),
+             ctx.Process(target=_writer, args=(path, started, out))]
+    for p in procs:
+        p.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    asked, w0, w1 = got["writer"]
+    holds = got["readers"]
+    assert not any(a < w1 and w0 < b for a, b in holds), "an exclusive hold overlapped a shared one"
+    after = [a for a, _ in holds if a >= w1]
+    assert after, (f"the writer waited {w0 - asked:.2f} s and got the lock only after the other process's last "
+                   f"shared hold: starved by them")
