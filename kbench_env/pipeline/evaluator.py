@@ -1,6 +1,6 @@
 """The Evaluator: the one component that turns (task, candidate source, device) into an EvalResult.
 
-It holds the stage order and the evaluator-wide state (device lock, spare worker, builder, reference baselines);
+It holds the stage order and the evaluator-wide state (device lock, spare workers, builder, reference baselines);
 each stage is a module of its own: screen (parent, milliseconds) -> build (the trusted builder compiles,
 kbench_env/builder; the sandboxed worker loads) -> check (run every configuration on fresh random inputs in the
 worker and compare with the reference here, with a runtime audit of what forward executed) -> timing (candidate
@@ -69,8 +69,10 @@ class Evaluator:
         roofline: flag times below the device's measured bandwidth / FLOP-rate floor.
         build_workers: candidates in flight at once in ``evaluate_many`` (builds overlap; the device is shared
             one candidate at a time). Default: the number of CPU cores.
-        spare_worker: keep one started, confined, idle worker ready for the next candidate (sandbox.SpareWorkers;
-            on a GPU it has CUDA started). Off with False or KBENCH_SPARE_WORKER=0.
+        spare_worker: keep started, confined, idle workers ready for the next candidates, one per evaluation in
+            flight (sandbox.SpareWorkers; on a GPU they have CUDA started), at most a number that the host's cores
+            and memory allow (``KBENCH_SPARE_WORKERS`` sets it), or at most this number when it is one. Each serves
+            one candidate. Off with False or KBENCH_SPARE_WORKER=0.
         rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
         reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
@@ -88,7 +90,7 @@ class Evaluator:
                  limits: Limits | None = None, cache_dir: str | Path | None = None, input_sets: int = 3,
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
-                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
+                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | int | None = None,
                  rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT,
                  remote_builds: str | None = None, shared_checks: bool | None = None):
         self.rules, self.device = rules_mod.check_rules(rules), resolve_device(device)
@@ -128,11 +130,13 @@ class Evaluator:
             spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
         self._spares = None
         if spare_worker:
-            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits, self.builder)
+            cap = None if spare_worker is True else int(spare_worker)
+            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits, self.builder,
+                                        cap=cap)
             weakref.finalize(self, self._spares.close)
 
     def close(self) -> None:
-        """Stop the spare worker (it also leaves by itself after sandbox.SPARE_IDLE_S idle) and the builder."""
+        """Stop the spare workers (they also leave by themselves after sandbox.SPARE_IDLE_S idle) and the builder."""
         if self._spares is not None:
             self._spares.close()
         self.builder.close()
