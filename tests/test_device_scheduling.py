@@ -88,3 +88,42 @@ def test_a_writer_of_another_process_is_not_starved_by_a_stream_of_shared_holds(
     after = [a for a, _ in holds if a >= w1]
     assert after, (f"the writer waited {w0 - asked:.2f} s and got the lock only after the other process's last "
                    f"shared hold: starved by them")
+
+
+def _bench(name: str):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    return importlib.import_module(name)
+
+
+def test_idle_while_waiting_counts_the_waits_no_holder_covers():
+    hold_overlap = _bench("hold_overlap")
+    s = 10**9
+    rows = [{"lock": "g", "mode": "wait", "start_ns": 0, "end_ns": 4 * s},          # waits 0-4 and 3-6: 0-6 waited
+            {"lock": "g", "mode": "wait", "start_ns": 3 * s, "end_ns": 6 * s},
+            {"lock": "g", "mode": "exclusive", "start_ns": 1 * s, "end_ns": 2 * s},  # held 1-2 and 2.5-5
+            {"lock": "g", "mode": "shared", "start_ns": int(2.5 * s), "end_ns": 5 * s},
+            {"lock": "g", "mode": "exclusive", "start_ns": 7 * s, "end_ns": 8 * s}]   # nobody waits then
+    got = hold_overlap.idle_while_waiting(rows)
+    assert got == {"waiting_s": 6.0, "idle_s": 2.5, "idle_fraction": round(2.5 / 6, 4)}  # idle 0-1, 2-2.5, 5-6
+    assert hold_overlap.overlaps(rows) == []  # a wait overlapping a hold is no overlap of holds
+    assert hold_overlap.idle_while_waiting(rows, window=(0, 2 * s))["idle_s"] == 1.0
+
+
+def test_waits_for_the_device_are_logged(tmp_path, monkeypatch):
+    from kbench_env.pipeline.device_hold import _log_wait
+
+    hold_overlap = _bench("hold_overlap")
+    log = tmp_path / "holds.jsonl"
+    monkeypatch.setenv("KBENCH_DEVICE_HOLD_LOG", str(log))
+    lock = SharedDeviceLock(str(tmp_path / "gpu-w.lock"))
+    t0 = time.monotonic_ns()
+    lock.acquire(shared=True)
+    _log_wait(lock, t0)
+    lock.release()
+    modes = [h["mode"] for h in hold_overlap.read_holds(log)]
+    assert modes == ["wait", "shared"]
+    assert hold_overlap.main([str(log)]) == 0

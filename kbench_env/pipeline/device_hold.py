@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from kbench_env.device import Device
-from kbench_env.devicelock import DeviceLock, gpu_lock_path
+from kbench_env.devicelock import DeviceLock, gpu_lock_path, log_hold
 from kbench_env.pipeline.check import check
 from kbench_env.pipeline.plausibility import plausibility
 from kbench_env.pipeline.result import EvalResult, phase
@@ -52,7 +53,9 @@ def device_stages(ev, task: Task, configs: list[Config], seed: int, worker, resu
         _shared_checks_then_timing(ev, task, configs, seed, worker, result)
         return
     with phase(result, "device_wait"):
+        t0 = time.monotonic_ns()
         ev._device_lock.acquire()
+        _log_wait(ev._device_lock, t0)
     try:
         with ev._trusted_threads():
             with phase(result, "check"):
@@ -69,8 +72,10 @@ def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int,
     exclusive (waiting in ``device_wait``)."""
     lock = ev._device_lock
     with phase(result, "check_wait"):
+        t0 = time.monotonic_ns()
         ev._device_slots.acquire()
         lock.acquire(shared=True)
+        _log_wait(lock, t0)
     try:
         try:
             with ev._trusted_threads(), phase(result, "check"):
@@ -80,7 +85,9 @@ def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int,
         if not result.correct or not ev.time_candidates:
             return
         with phase(result, "device_wait"):
+            t0 = time.monotonic_ns()
             lock.acquire()
+            _log_wait(lock, t0)
         try:
             with ev._trusted_threads():
                 _timed_stages(ev, task, configs, prepared, seed, worker, result)
@@ -88,6 +95,13 @@ def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int,
             lock.release()
     finally:
         ev._device_slots.release()
+
+
+def _log_wait(lock, start_ns: int) -> None:
+    """A candidate's wait for the device, into the hold log (devicelock.log_hold, mode "wait"; nothing without
+    KBENCH_DEVICE_HOLD_LOG or a lock file): the device idle while a candidate waits is what a run wants to know
+    (bench/hold_overlap.py)."""
+    log_hold(getattr(lock, "_file", None), "wait", start_ns)
 
 
 def _timed_stages(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker,
