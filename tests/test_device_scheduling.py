@@ -127,3 +127,23 @@ def test_waits_for_the_device_are_logged(tmp_path, monkeypatch):
     modes = [h["mode"] for h in hold_overlap.read_holds(log)]
     assert modes == ["wait", "shared"]
     assert hold_overlap.main([str(log)]) == 0
+
+
+def test_the_default_executor_is_one_process_per_device_where_there_are_several(monkeypatch):
+    import kbench_env.executors as executors
+
+    made = []
+
+    class Stub:
+        def __init__(self, kind):
+            self.kind = kind
+
+    monkeypatch.setattr(executors, "LocalExecutor", lambda **kw: made.append(kw) or Stub("local"))
+    monkeypatch.setattr(executors, "ProcessExecutor", lambda **kw: made.append(kw) or Stub("processes"))
+    assert executors.make_executor(device="cpu").kind == "local"
+    assert executors.make_executor(device=["cuda:0"]).kind == "local"
+    assert executors.make_executor(device=["cuda:0", "cuda:1"]).kind == "processes"
+    assert executors.make_executor("local", device=["cuda:0", "cuda:1"]).kind == "local"  # asked for: kept
+    monkeypatch.setattr(executors, "local_devices", lambda device: ["cuda:0", "cuda:1", "cuda:2", "cuda:3"])
+    assert executors.make_executor(device="cuda", workers=4).kind == "processes"
+    assert made[-1] == {"device": "cuda", "workers": 4}
