@@ -147,3 +147,38 @@ def test_the_default_executor_is_one_process_per_device_where_there_are_several(
     monkeypatch.setattr(executors, "local_devices", lambda device: ["cuda:0", "cuda:1", "cuda:2", "cuda:3"])
     assert executors.make_executor(device="cuda", workers=4).kind == "processes"
     assert made[-1] == {"device": "cuda", "workers": 4}
+
+
+def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusive_hold(tmp_path):
+    from conftest import ROOT, cpu_evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
+
+    like = cpu_evaluator()  # the test suite's short timing settings
+    like.close()
+    ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
+                   reference_cache=False, cache_dir=tmp_path)
+    task = resolve_task("level1/relu")
+    good = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
+    try:
+        first = ev.evaluate(task, good, seed=3)
+        assert first.correct and first.speedup, first.feedback()
+        assert "reference_prepare" in first.phase_seconds
+        n = len(first.configs)
+        assert ev.baselines.timed == n and not ev.baselines._ready  # noqa: SLF001 - timed once, nothing left waiting
+        second = ev.evaluate(task, good, seed=4)
+        assert second.correct and ev.baselines.timed == n  # cached: nothing prepared, nothing timed again
+        assert [c.reference_ms for c in second.configs] == [c.reference_ms for c in first.configs]
+        other = resolve_task("level1/gelu")
+        configs = other.configs_for("cpu")
+        from kbench_env.pipeline.check import instantiate
+        prepared: dict = {}
+        for i, cfg in enumerate(configs):
+            instantiate(other, cfg, 1, i, prepared, "cpu")
+        ev.baselines.prepare(other, configs, prepared)  # a candidate that never reached its timing
+        (w, ran, _), = ev.baselines._ready.values()  # noqa: SLF001
+        assert ran == {f"{c.name}#eager" for c in configs}
+    finally:
+        ev.close()
+    w.proc.join(10)
+    assert w.proc.exitcode is not None  # closed with the evaluator

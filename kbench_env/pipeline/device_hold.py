@@ -68,8 +68,9 @@ def device_stages(ev, task: Task, configs: list[Config], seed: int, worker, resu
 
 
 def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
-    """The checks hold the device shared (waiting in phase ``check_wait``), then timing and plausibility hold it
-    exclusive (waiting in ``device_wait``)."""
+    """The checks hold the device shared (waiting in phase ``check_wait``), and so does the start and first run of
+    the reference's worker when its timing is not cached (``reference_prepare``: torch.compile's compile is
+    seconds of host work); then timing and plausibility hold it exclusive (waiting in ``device_wait``)."""
     lock = ev._device_lock
     with phase(result, "check_wait"):
         t0 = time.monotonic_ns()
@@ -80,6 +81,9 @@ def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int,
         try:
             with ev._trusted_threads(), phase(result, "check"):
                 prepared = check(ev, task, configs, seed, worker, result)
+            if result.correct and ev.time_candidates:
+                with phase(result, "reference_prepare"):  # the reference's start and runs, beside others' checks
+                    ev.baselines.prepare(task, configs, prepared)
         finally:
             lock.release()
         if not result.correct or not ev.time_candidates:

@@ -139,6 +139,7 @@ class Evaluator:
         """Stop the spare workers (they also leave by themselves after sandbox.SPARE_IDLE_S idle) and the builder."""
         if self._spares is not None:
             self._spares.close()
+        self.baselines.close()
         self.builder.close()
 
     def __deepcopy__(self, memo):
