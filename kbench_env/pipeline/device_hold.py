@@ -16,7 +16,7 @@ from kbench_env.devicelock import DeviceLock, gpu_lock_path, log_hold
 from kbench_env.pipeline.check import check
 from kbench_env.pipeline.plausibility import plausibility
 from kbench_env.pipeline.result import EvalResult, phase
-from kbench_env.pipeline.timing import time_stage
+from kbench_env.pipeline.timing import judge_deferred, time_stage
 from kbench_env.shared_devicelock import SharedDeviceLock
 from kbench_env.tasks.task import Config, Task
 
@@ -62,7 +62,7 @@ def device_stages(ev, task: Task, configs: list[Config], seed: int, worker, resu
                 prepared = check(ev, task, configs, seed, worker, result)
             if not result.correct or not ev.time_candidates:
                 return
-            _timed_stages(ev, task, configs, prepared, seed, worker, result)
+            judge_deferred(_timed_stages(ev, task, configs, prepared, seed, worker, result), result)
     finally:
         ev._device_lock.release()
 
@@ -94,9 +94,19 @@ def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int,
             _log_wait(lock, t0)
         try:
             with ev._trusted_threads():
-                _timed_stages(ev, task, configs, prepared, seed, worker, result)
+                deferred = _timed_stages(ev, task, configs, prepared, seed, worker, result)
         finally:
             lock.release()
+        if deferred:  # the timed outputs read and kept: judged beside others' checks (deferred_checks.py)
+            with phase(result, "check_wait"):
+                t0 = time.monotonic_ns()
+                lock.acquire(shared=True)
+                _log_wait(lock, t0)
+            try:
+                with ev._trusted_threads():
+                    judge_deferred(deferred, result)
+            finally:
+                lock.release()
     finally:
         ev._device_slots.release()
 
@@ -109,9 +119,11 @@ def _log_wait(lock, start_ns: int) -> None:
 
 
 def _timed_stages(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker,
-                  result: EvalResult) -> None:
-    """Timing (the reference's too) and plausibility, while the evaluation holds the device alone."""
-    time_stage(ev, task, configs, prepared, seed, worker, result)
+                  result: EvalResult) -> list:
+    """Timing (the reference's too) and plausibility, while the evaluation holds the device alone. Returns the
+    timings whose read outputs are still to be judged (timing.judge_deferred)."""
+    deferred = time_stage(ev, task, configs, prepared, seed, worker, result)
     if result.stage == "timed" and not result.integrity_flags:
         with phase(result, "plausibility"):
             plausibility(ev, task, configs, prepared, seed, worker, result)
+    return deferred
