@@ -8,6 +8,8 @@ import threading
 import time
 from collections import deque
 
+import torch
+
 from kbench_env.device import Device
 from kbench_env.sandbox import policy
 from kbench_env.sandbox.diagnosis import WorkerError
@@ -37,8 +39,6 @@ def default_cap(device: str) -> int:
         pass
     if Device.parse(device).is_cuda:
         try:
-            import torch
-
             idx = Device.parse(device).index or 0
             cap = min(cap, max(1, torch.cuda.get_device_properties(idx).total_memory // GPU_BYTES_PER_SPARE))
         except Exception:  # noqa: BLE001 - no figure: the other bounds hold
