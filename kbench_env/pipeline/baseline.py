@@ -79,6 +79,8 @@ class Baselines:
         with lock:
             if self.calibration is None:
                 self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
+            if self.calibration is None and self.disk_root is not None:
+                return  # the disk cache is not checked yet (that needs the exclusive hold): it may hold them all
             todo = self._missing(task, configs)
             if not todo or key in self._ready:
                 return
