@@ -81,6 +81,12 @@ class SharedDeviceLock(DeviceLock):
                 self._held_since = None
             self._cond.notify_all()
 
+    def exclusive_waiting(self) -> bool:
+        """Whether an exclusive holder (a timing) waits for this lock, in this process or another: a shared holder
+        between two steps of its work may then step aside (``release``, then ``acquire(shared=True)``)."""
+        with self._cond:
+            return bool(self._writers_waiting or self._exclusive) or not self._gate_open()
+
     def _acquire_exclusive(self, blocking: bool) -> bool:
         with self._cond:
             self._writers_waiting += 1

@@ -182,3 +182,61 @@ def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusi
         ev.close()
     w.proc.join(10)
     assert w.proc.exitcode is not None  # closed with the evaluator
+
+
+class _CountingLock:
+    """An evaluator's shared lock, its shared acquisitions counted, a waiting timing said or not."""
+
+    def __init__(self, lock, waiting: bool):
+        self.lock, self.waiting, self.shared_acquires = lock, waiting, 0
+        self.max_shared = lock.max_shared
+
+    def acquire(self, blocking: bool = True, shared: bool = False) -> bool:
+        self.shared_acquires += shared
+        return self.lock.acquire(blocking, shared)
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def exclusive_waiting(self) -> bool:
+        return self.waiting
+
+
+def test_a_check_steps_aside_between_configurations_for_a_waiting_timing(tmp_path):
+    from conftest import ROOT, cpu_evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
+
+    like = cpu_evaluator()
+    like.close()
+    task = resolve_task("level1/relu")
+    good = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
+    n = len(task.configs_for("cpu"))
+    assert n > 1
+    got = {}
+    for waiting in (False, True):
+        ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
+                       time_candidates=False, cache_dir=tmp_path)
+        ev._device_lock = _CountingLock(ev._device_lock, waiting)  # noqa: SLF001
+        try:
+            r = ev.evaluate(task, good, seed=2)
+        finally:
+            ev.close()
+        assert r.correct and not r.integrity_flags and len(r.configs) == n, r.feedback()
+        got[waiting] = ev._device_lock.shared_acquires  # noqa: SLF001
+    assert got == {False: 1, True: n}  # once between each two configurations, and only when a timing waits
+
+
+def test_the_lock_says_when_an_exclusive_holder_waits(tmp_path):
+    lock = SharedDeviceLock(str(tmp_path / "gpu-e.lock"))
+    lock.acquire(shared=True)
+    assert not lock.exclusive_waiting()
+    writer = threading.Thread(target=lambda: (lock.acquire(), lock.release()), daemon=True)
+    writer.start()
+    deadline = time.monotonic() + 30
+    while not lock.exclusive_waiting():
+        assert time.monotonic() < deadline, "the waiting writer was never seen"
+        time.sleep(0.001)
+    lock.release()
+    writer.join(30)
+    assert not writer.is_alive() and not lock.exclusive_waiting()
