@@ -32,6 +32,13 @@
 #   bash bench/gpu_session.sh trust   # tests/test_gpu.py whole, gpu_trust.py, timing_fidelity_trusted.py
 #   bash bench/gpu_session.sh trust3  # false_positives.py cut by $DEADLINE; eval_cost.py task on this tree and on
 #                                     # the tree before #21 (.carry/before: git archive 4ee33f8), same GPU
+#   bash bench/gpu_session.sh survive # #36: 5 consecutive processes on one cache folder (rl_batch --consecutive):
+#                                     # reference re-timings per process (target 0 after the first), the stored
+#                                     # calibration's rounds; every device hold logged and checked
+#   bash bench/gpu_session.sh steady  # #36: rl_batch cold then steady (empty build cache, the cold pass's
+#                                     # references) on $TASKS x $PER (default 24 x 2), FORMAT (default
+#                                     # kernelbench), cut to end by $END (default 590) seconds: rate, exclusive
+#                                     # hold per candidate, GPU idle while candidates wait (hold log), re-timings
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -192,6 +199,24 @@ scale|scales)  # issue #25: the 24-candidate batch on N GPUs of this host (defau
       | tee "$OUT/rl_batch_${n}gpu.log" | grep -v "^  \[" | tail -24  # the log keeps the cache's warnings
     python3 bench/hold_overlap.py "$OUT/holds_${n}gpu.jsonl" | tee "$OUT/holds_${n}gpu.txt"
   done
+  ;;
+survive)  # issue #36: does the reference cache survive 5 consecutive processes on one machine?
+  stamp "5 consecutive processes, one cache folder ($KBENCH_CACHE-survive), every device hold logged"
+  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_survive.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
+    --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-8} --per-task ${PER:-1} --consecutive 5 \
+    --cache-dir "${KBENCH_CACHE}-survive" --out "$OUT/rl_batch_survive.md" 2>&1 \
+    | tee "$OUT/rl_batch_survive.log" | grep -v "^  \[" | grep -v "^|" | tail -30
+  cat "$OUT/rl_batch_survive.md" 2>/dev/null
+  python3 bench/hold_overlap.py "$OUT/holds_survive.jsonl" | tee "$OUT/holds_survive.txt"
+  ;;
+steady)  # issue #36: cold, then the steady state of a training run (references timed, every source new)
+  stamp "rl_batch cold,steady: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, holds logged"
+  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
+    --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
+    --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} \
+    --out "$OUT/rl_batch_steady_${FORMAT:-kernelbench}.md" 2>&1 | tee "$OUT/rl_batch_steady.log" \
+    | grep -v "^  \[" | tail -40
+  python3 bench/hold_overlap.py "$OUT/holds_steady.jsonl" | tee "$OUT/holds_steady.txt"
   ;;
 grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each evaluating on its own
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1

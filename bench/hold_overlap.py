@@ -7,6 +7,10 @@ start and end on CLOCK_MONOTONIC. A logged hold lies inside the real one (logged
 before it is dropped), so an overlap found here is a real one; GPU work done outside the lock (a worker's start)
 is not in the log, which is what a profiler's trace would add.
 
+The log also has the candidates' waits for a GPU (mode ``wait``, kbench_env/pipeline/device_hold.py: from asking
+for the lock to having it): ``idle_while_waiting`` is the time some candidate waited while nobody held the GPU,
+over the time some candidate waited (the scheduler's loss: a device left idle while work was queued for it).
+
     python bench/hold_overlap.py runs/holds.jsonl          # a table per GPU; exit 1 if an exclusive hold overlapped
     python bench/hold_overlap.py runs/holds.jsonl --json
 """
@@ -38,7 +42,8 @@ def overlaps(holds: list[dict]) -> list[tuple[dict, dict]]:
     found = []
     by_lock = defaultdict(list)
     for h in holds:
-        by_lock[h["lock"]].append(h)
+        if h["mode"] != "wait":  # a wait holds nothing
+            by_lock[h["lock"]].append(h)
     for group in by_lock.values():
         group.sort(key=lambda h: h["start_ns"])
         for i, a in enumerate(group):
@@ -50,20 +55,63 @@ def overlaps(holds: list[dict]) -> list[tuple[dict, dict]]:
     return found
 
 
+def _union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def _length(intervals: list[tuple[int, int]]) -> int:
+    return sum(b - a for a, b in intervals)
+
+
+def idle_while_waiting(group: list[dict], window: tuple[int, int] | None = None) -> dict:
+    """One GPU's records: seconds some candidate waited (``waiting_s``), of them with no holder at all
+    (``idle_s``), and their ratio (``idle_fraction``; None without waits); within ``window`` (ns) if given."""
+    lo, hi = window or (-(1 << 62), 1 << 62)
+
+    def clip(h):
+        return max(h["start_ns"], lo), min(h["end_ns"], hi)
+
+    waits = _union([c for c in map(clip, (h for h in group if h["mode"] == "wait")) if c[0] < c[1]])
+    held = _union([c for c in map(clip, (h for h in group if h["mode"] != "wait")) if c[0] < c[1]])
+    idle, j = 0, 0
+    for a, b in waits:  # the waits' time not covered by any hold
+        covered = 0
+        while j < len(held) and held[j][1] <= a:
+            j += 1
+        k = j
+        while k < len(held) and held[k][0] < b:
+            covered += min(b, held[k][1]) - max(a, held[k][0])
+            k += 1
+        idle += (b - a) - covered
+    waiting = _length(waits)
+    return {"waiting_s": round(waiting / 1e9, 3), "idle_s": round(idle / 1e9, 3),
+            "idle_fraction": round(idle / waiting, 4) if waiting else None}
+
+
 def summary(holds: list[dict]) -> dict:
     """Per lock file: holds by mode, seconds held, the span from first start to last end, and the overlaps."""
     out = {}
     bad = overlaps(holds)
     for lock in sorted({h["lock"] for h in holds}):
-        group = [h for h in holds if h["lock"] == lock]
-        span = (max(h["end_ns"] for h in group) - min(h["start_ns"] for h in group)) / 1e9
+        everything = [h for h in holds if h["lock"] == lock]
+        group = [h for h in everything if h["mode"] != "wait"]
+        span = (max(h["end_ns"] for h in everything) - min(h["start_ns"] for h in everything)) / 1e9
         out[lock] = {
             "exclusive": sum(h["mode"] == "exclusive" for h in group),
             "shared": sum(h["mode"] == "shared" for h in group),
             "processes": len({h.get("pid") for h in group}),
             "held_s": round(sum(h["end_ns"] - h["start_ns"] for h in group) / 1e9, 3),
+            "busy_s": round(_length(_union([(h["start_ns"], h["end_ns"]) for h in group])) / 1e9, 3),
             "span_s": round(span, 3),
             "overlaps": sum(1 for a, _ in bad if a["lock"] == lock),
+            "waits": sum(h["mode"] == "wait" for h in everything),
+            **idle_while_waiting(everything),
         }
     return out
 
@@ -81,8 +129,10 @@ def main(argv=None) -> int:
         print(f"{len(holds)} holds in {args.log}")
         for lock, row in table.items():
             print(f"  {Path(lock).name}: {row['exclusive']} exclusive, {row['shared']} shared, "
-                  f"{row['processes']} process(es), held {row['held_s']:.1f} s of {row['span_s']:.1f} s, "
-                  f"overlaps with an exclusive hold: {row['overlaps']}")
+                  f"{row['processes']} process(es), held {row['held_s']:.1f} s (busy {row['busy_s']:.1f} s) of "
+                  f"{row['span_s']:.1f} s, overlaps with an exclusive hold: {row['overlaps']}; {row['waits']} waits, "
+                  f"idle {row['idle_s']:.1f} s of {row['waiting_s']:.1f} s with a candidate waiting"
+                  f" ({row['idle_fraction'] if row['idle_fraction'] is not None else '-'})")
     return 1 if any(row["overlaps"] for row in table.values()) else 0
 
 

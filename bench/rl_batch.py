@@ -27,7 +27,8 @@ Ctrl-C) still writes its report, the cut pass's figures over the evaluations fin
     python bench/rl_batch.py --device cpu --tasks 2 --per-task 2                  # small, as in CI
     python bench/rl_batch.py --device cuda --format fast --out bench/results/rl_batch_fast_h100.md
     python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --out bench/results/rl_batch_h100.md
-    python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --shared-checks  # checks share the GPU
+    python bench/rl_batch.py --device cuda --tasks 8 --per-task 8 --shared-checks off  # one at a time
+    python bench/rl_batch.py --device cuda --tasks 8 --per-task 1 --consecutive 5   # reference re-timings
     python bench/rl_batch.py --device cuda --gpus 2 --cross 4 --serve    # over 2 GPUs of the host; the same
                                          # candidates timed on each GPU; the batch once more through kbench serve
 
@@ -57,10 +58,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from rl_batch_candidates import candidates_folder, catalogue, pick  # noqa: E402  (bench/ is on the path now)
 
-#: The phases of an evaluation that hold the device (evaluator._run_stages): the correctness checks (shared with
+#: The phases of an evaluation that hold the device (evaluator._run_stages): the correctness checks, the start and
+#: first runs of a reference not yet timed and the judging of timed outputs read during the timing (shared with
 #: other candidates' checks under ``--shared-checks``) and the rest, which holds the device alone in either mode
 #: (``timed_output_checks`` is part of ``timing``'s wall time, so it is not added again).
-CHECK_PHASES = ("check",)
+CHECK_PHASES = ("check", "reference_prepare", "deferred_output_checks")
 EXCLUSIVE_PHASES = ("reference_timing", "timing", "plausibility")
 DEVICE_PHASES = CHECK_PHASES + EXCLUSIVE_PHASES
 
@@ -142,6 +144,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
     children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0_ns = time.monotonic_ns()
     ex = (ProcessExecutor if processes else LocalExecutor)(device=devices, cache_dir=cache_dir, **options)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
     cpus = [BuilderCPU(ev.builder) for ev in evaluators]
@@ -172,15 +175,48 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         # Under shared checks the holds overlap: the lock's own count of the time it was held at all is the figure.
         locks = [ev._device_lock for ev in evaluators]  # noqa: SLF001
         held = {d: getattr(lock, "held_seconds", None) for d, lock in zip(devices, locks)}
+        refs = reference_figures(evaluators)
     finally:
         ex.close()
     children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
-    return {**pass_summary(label, rows, devices, wall, held),
+    return {**pass_summary(label, rows, devices, wall, held), **refs,
+            "gpu_idle_waiting": idle_waiting((t0_ns, time.monotonic_ns())),
             "build_cpu_s": None if build_cpu is None else round(build_cpu, 2),
             "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
             "children_cpu_s": round(child_cpu, 2),
             "reference_cache": ref_cache}
+
+
+def reference_figures(evaluators: list) -> dict:
+    """The pass's reference work over its evaluators (none for the process executor: out of reach): configurations
+    whose reference was timed (not found in memory or on disk), whether a drift check invalidated the disk cache,
+    how many calibrations it measured again, and the spare workers that served a candidate."""
+    if not evaluators:
+        return {}
+    spares = [ev._spares for ev in evaluators if ev._spares is not None]  # noqa: SLF001
+    return {"reference_timed": sum(ev.baselines.timed for ev in evaluators),
+            "reference_invalidated": sum(ev.baselines.invalidated for ev in evaluators),
+            "recalibrations": sum(ev.baselines.recalibrations for ev in evaluators),
+            "spares_served": sum(p.served for p in spares) if spares else None}
+
+
+def idle_waiting(window: tuple[int, int]) -> str | None:
+    """Per GPU, the fraction of the time some candidate waited for it while nobody held it, within ``window``
+    (CLOCK_MONOTONIC ns), from the hold log (``KBENCH_DEVICE_HOLD_LOG``; None without one)."""
+    log = os.environ.get("KBENCH_DEVICE_HOLD_LOG")
+    if not log or not Path(log).exists():
+        return None
+    from hold_overlap import idle_while_waiting, read_holds
+
+    holds = read_holds(log)
+    out = []
+    for lock in sorted({h["lock"] for h in holds}):
+        got = idle_while_waiting([h for h in holds if h["lock"] == lock], window)
+        if got["idle_fraction"] is not None:
+            out.append(f"{Path(lock).stem[-8:]}: {got['idle_fraction']:.3f} ({got['idle_s']:.1f} of "
+                       f"{got['waiting_s']:.1f} s)")
+    return ", ".join(out) or None
 
 
 def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: dict | None = None) -> dict:
@@ -189,6 +225,7 @@ def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: 
     if not rows:
         return {"pass": label, "devices": devices, "candidates": 0, "wall_s": round(wall, 2)}
     steps = [r["step_s"] for r in rows]
+    timed = [r["exclusive_hold_s"] for r in rows if "timing" in (r.get("phases") or {})]
     per_device = {d: [r for r in rows if r["device"] == d] for d in devices}
     idle = {d: round(1 - (held.get(d) if held.get(d) is not None else sum(r["device_hold_s"] for r in rs)) / wall, 3)
             for d, rs in per_device.items()}
@@ -197,6 +234,7 @@ def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: 
             "step_p95_s": round(pct(steps, .95), 2),
             "device_hold_p50_s": round(statistics.median([r["device_hold_s"] for r in rows]), 3),
             "exclusive_hold_p50_s": round(statistics.median([r["exclusive_hold_s"] for r in rows]), 3),
+            "exclusive_hold_timed_p50_s": round(statistics.median(timed), 3) if timed else None,
             "check_p50_s": round(statistics.median([r["check_s"] for r in rows]), 3),
             "correct": sum(r["correct"] for r in rows), "flagged": sum(bool(r["flags"]) for r in rows),
             "per_device": ", ".join(f"{d}: {len(rs)}" for d, rs in per_device.items()),
@@ -255,7 +293,7 @@ def naive_pass(items: list, device: str, cache_dir: Path, k: int) -> dict:
 
 
 def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timing: str,
-               shared_checks: bool = False, backend: str | None = None) -> dict:
+               shared_checks: str = "default", backend: str | None = None) -> dict:
     """The batch through ``kbench serve`` on localhost (its /batch endpoint, results streamed), the server on
     the same devices and caches, with a spare worker as in-process: the serving layer's cost against the
     in-process warm pass."""
@@ -269,7 +307,8 @@ def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timi
                         *(["--backend", backend] if backend else []), "--timing", timing, "--queue", n,
                         "--per-client", n, "--max-batch", n, "--workers", n,
                         env={"KBENCH_CACHE": str(cache_dir), "KBENCH_SPARE_WORKER": "1",
-                             "KBENCH_SHARED_CHECKS": "1" if shared_checks else "0"})
+                             **({} if shared_checks == "default"
+                                else {"KBENCH_SHARED_CHECKS": "1" if shared_checks == "on" else "0"})})
 
     async def go():
         async with AsyncKBenchClient(srv.url, TOKEN, timeout=3600) as c:
@@ -297,12 +336,18 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("device hold per candidate, median (s)", "device_hold_p50_s"),
                ("exclusive device hold per candidate (reference timing, timing, plausibility), median (s)",
                 "exclusive_hold_p50_s"),
+               ("exclusive device hold per timed candidate, median (s)", "exclusive_hold_timed_p50_s"),
                ("correctness checks per candidate, median (s)", "check_p50_s"),
                ("build CPU-seconds, builder and compilers", "build_cpu_s"),
                ("build CPU-seconds per candidate", "build_cpu_per_candidate_s"),
                ("CPU-seconds of reaped children (getrusage)", "children_cpu_s"),
                ("correct", "correct"), ("flagged", "flagged"), ("reference cache on disk", "reference_cache"),
-               ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle")]
+               ("reference configurations timed (re-timings: not found in memory or on disk)", "reference_timed"),
+               ("reference cache invalidated by the drift check", "reference_invalidated"),
+               ("calibrations measured again by the drift check", "recalibrations"),
+               ("candidates served by a spare worker", "spares_served"),
+               ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle"),
+               ("GPU idle while a candidate waits for it (hold log)", "gpu_idle_waiting")]
     for name, key in figures:
         lines.append(f"| {name} | " + " | ".join(str(p.get(key, "-")) for p in passes) + " |")
     lines += ["", f"Command: `python bench/rl_batch.py --device {args.device} --format {args.format}"
@@ -310,7 +355,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"--per-task {args.per_task} --passes {args.passes} --timing {args.timing} "
                   f"--reference-cache {args.reference_cache}"
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
-                  f"{' --shared-checks' if args.shared_checks else ''}{' --processes' if args.processes else ''}"
+                  f"{f' --shared-checks {args.shared_checks}' if args.shared_checks != 'default' else ''}"
+                  f"{' --processes' if args.processes else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}`"]
     return "\n".join(lines) + "\n"
 
@@ -340,15 +386,22 @@ def main(argv=None) -> int:
                     "with its own Evaluator (kbench_env/executors/processes.py), instead of one process for all")
     ap.add_argument("--gpus", type=int, default=1, help="spread the batch over this many GPUs of the host "
                     "(cuda:0 ...), one Evaluator each, as the local executor does")
-    ap.add_argument("--passes", default="cold,warm", help="which passes, in order (cold: empty caches first)")
+    ap.add_argument("--passes", default="cold,warm", help="which passes, in order: cold (empty caches), warm (the "
+                    "same caches again), steady (empty build cache, the references of the cache folder: a training "
+                    "run's steady state, every source new)")
+    ap.add_argument("--consecutive", type=int, default=0, help="instead: this many processes one after another on "
+                    "one cache folder, each evaluating the batch once (bench/rl_batch_consecutive.py): the "
+                    "reference re-timings of each (0 after the first when the reference cache survives)")
+    ap.add_argument("--summary-json", default=None, help="also write the passes' summaries here as JSON")
     ap.add_argument("--cross", type=int, default=0, help="then time the first K candidates on every device and "
                     "report how far apart the devices' times are")
     ap.add_argument("--serve", action="store_true", help="then run the batch once more through `kbench serve` on "
                     "localhost (warm caches) and compare its wall clock with the in-process warm pass")
     ap.add_argument("--naive", type=int, default=0, help="then evaluate K of the candidates (spread over the tasks) "
                     "the naive way, one fresh process each, serially (bench/naive_eval.py), beside the passes")
-    ap.add_argument("--shared-checks", action="store_true", help="the Evaluator's shared_checks: correctness "
-                    "checks share the device, timing holds it alone (default: the Evaluator's, off)")
+    ap.add_argument("--shared-checks", default="default", choices=["default", "on", "off"], nargs="?", const="on",
+                    help="the Evaluator's shared_checks: correctness checks share the device, timing holds it alone "
+                         "(default: the Evaluator's, on for GPUs and off on the CPU; the bare flag: on)")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -374,9 +427,13 @@ def main(argv=None) -> int:
         options["timing"] = TIMING_PRESETS[args.timing]
     if args.reference_cache != "default":
         options["reference_cache"] = args.reference_cache == "on"
-    if args.shared_checks:
-        options["shared_checks"] = True
+    if args.shared_checks != "default":
+        options["shared_checks"] = args.shared_checks == "on"
     options["backend"], options["format"] = backend, args.format
+    if args.consecutive:
+        from rl_batch_consecutive import consecutive
+
+        return consecutive(args, argv if argv is not None else sys.argv[1:], cache)
     run = Run(args, chosen, items, devices_for(args.device, args.gpus), options)
     signal.signal(signal.SIGTERM, run.cut)
     signal.signal(signal.SIGINT, run.cut)
@@ -417,8 +474,12 @@ class Run:
         """The passes ``--passes`` names, then the served pass, the naive way and the cross-device timings."""
         a, items = self.args, self.items
         for label in [p for p in a.passes.split(",") if p]:
+            where, options = cache, self.options
+            if label == "steady":  # a training run's steady state: references timed (the cold pass's), builds not
+                where = Path(tempfile.mkdtemp(prefix="kbench-rl-steady-"))
+                options = {**options, "reference_cache": str(cache / "reference")}
             with self.stage(label):
-                self.add(run_pass(label, items, self.devices, cache, a.seed, self.options, self.log,
+                self.add(run_pass(label, items, self.devices, where, a.seed, options, self.log,
                                   processes=a.processes))
         if a.serve:
             warm = next((p for p in self.passes if p["pass"] == "warm"), self.passes[-1])
@@ -452,6 +513,8 @@ class Run:
         print(text, flush=True)
         if self.out:
             self.out.write_text(text)
+        if self.args.summary_json:
+            Path(self.args.summary_json).write_text(json.dumps(self.passes, default=str, indent=1))
 
     def cut(self, signum, frame):
         """A time limit or Ctrl-C: the report of what finished, then unwind (a second signal ends the process)."""

@@ -9,20 +9,32 @@ plausibility) overlaps nobody, in this process (threads) and in others on the sa
 themselves first and the file lock follows: the first shared holder takes ``LOCK_SH`` and the last one out drops
 it; an exclusive holder waits for this process's shared holders to leave, then takes ``LOCK_EX``. In this process
 a waiting exclusive holder stops new shared ones (writer preference), so timing is not starved by a stream of
-checks; between processes the order is the kernel's, which gives no such preference.
+checks.
+
+Between processes the same preference goes through a second file, ``<lock>.gate``: an exclusive holder takes it
+(``LOCK_EX``) while it waits for the lock file and drops it once it has the lock; a new shared holder first looks
+whether the gate is free (a non-blocking ``LOCK_SH`` taken and dropped at once, on a descriptor of its own) and
+waits while it is not. Without the gate a process whose shared holders follow one another keeps ``LOCK_SH`` for
+as long as they keep coming (its threads hand the file lock on among themselves), and another process's timing
+waits for all of them: a writer starved for as long as the other process has checks to run.
 """
 
 from __future__ import annotations
 
 import fcntl
+import os
 import threading
 import time
+from pathlib import Path
 
 from kbench_env.devicelock import DeviceLock, log_hold
 
 #: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
 #: the device together.
 SHARED_CAP = 4
+#: How often a shared holder held back by another process's waiting exclusive holder looks at the gate again
+#: (seconds): the other process cannot wake it.
+GATE_POLL_S = 0.005
 
 
 class SharedDeviceLock(DeviceLock):
@@ -47,6 +59,8 @@ class SharedDeviceLock(DeviceLock):
         self._file_busy = False  # the first shared holder is taking LOCK_SH: the others wait for it
         self._held_since: float | None = None
         self.held_seconds = 0.0
+        self._gate: tuple[int, int] | None = None  # (the exclusive holders' descriptor, the shared holders' probe)
+        self._gate_failed = False
 
     def acquire(self, blocking: bool = True, shared: bool = False) -> bool:
         return self._acquire_shared(blocking) if shared else self._acquire_exclusive(blocking)
@@ -67,6 +81,12 @@ class SharedDeviceLock(DeviceLock):
                 self._held_since = None
             self._cond.notify_all()
 
+    def exclusive_waiting(self) -> bool:
+        """Whether an exclusive holder (a timing) waits for this lock, in this process or another: a shared holder
+        between two steps of its work may then step aside (``release``, then ``acquire(shared=True)``)."""
+        with self._cond:
+            return bool(self._writers_waiting or self._exclusive) or not self._gate_open()
+
     def _acquire_exclusive(self, blocking: bool) -> bool:
         with self._cond:
             self._writers_waiting += 1
@@ -77,7 +97,11 @@ class SharedDeviceLock(DeviceLock):
                 self._writers_waiting -= 1
                 self._cond.notify_all()  # shared holders held back by this waiter look again
             self._exclusive = True
-        if self._lock_file(fcntl.LOCK_EX, blocking):
+        gated = self._close_gate(blocking)
+        ok = gated and self._lock_file(fcntl.LOCK_EX, blocking)
+        if gated:
+            self._open_gate()
+        if ok:
             self._held_since, self._since_ns = time.monotonic(), time.monotonic_ns()  # no other holder now
             return True
         with self._cond:
@@ -86,8 +110,9 @@ class SharedDeviceLock(DeviceLock):
         return False
 
     def _acquire_shared(self, blocking: bool) -> bool:
-        def may_enter():
-            return not (self._exclusive or self._writers_waiting or self._file_busy) and self._shared < self.max_shared
+        def may_enter():  # (the gate last: its probe is two system calls)
+            return (not (self._exclusive or self._writers_waiting or self._file_busy)
+                    and self._shared < self.max_shared and self._gate_open())
 
         with self._cond:
             if not self._wait(may_enter, blocking):
@@ -105,7 +130,56 @@ class SharedDeviceLock(DeviceLock):
         return ok
 
     def _wait(self, predicate, blocking: bool) -> bool:
-        if blocking:
-            self._cond.wait_for(predicate)
+        if not blocking:
+            return predicate()
+        while not predicate():  # with a gate, also woken to look again: another process's holder cannot wake it
+            self._cond.wait(GATE_POLL_S if self._gate is not None else None)
+        return True
+
+    # ------------------------------------------------------------------ the gate between processes
+    def _gate_fds(self) -> tuple[int, int] | None:
+        """The gate's two descriptors (two open file descriptions: a probe on one never converts a lock held on
+        the other), opened beside the lock file once it is open; None without a lock file."""
+        if self._gate is None and not self._gate_failed and self._open() is not None:
+            try:
+                path = Path(self._file + ".gate")
+                self._gate = tuple(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666) for _ in range(2))
+            except (OSError, TypeError):
+                self._gate_failed = True
+        return self._gate
+
+    def _close_gate(self, blocking: bool) -> bool:
+        """Hold the gate (``LOCK_EX``) for an exclusive holder about to wait for the lock file; False only when
+        not ``blocking`` and another exclusive holder has it."""
+        fds = self._gate_fds()
+        if fds is None:
             return True
-        return predicate()
+        try:
+            fcntl.flock(fds[0], fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            self._gate_failed = True  # no gate: the lock itself still excludes, without the preference
+        return True
+
+    def _open_gate(self) -> None:
+        if self._gate is not None:
+            try:
+                fcntl.flock(self._gate[0], fcntl.LOCK_UN)
+            except OSError:
+                pass
+
+    def _gate_open(self) -> bool:
+        """No exclusive holder of any process waits at the gate (called with the condition held: one probe at a
+        time; this process's own exclusive holder is kept out by ``_exclusive`` before this is asked)."""
+        fds = self._gate_fds()
+        if fds is None or self._gate_failed:
+            return True
+        try:
+            fcntl.flock(fds[1], fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+        fcntl.flock(fds[1], fcntl.LOCK_UN)
+        return True

@@ -22,9 +22,9 @@ TIMING = {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01}
 def _wait_for_spare(pool: SpareWorkers, timeout: float = 30.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        spare = pool._spare  # noqa: SLF001
-        if spare is not None:
-            return spare
+        ready = list(pool._ready)  # noqa: SLF001
+        if ready:
+            return ready[0]
         time.sleep(0.02)
     raise AssertionError("no spare worker started")
 
@@ -86,3 +86,51 @@ def test_without_spares_every_candidate_starts_its_own_worker():
     assert ev._spares is None  # noqa: SLF001
     r = ev.evaluate(task, C.RAISES_IN_FORWARD)
     assert r.error_stage == "run", r.feedback()
+
+
+def _wait_for_ready(pool: SpareWorkers, n: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while pool.ready < n or pool._starting:  # noqa: SLF001
+        assert time.monotonic() < deadline, f"{pool.ready} spares ready, {n} wanted"
+        time.sleep(0.02)
+
+
+def test_the_pool_keeps_a_spare_per_evaluation_in_flight_each_serving_once(tmp_path):
+    (tmp_path / "builds").mkdir()
+    pool = SpareWorkers("cpu", "cpu", str(tmp_path / "builds"), LIMITS, cap=3)
+    taken = []
+    try:
+        for _ in range(4):  # four evaluations in flight: the pool wants three (its cap)
+            taken.append(pool.take(C.WRONG_SHAPE))
+        assert pool.active == 4 and pool.wanted() == 3
+        _wait_for_ready(pool, 3)
+        assert pool.ready == 3  # no more than the cap, however many are in flight
+        spares = list(pool._ready)  # noqa: SLF001
+        served0 = pool.served
+        for w in taken:
+            w.close()
+            pool.evaluation_over()
+        assert pool.active == 0
+        again = [pool.take(C.RAISES_IN_FORWARD) for _ in range(3)]
+        assert pool.served == served0 + 3 and again == spares  # the ready ones, oldest first
+        assert not set(map(id, again)) & set(map(id, taken))  # a worker that ran a candidate is never handed out
+        for w in again:
+            header, _ = w.recv(60.0, "build and load")
+            assert header["type"] == "loaded", header
+            w.close()
+            pool.evaluation_over()
+        for w in taken + again:
+            w.proc.join(10)
+            assert w.proc.exitcode is not None  # every worker ends with its evaluation
+    finally:
+        pool.close()
+
+
+def test_the_pool_cap_has_a_default_and_a_setting(monkeypatch):
+    from kbench_env.sandbox import spares
+
+    monkeypatch.setenv("KBENCH_SPARE_WORKERS", "5")
+    assert spares.default_cap("cpu") == 5
+    monkeypatch.delenv("KBENCH_SPARE_WORKERS")
+    cap = spares.default_cap("cpu")
+    assert 1 <= cap <= min(spares.MAX_SPARES, os.cpu_count() or 1)

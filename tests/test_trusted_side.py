@@ -210,11 +210,14 @@ def test_spare_is_assigned_before_its_replacement_starts():
     class FakeSpare:
         _t_created = time.monotonic()
 
+        class proc:  # a live process
+            exitcode = None
+
         def assign(self, source):
             order.append(("assign", source))
 
     spares = SpareWorkers("cpu", "cpu", str(ROOT / ".kbench-cache"), Limits())
-    spares._spare = FakeSpare()
+    spares._ready.append(FakeSpare())
     spares.refill = lambda: order.append(("refill",))
     taken = spares.take("src")
     assert isinstance(taken, FakeSpare) and order == [("assign", "src"), ("refill",)] and spares.served == 1

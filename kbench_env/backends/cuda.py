@@ -39,6 +39,7 @@ from kbench_env.worker import timing
 from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
+from kbench_env.backends.gpu_calibration import calibrate_gpu
 from kbench_env.device import Device
 from kbench_env.backends.extension import ExtensionBackend, _with_opt, lighten
 
@@ -277,9 +278,10 @@ class CudaBackend(ExtensionBackend):
         return max(0.0, sorted(gaps)[len(gaps) // 2] / 1e6)
 
     def calibrate(self, device: str, dtypes: list) -> dict:
-        """Bandwidth and FLOP rates (base class), plus the idle gap between consecutive graph nodes
-        (``graph_gap_ms``, for the drift check)."""
-        out = super().calibrate(device, dtypes)
+        """Bandwidth and FLOP rates by device events, the median of several rounds (gpu_calibration.py: repeatable
+        between processes, for the reference cache's drift check), plus the idle gap between consecutive graph
+        nodes (``graph_gap_ms``, for the drift check)."""
+        out = calibrate_gpu(device, dtypes)
         try:
             out["graph_gap_ms"] = self.graph_gap_ms(device)
         except Exception:  # noqa: BLE001 - no profiler: no figure to compare

@@ -155,14 +155,16 @@ class KBenchEnv(gym.Env):
     | `reverify_above`   | float           | `10.0`      | Speedups above this are re-timed by an independent clock   |
     | `roofline`         | bool            | `True`      | Flag times below the device's bandwidth / FLOP-rate floor  |
     | `build_workers`    | int, None       | CPU cores   | Candidates in flight at once in `evaluate_many`            |
-    | `spare_worker`     | bool, None      | `None` (on) | Keep one confined idle worker ready; off with False or     |
+    | `spare_worker`     | bool, int, None | `None` (on) | Keep confined idle workers ready, one per evaluation in    |
+    |                    |                 |             | flight (an int: at most that many); off with False or      |
     |                    |                 |             | `KBENCH_SPARE_WORKER=0`                                    |
     | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
     |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
     | `remote_builds`    | str, None       | `None`      | "ray" or "ray:<address>": builds as Ray tasks on a         |
     |                    |                 |             | cluster's CPU nodes (builder/remote.py)                    |
-    | `shared_checks`    | bool, None      | `None` (off)| Correctness checks share the device (timing stays alone on |
-    |                    |                 |             | it); on with True or `KBENCH_SHARED_CHECKS=1`              |
+    | `shared_checks`    | bool, None      | `None`      | Correctness checks share the device (timing stays alone on |
+    |                    |                 |             | it): None: on for GPUs, off on the CPU; or                 |
+    |                    |                 |             | `KBENCH_SHARED_CHECKS=0/1`                                 |
 
     `device`, `backend`, `reward`, `rules`, `format` and the options from `baseline` down are the Evaluator's
     (they reach it through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`,

@@ -11,7 +11,7 @@ import threading
 from kbench_env.device import Device
 from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
-from kbench_env.pipeline.reference_cache import ReferenceCache
+from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.policy import Limits
@@ -46,6 +46,10 @@ class Baselines:
                          "compile_baseline": compile_baseline, "threads": limits.threads}
         self.disk_root, self.disk = disk_root, None
         self.timed = 0  # configurations timed here (not found in memory or on disk)
+        # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``
+        self._ready: dict = {}
+        self.recalibrations = 0  # calibrations the drift check measured again
+        self.invalidated = False  # the drift check dropped the cache's entries
 
     def key(self, task: Task, cfg: Config) -> tuple:
         return (task.name, task.source_hash, cfg.name, self.device, self.backend_name)
@@ -63,21 +67,65 @@ class Baselines:
         with lock:
             return self._times_locked(task, configs, prepared, seed)
 
+    def prepare(self, task: Task, configs: list[Config], prepared: dict) -> None:
+        """What ``times`` would do before it times, done ahead (under a shared hold of the device: device_hold.py):
+        start the reference's worker, load it and run each configuration whose reference is not timed yet (eager,
+        and compiled: torch.compile's compile, seconds, is here), so that the device's exclusive hold only times.
+        The worker waits for ``times`` (of this or another candidate of the task), which times with the inputs it
+        ran. Nothing to do, or a failure: ``times`` does it all as before (and reports what failed)."""
+        key = (task.name, task.source_hash)
+        with self._lock:
+            lock = self._task_locks.setdefault(key, threading.Lock())
+        with lock:
+            if self.calibration is None:
+                self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
+            if self.calibration is None and self.disk_root is not None:
+                return  # the disk cache is not checked yet (that needs the exclusive hold): it may hold them all
+            todo = self._missing(task, configs)
+            if not todo or key in self._ready:
+                return
+            w, ran = None, set()
+            try:
+                w = self.worker(task)
+                expect(w.recv(self.limits.build_timeout, "reference load"), task)
+                for cfg in todo:
+                    for label, compiled in self._labels():
+                        self._run_reference(w, task, cfg, prepared, label, compiled)
+                        ran.add(f"{cfg.name}#{label}")
+            except Exception:  # noqa: BLE001 - left to ``times``, which reports it
+                if w is not None:
+                    w.close()
+                return
+            self._ready[key] = (w, ran, prepared)
+
     def _times_locked(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
         if self.calibration is None:
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
         todo = self._missing(task, configs)
-        if todo or self.calibration is None:
-            with self.worker(task) as w:
-                expect(w.recv(self.limits.build_timeout, "reference load"), task)
+        w, ran, ran_with = self._ready.pop((task.name, task.source_hash), None) or (None, set(), None)
+        try:
+            if todo or self.calibration is None:
+                if w is None:
+                    w = self.worker(task)
+                    expect(w.recv(self.limits.build_timeout, "reference load"), task)
                 self._calibrate_once(w, task, configs)
                 for cfg in self._missing(task, todo):
-                    i = configs.index(cfg)
-                    times = self._time_reference(w, task, cfg, prepared, seed, i)
+                    names = {f"{cfg.name}#{label}" for label, _ in self._labels()}
+                    times = self._time_reference(w, task, cfg, ran_with if names <= ran else prepared, ran)
                     self.times_by_key[self.key(task, cfg)] = times
                     self.timed += 1
                     self._store(task, cfg)
+        finally:
+            if w is not None:
+                w.close()
         return {c.name: self.times_by_key[self.key(task, c)] for c in configs}
+
+    def close(self) -> None:
+        """Close the reference workers that ``prepare`` left waiting (their candidates ended before timing)."""
+        with self._lock:
+            ready, self._ready = list(self._ready.values()), {}
+        for w, _, _ in ready:
+            w.close()
 
     def disk_fields(self, task: Task, cfg: Config) -> dict:
         """What a stored timing of ``cfg`` is keyed by besides the machine (reference_cache.py)."""
@@ -115,27 +163,47 @@ class Baselines:
                 cal = GPU_CALIBRATIONS.get(key)
                 if cal is None and w is None:
                     return
-                if cal is None:
-                    dtypes = sorted({c.dtype for c in configs})
+                dtypes = sorted({c.dtype for c in configs})
+
+                def measure() -> dict:
                     w.send({"type": msg.CALIBRATE, "dtypes": dtypes})
-                    cal = expect(w.recv(self.limits.time_timeout, "device calibration"), task)
+                    return expect(w.recv(self.limits.time_timeout, "device calibration"), task)
+
+                if cal is None:
+                    cal = measure()
                     if Device.parse(self.device).is_cuda:
                         GPU_CALIBRATIONS[key] = cal
                 if self.disk_root is not None:
                     self.disk = ReferenceCache.for_device(self.disk_root, self.device, self.backend_name)
-                    self.disk.check(cal)
+                    # a drift is measured again before it invalidates (in this reference worker, when there is one)
+                    self.disk.check(cal, remeasure=measure if w is not None else None)
+                    self.recalibrations += len(self.disk.measurements) - 1
+                    self.invalidated = self.invalidated or bool(self.disk.drift)
+                    if len(self.disk.measurements) > 1:  # what was judged: later evaluators here reuse it
+                        cal = best_calibration(self.disk.measurements)
+                        if key in GPU_CALIBRATIONS:
+                            GPU_CALIBRATIONS[key] = cal
                 self.calibration = cal
 
-    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, seed: int, i: int) -> dict:
+    def _labels(self) -> list[tuple[str, bool]]:
+        return [("eager", False)] + ([("compile", True)] if self.compile_baseline else [])
+
+    def _run_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, label: str, compiled: bool) -> None:
+        """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing."""
+        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        w.send({"type": msg.RUN, "config": f"{cfg.name}#{label}", "dtype": cfg.dtype, "init_seed": init_seed,
+                "compile": compiled, "backward": task.backward, "reply": "none"},
+               {"init_inputs": init_inputs, "inputs": inputs})
+        expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
+
+    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set) -> dict:
+        """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it)."""
         mod, init_inputs, init_seed, inputs = prepared[cfg.name]
         out = {}
-        for label, compiled in (("eager", False), ("compile", True)):
-            if compiled and not self.compile_baseline:
-                continue
+        for label, compiled in self._labels():
             name = f"{cfg.name}#{label}"
-            w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": compiled,
-                    "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
-            expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
+            if name not in ran:
+                self._run_reference(w, task, cfg, prepared, label, compiled)
             if Device.parse(self.device).is_cpu:  # this side's clock, as the candidate's (blocks.py)
                 t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout).timing
                 h = {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms}

@@ -4,6 +4,9 @@ reports of modified inputs, nondeterminism and changed precision flags become in
 
 from __future__ import annotations
 
+import torch
+
+from kbench_env.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline.compare import compare_outputs
@@ -38,15 +41,35 @@ def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, resu
             nxt = instantiate(task, configs[i + 1], seed, i + 1, prepared, ev.device)
         reply = worker.recv(ev.limits.run_timeout, f"forward on configuration {cfg.name!r}",
                             expect_bytes=integrity.output_bytes(ref))
+        stepping_aside = nxt is not None and _timing_waits(ev)
         try:
-            if nxt is not None:
+            if nxt is not None and not stepping_aside:
                 send_run(task, nxt, prepared, worker, result)
         finally:  # judged even when the next send finds the worker gone
             judge(task, cur, reply, ref, result, verdict, ev.rules)
+        if stepping_aside:
+            _step_aside(ev, result)
+            send_run(task, nxt, prepared, worker, result)
     result.stage = "ran" if verdict["ran_any"] else "built"
     if verdict["all_ok"] and not result.integrity_flags:
         result.correct, result.stage = True, "correct"
     return prepared
+
+
+def _timing_waits(ev) -> bool:
+    """Under shared checks, whether another candidate's timing waits for the device (which waits for every check
+    holding it to end: a check steps aside between two configurations rather than make it wait for all of them)."""
+    return bool(ev.shared_checks) and getattr(ev._device_lock, "exclusive_waiting", lambda: False)()
+
+
+def _step_aside(ev, result: EvalResult) -> None:
+    """Let the waiting timing have the device (nothing of this candidate's is on it: its last run is back and
+    judged), then hold it shared again: the check goes on with its next configuration."""
+    if Device.parse(ev.device).is_cuda:
+        torch.cuda.synchronize(ev.device)  # this side's own work for the check (the next inputs) is done
+    with phase(result, "check_wait"):
+        ev._device_lock.release()
+        ev._device_lock.acquire(shared=True)
 
 
 def instantiate(task: Task, cfg: Config, seed: int, i: int, prepared: dict, device: str) -> tuple:

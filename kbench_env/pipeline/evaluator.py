@@ -1,6 +1,6 @@
 """The Evaluator: the one component that turns (task, candidate source, device) into an EvalResult.
 
-It holds the stage order and the evaluator-wide state (device lock, spare worker, builder, reference baselines);
+It holds the stage order and the evaluator-wide state (device lock, spare workers, builder, reference baselines);
 each stage is a module of its own: screen (parent, milliseconds) -> build (the trusted builder compiles,
 kbench_env/builder; the sandboxed worker loads) -> check (run every configuration on fresh random inputs in the
 worker and compare with the reference here, with a runtime audit of what forward executed) -> timing (candidate
@@ -34,7 +34,7 @@ from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
-from kbench_env.pipeline.device_hold import device_stages, make_device_lock
+from kbench_env.pipeline.device_hold import device_stages, make_device_lock, shared_checks_setting
 from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
@@ -69,8 +69,10 @@ class Evaluator:
         roofline: flag times below the device's measured bandwidth / FLOP-rate floor.
         build_workers: candidates in flight at once in ``evaluate_many`` (builds overlap; the device is shared
             one candidate at a time). Default: the number of CPU cores.
-        spare_worker: keep one started, confined, idle worker ready for the next candidate (sandbox.SpareWorkers;
-            on a GPU it has CUDA started). Off with False or KBENCH_SPARE_WORKER=0.
+        spare_worker: keep started, confined, idle workers ready for the next candidates, one per evaluation in
+            flight (sandbox.SpareWorkers; on a GPU they have CUDA started), at most a number that the host's cores
+            and memory allow (``KBENCH_SPARE_WORKERS`` sets it), or at most this number when it is one. Each serves
+            one candidate. Off with False or KBENCH_SPARE_WORKER=0.
         rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
         reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
@@ -79,16 +81,16 @@ class Evaluator:
         shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at
             once per Evaluator) instead of holding it one at a time; timing, reference timing and plausibility still
             have it to themselves, excluding every other holder in this and other processes. It trades device
-            memory (several candidates' checks, and checked candidates waiting for their timing, at once) and
-            CPU contention on the CPU device for less time waiting on the device (the aim: not yet measured on a
-            GPU). Off by default; on with True or KBENCH_SHARED_CHECKS=1.
+            memory (several candidates' checks, and checked candidates waiting for their timing, at once) for less
+            time waiting on the device. Default: on for GPUs, off on the CPU (device_hold.shared_checks_setting
+            says why); KBENCH_SHARED_CHECKS=0 or 1 sets the default.
     """
 
     def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
                  limits: Limits | None = None, cache_dir: str | Path | None = None, input_sets: int = 3,
                  noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
                  time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
-                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | None = None,
+                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | int | None = None,
                  rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT,
                  remote_builds: str | None = None, shared_checks: bool | None = None):
         self.rules, self.device = rules_mod.check_rules(rules), resolve_device(device)
@@ -117,9 +119,7 @@ class Evaluator:
         weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device (on a GPU across processes too), or with
         # shared_checks let checks share it while timing has it alone (device_hold.py).
-        if shared_checks is None:
-            shared_checks = os.environ.get("KBENCH_SHARED_CHECKS", "0") == "1"
-        self.shared_checks = bool(shared_checks)
+        self.shared_checks = shared_checks_setting(shared_checks, self.device)
         self._device_lock, self._device_slots = make_device_lock(self.device, self.cache_dir / "locks",
                                                                  self.shared_checks)
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
@@ -130,13 +130,16 @@ class Evaluator:
             spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
         self._spares = None
         if spare_worker:
-            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits, self.builder)
+            cap = None if spare_worker is True else int(spare_worker)
+            self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits, self.builder,
+                                        cap=cap)
             weakref.finalize(self, self._spares.close)
 
     def close(self) -> None:
-        """Stop the spare worker (it also leaves by itself after sandbox.SPARE_IDLE_S idle) and the builder."""
+        """Stop the spare workers (they also leave by themselves after sandbox.SPARE_IDLE_S idle) and the builder."""
         if self._spares is not None:
             self._spares.close()
+        self.baselines.close()
         self.builder.close()
 
     def __deepcopy__(self, memo):

@@ -9,7 +9,8 @@ this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this si
    block (GPU_BLOCK); stops its clock at DONE. Whatever the candidate computes once the inputs exist, it computes
    inside this side's window;
 3. reads the outputs of ``check_calls`` calls chosen now straight from the worker's memory and compares them with
-   the reference's for those calls' inputs;
+   the reference's for those calls' inputs (at once, or, with ``defer``, after the timing, out of its exclusive
+   hold of the device: deferred_checks.py);
 4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall clock
    is not; the replay's whole time, nothing subtracted: backends/cuda.py says why) only down to this side's bound:
    the wall time less the block's fixed cost outside the device work (``fixed_ms``: what the reference's blocks of
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
+from kbench_env.pipeline.deferred_checks import DeferredChecks
 from kbench_env.pipeline.integrity import input_stds
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
@@ -82,6 +84,7 @@ class GpuTiming:
     ratio: float = 0.0  # the bound over the reported time, on the medians (above 1: the bound was paid)
     flagged: bool = False
     check_seconds: float = 0.0
+    deferred: DeferredChecks | None = None  # read outputs not judged yet (deferred_checks.py)
 
     @property
     def fixed_ms(self) -> float:
@@ -144,10 +147,11 @@ class _Run:
     """One configuration's blocks in one worker: the mapped buffers, the inputs, the checks."""
 
     def __init__(self, worker, config: str, originals: list, noise: float, timeout: float, check, check_calls: int,
-                 device, backward: bool):
+                 device, backward: bool, defer: bool = False):
         self.worker, self.config, self.timeout, self.backward = worker, config, timeout, backward
         self.originals, self.noise, self.device = originals, noise, torch.device(device)
         self.check, self.check_calls = check, max(1, check_calls)
+        self.checks = DeferredChecks(check, defer) if check is not None else None
         self.maps = Mappings(self.device)
         self.rng = random.SystemRandom()
         self.dsts: list = []
@@ -209,7 +213,10 @@ class _Run:
             self.handles = list(header.get("handles") or [])
         return wall, float(ms), method, staged
 
-    def verdict(self, staged: list, b: int) -> tuple[int, str] | None:
+    def verdict(self, staged: list, b: int, base: int) -> tuple[int, str] | None:
+        """Read the outputs of ``check_calls`` calls of the block just run, chosen now, and check them (now, or
+        kept for later: ``checks``); ``(call number, why)`` for the first found wrong. ``base``: the timed calls
+        before this block."""
         if self.check is None:
             return None
         t0 = time.perf_counter()
@@ -218,10 +225,10 @@ class _Run:
                 try:
                     out = self.read(j)
                 except Exception as exc:  # noqa: BLE001 - whatever the worker described: unreadable is wrong
-                    return j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
-                why = self.check(out, self.inputs.call(staged, j))
-                if why is not None:
-                    return j, why
+                    return base + j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
+                wrong = self.checks.add(base + j, out, self.inputs.call(staged, j))
+                if wrong is not None:
+                    return wrong
             return None
         finally:
             self.check_seconds += time.perf_counter() - t0
@@ -275,22 +282,23 @@ def _bounded(out: GpuTiming, times: list, reference: dict, method: str, block: i
 
 
 def time_gpu(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,
-             check=None, check_calls: int = 1, reference: dict | None = None, backward: bool = False) -> GpuTiming:
+             check=None, check_calls: int = 1, reference: dict | None = None, backward: bool = False,
+             defer: bool = False) -> GpuTiming:
     """Time configuration ``config`` (already run in ``worker``) on the GPU. ``check(out_leaves, inputs)`` says
     why an output is wrong for its inputs, or None; ``reference`` (the reference's ``reference_figures``) sets
     the block size and bounds the reported times; without both (the reference's own timing) nothing is checked
     or bounded. Raises TimedCallFailed if the candidate fails in a timed block, WorkerError (or IpcError) if the
-    worker breaks the exchange."""
-    run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward)
+    worker breaks the exchange. ``defer``: the outputs read are judged later (``deferred``, deferred_checks.py)."""
+    run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, defer)
     try:
         b, method = run.set_up(int(reference["block"]) if reference else 0, params)
         out = GpuTiming(block=b, method=method)
         wall, ms, method, staged = run.block(b)  # warm-up block: checked, not a sample
-        wrong = run.verdict(staged, b)
+        wrong = run.verdict(staged, b, 0)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
         while wrong is None and not (times and _stop(times, total, time.monotonic() - start, b, params)):
             wall, ms, method, staged = run.block(b)
-            wrong = run.verdict(staged, b)
+            wrong = run.verdict(staged, b, calls)
             if wrong is not None:
                 break
             used = min(ms, wall)
@@ -298,9 +306,9 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
             out.device_ms.append(used)
             times.append(used / b)
             calls, total = calls + b, total + used / 1e3
-        out.method, out.check_seconds = method, run.check_seconds
+        out.method, out.check_seconds, out.deferred = method, run.check_seconds, run.checks
         if wrong is not None:
-            out.wrong_call, out.wrong = calls + wrong[0], wrong[1]
+            out.wrong_call, out.wrong = wrong
         else:
             if reference is not None:
                 times = _bounded(out, times, reference, method, b)
@@ -319,13 +327,20 @@ def time_gpu_retimed(*args, **kwargs) -> GpuTiming:
     stretches this side's wall time of an honest timing past the bound now and then (a GPU evaluating 16
     candidates at once: bench/RESULTS.md). A forged report
     is under the bound every time."""
-    best = None
+    best, kept = None, None
     for _ in range(RETIMINGS):
         got = time_gpu(*args, **kwargs)
+        if got.deferred is not None:  # every timing's read outputs are judged, the one that counts or not
+            if kept is None:
+                kept = got.deferred
+            else:
+                kept.merge(got.deferred)
+            got.deferred = kept
         if got.wrong is not None or got.timing is None:
             return got
         if best is None or got.ratio < best.ratio:
             best = got
         if got.ratio <= 1.0:
             break
+    best.deferred = kept
     return best

@@ -17,10 +17,16 @@ input shapes, forward or backward) and the timing settings. The timing dict itse
 (opaque).
 
 The drift check: each process measures the device calibration (the trusted side's ``calibrate`` request: copy
-bandwidth, matrix-product rates, on a GPU the graph-node gap) before it trusts an entry, and compares it with
-the stored one. Any figure off by more than ``tolerance`` (as a ratio) invalidates the machine's entries: the
-epoch goes up, the new calibration is stored, and entries of an older epoch are misses (re-timed, overwritten).
-A process pins the epoch it checked, so it never reads an entry timed under a calibration it did not match.
+bandwidth, matrix-product rates, on a GPU the graph-node gap; on a GPU by device events over several rounds,
+backends/gpu_calibration.py) before it trusts an entry, and compares it with the stored one. A figure off by
+more than ``tolerance`` (as a ratio) is measured again before anything is dropped: up to RECHECKS more
+measurements, and their best (each rate the highest measured: other work on the device only lowers a rate;
+``best_calibration``) is what is compared, so a measurement disturbed by other work on the device (a worker
+starting beside it) does not throw the cache away, while a real change (a clock cap, another card) moves every
+measurement and still does. A stored calibration is such a best of RECHECKS + 1 too. When the best still
+drifts, the machine's entries are invalidated: the epoch goes up, the best is stored, and
+entries of an older epoch are misses (re-timed, overwritten). A process pins the epoch it checked, so it never
+reads an entry timed under a calibration it did not match.
 
 Writes are one small file each, written to a temporary name and renamed (atomic on one filesystem): a reader
 sees a whole old file or a whole new one, never a torn one; two processes timing the same key both write and
@@ -35,6 +41,7 @@ import json
 import logging
 import os
 import platform
+import statistics
 import tempfile
 from functools import lru_cache
 from importlib import metadata
@@ -57,6 +64,8 @@ DEFAULT_TOLERANCE = 0.05
 
 #: Below this a graph-node gap (ms) is compared absolutely: microsecond gaps jitter by more than 5 % relative.
 GAP_ABS_MS = 0.001
+#: More calibrations a drift check measures, at most, before it invalidates (and before it stores a calibration).
+RECHECKS = 4
 
 _PKG = Path(__file__).resolve().parents[1]
 #: The code that produces a reference timing: the reference side, the timing loops on both sides, the backends.
@@ -134,6 +143,25 @@ def drifted(old: dict, new: dict, tolerance: float) -> list[str]:
     return out
 
 
+def best_calibration(measured: list[dict]) -> dict:
+    """One calibration from several: the rates (``bandwidth``, every ``flops`` entry they all have) the highest
+    measured, since other work on the device only lowers a measured rate (the highest is the closest to the
+    device's); ``graph_gap_ms`` the median; anything else as in the first."""
+    out = dict(measured[0])
+    if len(measured) == 1:
+        return out
+    vals = [m.get("bandwidth") for m in measured]
+    if all(isinstance(v, (int, float)) for v in vals):
+        out["bandwidth"] = max(vals)
+    gaps = [m.get("graph_gap_ms") for m in measured]
+    if all(isinstance(v, (int, float)) for v in gaps):
+        out["graph_gap_ms"] = statistics.median(gaps)
+    flops = [m.get("flops") or {} for m in measured]
+    out["flops"] = {k: max(f[k] for f in flops) for k in flops[0] if all(k in f for f in flops)}
+    out["measurements"] = len(measured)
+    return out
+
+
 def normal(obj):
     """``obj`` as it reads back from JSON (tuples become lists), so that stored and asked-for keys compare equal."""
     return json.loads(json.dumps(obj, sort_keys=True, default=repr))
@@ -198,6 +226,7 @@ class ReferenceCache:
         self.dir = Path(root) / self.machine_id
         self.epoch: int | None = None
         self.drift: list[str] = []  # what the last check found drifted (empty: none, or first calibration)
+        self.measurements: list[dict] = []  # the calibrations the last check measured
 
     @classmethod
     def for_device(cls, root: str | Path, device: str, backend: str, tolerance: float | None = None):
@@ -207,18 +236,34 @@ class ReferenceCache:
             tolerance = float(os.environ.get("KBENCH_REFERENCE_TOLERANCE") or DEFAULT_TOLERANCE)
         return cls(root, machine_fingerprint(device, backend), tolerance)
 
-    def check(self, calibration: dict) -> bool:
+    def check(self, calibration: dict, remeasure=None) -> bool:
         """Compare a fresh ``calibration`` with the stored one; on drift (or none stored) store it, in a new epoch
-        when entries existed. Pins the epoch for ``get``/``put``. True when the cache was invalidated. A folder
-        that cannot be written leaves the cache off (a warning), never fails the evaluation."""
+        when entries existed. ``remeasure()``, when given, measures the calibration again: a drift is re-checked
+        on the best of up to RECHECKS more measurements before it invalidates anything, and a calibration is
+        stored as such a best (the module doc). Pins the epoch for ``get``/``put``. True when the cache was
+        invalidated. A folder that cannot be written leaves the cache off (a warning), never fails the
+        evaluation."""
+        self.measurements = [calibration]
         try:
-            return self._check(calibration)
+            return self._check(remeasure)
         except OSError as exc:
             self.epoch = None
             log.warning("reference cache %s is unusable (%s): reference timings stay in memory", self.dir, exc)
             return False
 
-    def _check(self, calibration: dict) -> bool:
+    def _more(self, remeasure) -> bool:
+        """One more measurement into ``measurements``; False when there is none to take (no ``remeasure``, RECHECKS
+        taken, or it failed)."""
+        if remeasure is None or len(self.measurements) > RECHECKS:
+            return False
+        try:
+            self.measurements.append(remeasure())
+        except Exception as exc:  # noqa: BLE001 - a failed re-measurement: judge on what was measured
+            log.warning("reference cache %s: a re-measurement of the calibration failed (%s)", self.dir, exc)
+            return False
+        return True
+
+    def _check(self, remeasure) -> bool:
         self.dir.mkdir(parents=True, exist_ok=True)
         if not (self.dir / "machine.json").exists():
             write_atomic(self.dir / "machine.json", self.machine)
@@ -226,16 +271,24 @@ class ReferenceCache:
             fcntl.flock(lock, fcntl.LOCK_EX)  # read-compare-write of calibration.json, one process at a time
             stored = read_json(self.dir / "calibration.json")
             if isinstance(stored, dict) and isinstance(stored.get("calibration"), dict):
-                self.drift = drifted(stored["calibration"], calibration, self.tolerance)
+                while True:
+                    self.drift = drifted(stored["calibration"], best_calibration(self.measurements),
+                                         self.tolerance)
+                    if not self.drift or not self._more(remeasure):
+                        break
                 if not self.drift:
                     self.epoch = int(stored.get("epoch", 0))
                     return False
                 epoch = int(stored.get("epoch", 0)) + 1
-                log.warning("reference cache %s invalidated: the device calibration drifted (%s); references "
-                            "are re-timed", self.dir, "; ".join(self.drift))
+                log.warning("reference cache %s invalidated: the device calibration drifted (%s, the best of %d "
+                            "measurements); references are re-timed", self.dir, "; ".join(self.drift),
+                            len(self.measurements))
             else:
                 self.drift, epoch = [], 0
-            write_atomic(self.dir / "calibration.json", {"epoch": epoch, "calibration": calibration})
+            while self._more(remeasure):  # what later processes compare with: a best of several too
+                pass
+            write_atomic(self.dir / "calibration.json",
+                         {"epoch": epoch, "calibration": best_calibration(self.measurements)})
             self.epoch = epoch
             return bool(self.drift)
 

@@ -20,22 +20,48 @@ from kbench_env.tasks.task import DTYPES, Config, Task, geomean
 
 
 def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-               result: EvalResult) -> None:
-    """Time the reference (cached by ``ev.baselines``), then the candidate, into ``result``."""
+               result: EvalResult) -> list:
+    """Time the reference (cached by ``ev.baselines``), then the candidate, into ``result``. Returns the timings
+    whose read outputs are still to be judged (``judge_deferred``: under shared checks, out of the exclusive
+    hold)."""
     with phase(result, "reference_timing"):
         ref_times = ev.baselines.times(task, configs, prepared, seed)
+    deferred: list = []
     with phase(result, "timing"):
-        time_candidate(ev, task, configs, prepared, seed, worker, result, ref_times)
+        time_candidate(ev, task, configs, prepared, seed, worker, result, ref_times, deferred)
+    return deferred
 
 
 def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-                   result: EvalResult, ref_times: dict) -> None:
+                   result: EvalResult, ref_times: dict, deferred: list | None = None) -> None:
     for i, cfg in enumerate(configs):
         cr = result.configs[i]
-        if not _time_on_trusted_clock(ev, task, cfg, cr, prepared, worker, result, ref_times[cfg.name]):
+        if not _time_on_trusted_clock(ev, task, cfg, cr, prepared, worker, result, ref_times[cfg.name], deferred):
             return
         _speedup(cr, ref_times[cfg.name])
     _summarise(result)
+
+
+def judge_deferred(deferred: list, result: EvalResult) -> None:
+    """Judge the timed outputs read during the timing and kept (gpu_blocks.py ``defer``); a wrong one fails the
+    candidate as it would have during the timing: flagged, not correct, no speedup."""
+    t0 = time.perf_counter()
+    try:
+        for cfg, bt in deferred:
+            wrong = bt.deferred.judge()
+            if wrong is not None:
+                _timed_output_wrong(result, cfg, *wrong)
+                result.stage, result.speedup, result.speedup_compile = "correct", None, None
+                return
+    finally:
+        add_phase(result, "deferred_output_checks", time.perf_counter() - t0)
+
+
+def _timed_output_wrong(result: EvalResult, cfg: Config, call: int, why: str) -> None:
+    flag(result, f"timed_output_wrong: the output of timed call {call} on configuration {cfg.name!r} "
+                 f"does not match the reference for its inputs, although the correctness run passed (cached, "
+                 f"stale or deferred results): {why}")
+    result.correct = False
 
 
 def _speedup(cr, rt: dict) -> None:
@@ -45,7 +71,7 @@ def _speedup(cr, rt: dict) -> None:
 
 
 def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
-                           result: EvalResult, ref: dict) -> bool:
+                           result: EvalResult, ref: dict, deferred: list | None = None) -> bool:
     """Time one configuration with its outputs read and checked here: on the CPU by this side's clock
     (blocks.py), on a GPU by device events bounded by this side's clock (gpu_blocks.py). False when the
     candidate failed or a checked output was wrong (``result`` says why)."""
@@ -64,18 +90,18 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         else:
             bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
                                              ev.device, check=check, check_calls=ev.check_calls,
-                                             reference=ref.get("gpu"), backward=task.backward)
+                                             reference=ref.get("gpu"), backward=task.backward,
+                                             defer=deferred is not None and ev.shared_checks)
     except blocks.TimedCallFailed as exc:
         result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
         result.error_stage, result.correct = "timing", False
         return False
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if bt.wrong is not None:
-        flag(result, f"timed_output_wrong: the output of timed call {bt.wrong_call} on configuration {cfg.name!r} "
-                     f"does not match the reference for its inputs, although the correctness run passed (cached, "
-                     f"stale or deferred results): {bt.wrong}")
-        result.correct = False
+        _timed_output_wrong(result, cfg, bt.wrong_call, bt.wrong)
         return False
+    if getattr(bt, "deferred", None) is not None and len(bt.deferred):
+        deferred.append((cfg, bt))
     if getattr(bt, "flagged", False):
         flag(result, f"device_time_outside_trusted_bound: on configuration {cfg.name!r} the worker reported "
                      f"{bt.outside} of {len(bt.walls_ms)} timed blocks faster than this side's clock allows "

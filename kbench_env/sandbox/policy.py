@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from kbench_env.sandbox import buildcache
 
 #: How long a spare worker waits for a candidate before it exits (it holds a process, and on a GPU a CUDA context).
-SPARE_IDLE_S = 60.0
+#: Longer than a KernelBench-format build (61-74 s on an H200 with 16 at once, issue #36), since spares are started
+#: while the candidates in flight build, and than a trainer's generation between two batches (a minute or two).
+SPARE_IDLE_S = 300.0
 
 #: Layers of the sandbox that ``Limits.isolation_off`` may name.
 LAYERS = ("namespaces", "landlock", "seccomp", "cgroup", "audit")  # audit: the hook reports only

@@ -1,0 +1,242 @@
+"""How evaluations share a device (issue #36): checks shared by default on GPUs and not on the CPU, and an exclusive
+holder (timing) of one process not starved by another process's stream of shared holders (checks)."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+
+from kbench_env.pipeline.device_hold import shared_checks_setting
+from kbench_env.shared_devicelock import SharedDeviceLock
+
+#: How long the reading process keeps shared holds coming; a starved writer gets the lock only after it.
+READ_SPAN_S = 4.0
+
+
+def test_shared_checks_default_on_gpus_off_on_the_cpu(monkeypatch):
+    monkeypatch.delenv("KBENCH_SHARED_CHECKS", raising=False)
+    assert shared_checks_setting(None, "cuda:0") is True
+    assert shared_checks_setting(None, "cuda") is True
+    assert shared_checks_setting(None, "cpu") is False
+    assert shared_checks_setting(False, "cuda:0") is False and shared_checks_setting(True, "cpu") is True
+    monkeypatch.setenv("KBENCH_SHARED_CHECKS", "0")
+    assert shared_checks_setting(None, "cuda:0") is False
+    monkeypatch.setenv("KBENCH_SHARED_CHECKS", "1")
+    assert shared_checks_setting(None, "cpu") is True
+    assert shared_checks_setting(False, "cpu") is False  # an explicit setting wins over the variable
+
+
+def _readers(path: str, started, out) -> None:
+    """Four threads taking shared holds of 40 ms one after another, staggered so that one always holds (the
+    process keeps LOCK_SH throughout unless something holds new ones back), for READ_SPAN_S."""
+    lock = SharedDeviceLock(path, max_shared=4)
+    holds, guard = [], threading.Lock()
+    end = time.monotonic() + READ_SPAN_S
+
+    def loop(k: int) -> None:
+        time.sleep(0.01 * k)
+        while time.monotonic() < end:
+            lock.acquire(shared=True)
+            t0 = time.monotonic()
+            time.sleep(0.04)
+            t1 = time.monotonic()
+            lock.release()
+            with guard:
+                holds.append((t0, t1))
+
+    threads = [threading.Thread(target=loop, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    started.set()
+    for t in threads:
+        t.join(READ_SPAN_S + 30)
+    out.put(("readers", holds))
+
+
+def _writer(path: str, started, out) -> None:
+    lock = SharedDeviceLock(path)
+    started.wait(60)
+    time.sleep(0.2)
+    asked = time.monotonic()
+    lock.acquire()
+    t0 = time.monotonic()
+    time.sleep(0.02)
+    t1 = time.monotonic()
+    lock.release()
+    out.put(("writer", (asked, t0, t1)))
+
+
+def test_a_writer_of_another_process_is_not_starved_by_a_stream_of_shared_holds(tmp_path):
+    """Fails without the gate (shared_devicelock.py): the reading process then keeps its file lock for as long as its
+    shared holds keep coming, and the writer gets the lock only after the last of them."""
+    ctx = mp.get_context("spawn")
+    path = str(tmp_path / "locks" / "gpu-test.lock")
+    started, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_readers, args=(path, started, out)),
+             ctx.Process(target=_writer, args=(path, started, out))]
+    for p in procs:
+        p.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(30)
+    assert [p.exitcode for p in procs] == [0, 0]
+    asked, w0, w1 = got["writer"]
+    holds = got["readers"]
+    assert not any(a < w1 and w0 < b for a, b in holds), "an exclusive hold overlapped a shared one"
+    after = [a for a, _ in holds if a >= w1]
+    assert after, (f"the writer waited {w0 - asked:.2f} s and got the lock only after the other process's last "
+                   f"shared hold: starved by them")
+
+
+def _bench(name: str):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    return importlib.import_module(name)
+
+
+def test_idle_while_waiting_counts_the_waits_no_holder_covers():
+    hold_overlap = _bench("hold_overlap")
+    s = 10**9
+    rows = [{"lock": "g", "mode": "wait", "start_ns": 0, "end_ns": 4 * s},          # waits 0-4 and 3-6: 0-6 waited
+            {"lock": "g", "mode": "wait", "start_ns": 3 * s, "end_ns": 6 * s},
+            {"lock": "g", "mode": "exclusive", "start_ns": 1 * s, "end_ns": 2 * s},  # held 1-2 and 2.5-5
+            {"lock": "g", "mode": "shared", "start_ns": int(2.5 * s), "end_ns": 5 * s},
+            {"lock": "g", "mode": "exclusive", "start_ns": 7 * s, "end_ns": 8 * s}]   # nobody waits then
+    got = hold_overlap.idle_while_waiting(rows)
+    assert got == {"waiting_s": 6.0, "idle_s": 2.5, "idle_fraction": round(2.5 / 6, 4)}  # idle 0-1, 2-2.5, 5-6
+    assert hold_overlap.overlaps(rows) == []  # a wait overlapping a hold is no overlap of holds
+    assert hold_overlap.idle_while_waiting(rows, window=(0, 2 * s))["idle_s"] == 1.0
+
+
+def test_waits_for_the_device_are_logged(tmp_path, monkeypatch):
+    from kbench_env.pipeline.device_hold import _log_wait
+
+    hold_overlap = _bench("hold_overlap")
+    log = tmp_path / "holds.jsonl"
+    monkeypatch.setenv("KBENCH_DEVICE_HOLD_LOG", str(log))
+    lock = SharedDeviceLock(str(tmp_path / "gpu-w.lock"))
+    t0 = time.monotonic_ns()
+    lock.acquire(shared=True)
+    _log_wait(lock, t0)
+    lock.release()
+    modes = [h["mode"] for h in hold_overlap.read_holds(log)]
+    assert modes == ["wait", "shared"]
+    assert hold_overlap.main([str(log)]) == 0
+
+
+def test_the_default_executor_is_one_process_per_device_where_there_are_several(monkeypatch):
+    import kbench_env.executors as executors
+
+    made = []
+
+    class Stub:
+        def __init__(self, kind):
+            self.kind = kind
+
+    monkeypatch.setattr(executors, "LocalExecutor", lambda **kw: made.append(kw) or Stub("local"))
+    monkeypatch.setattr(executors, "ProcessExecutor", lambda **kw: made.append(kw) or Stub("processes"))
+    assert executors.make_executor(device="cpu").kind == "local"
+    assert executors.make_executor(device=["cuda:0"]).kind == "local"
+    assert executors.make_executor(device=["cuda:0", "cuda:1"]).kind == "processes"
+    assert executors.make_executor("local", device=["cuda:0", "cuda:1"]).kind == "local"  # asked for: kept
+    monkeypatch.setattr(executors, "local_devices", lambda device: ["cuda:0", "cuda:1", "cuda:2", "cuda:3"])
+    assert executors.make_executor(device="cuda", workers=4).kind == "processes"
+    assert made[-1] == {"device": "cuda", "workers": 4}
+
+
+def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusive_hold(tmp_path):
+    from conftest import ROOT, cpu_evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
+
+    like = cpu_evaluator()  # the test suite's short timing settings
+    like.close()
+    ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
+                   reference_cache=False, cache_dir=tmp_path)
+    task = resolve_task("level1/relu")
+    good = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
+    try:
+        first = ev.evaluate(task, good, seed=3)
+        assert first.correct and first.speedup, first.feedback()
+        assert "reference_prepare" in first.phase_seconds
+        n = len(first.configs)
+        assert ev.baselines.timed == n and not ev.baselines._ready  # noqa: SLF001 - timed once, nothing left waiting
+        second = ev.evaluate(task, good, seed=4)
+        assert second.correct and ev.baselines.timed == n  # cached: nothing prepared, nothing timed again
+        assert [c.reference_ms for c in second.configs] == [c.reference_ms for c in first.configs]
+        other = resolve_task("level1/gelu")
+        configs = other.configs_for("cpu")
+        from kbench_env.pipeline.check import instantiate
+        prepared: dict = {}
+        for i, cfg in enumerate(configs):
+            instantiate(other, cfg, 1, i, prepared, "cpu")
+        ev.baselines.prepare(other, configs, prepared)  # a candidate that never reached its timing
+        (w, ran, _), = ev.baselines._ready.values()  # noqa: SLF001
+        assert ran == {f"{c.name}#eager" for c in configs}
+    finally:
+        ev.close()
+    w.proc.join(10)
+    assert w.proc.exitcode is not None  # closed with the evaluator
+
+
+class _CountingLock:
+    """An evaluator's shared lock, its shared acquisitions counted, a waiting timing said or not."""
+
+    def __init__(self, lock, waiting: bool):
+        self.lock, self.waiting, self.shared_acquires = lock, waiting, 0
+        self.max_shared = lock.max_shared
+
+    def acquire(self, blocking: bool = True, shared: bool = False) -> bool:
+        self.shared_acquires += shared
+        return self.lock.acquire(blocking, shared)
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def exclusive_waiting(self) -> bool:
+        return self.waiting
+
+
+def test_a_check_steps_aside_between_configurations_for_a_waiting_timing(tmp_path):
+    from conftest import ROOT, cpu_evaluator
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
+
+    like = cpu_evaluator()
+    like.close()
+    task = resolve_task("level1/relu")
+    good = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
+    n = len(task.configs_for("cpu"))
+    assert n > 1
+    got = {}
+    for waiting in (False, True):
+        ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
+                       time_candidates=False, cache_dir=tmp_path)
+        ev._device_lock = _CountingLock(ev._device_lock, waiting)  # noqa: SLF001
+        try:
+            r = ev.evaluate(task, good, seed=2)
+        finally:
+            ev.close()
+        assert r.correct and not r.integrity_flags and len(r.configs) == n, r.feedback()
+        got[waiting] = ev._device_lock.shared_acquires  # noqa: SLF001
+    assert got == {False: 1, True: n}  # once between each two configurations, and only when a timing waits
+
+
+def test_the_lock_says_when_an_exclusive_holder_waits(tmp_path):
+    lock = SharedDeviceLock(str(tmp_path / "gpu-e.lock"))
+    lock.acquire(shared=True)
+    assert not lock.exclusive_waiting()
+    writer = threading.Thread(target=lambda: (lock.acquire(), lock.release()), daemon=True)
+    writer.start()
+    deadline = time.monotonic() + 30
+    while not lock.exclusive_waiting():
+        assert time.monotonic() < deadline, "the waiting writer was never seen"
+        time.sleep(0.001)
+    lock.release()
+    writer.join(30)
+    assert not writer.is_alive() and not lock.exclusive_waiting()
