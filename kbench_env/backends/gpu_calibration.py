@@ -3,8 +3,8 @@ reference cache's drift check compares it with the one its entries were timed be
 
 The CPU's form (backends/base.py) times one 64 MB copy per call by the host clock around a device-wide synchronise:
 on a GPU that copy takes ~30 us, of the order of the synchronise's own latency, so the figure moved with the host's
-load (builds on every core) and with the allocation's placement; on an H200 three fresh processes read it 5-8 %
-off the stored one (issue #36). Here every figure is device time between CUDA events around several back-to-back
+load (builds on every core) and with the allocation's placement, enough to invalidate a cache between processes.
+Here every figure is device time between CUDA events around several back-to-back
 calls (no host clock inside), on a 256 MB copy (~0.1 ms each), after a warm-up that brings the clocks up; it is
 measured in ROUNDS rounds, each on buffers allocated afresh, and the median of the rounds' best is the figure, so a
 round slowed by another process's kernels (a worker starting beside it) does not move it.

@@ -16,8 +16,8 @@ from kbench_env.executors.ray_executor import RayExecutor  # ray itself (the [ra
 def make_executor(kind: str = "auto", **kwargs):
     """A "local", "processes" or "ray" executor; arguments as in ``kbench_env.executors.options``. "auto" (the
     default): one process per device where ``device`` names several (every GPU of a multi-GPU host), so that the
-    GPUs' trusted sides share no interpreter (on 4 H100s one process's device hold per candidate grew from 3.6 s
-    on 2 GPUs to 6.3 s: bench/results/multi_gpu.md), else the local executor."""
+    GPUs' trusted sides share no interpreter (in one process a candidate's device hold grows with the GPUs
+    that process serves), else the local executor."""
     if kind == "auto":
         kind = "processes" if len(local_devices(kwargs.get("device", "auto"))) > 1 else "local"
     if kind == "local":

@@ -72,7 +72,7 @@ class Baselines:
         start the reference's worker, load it and run each configuration whose reference is not timed yet (eager,
         and compiled: torch.compile's compile, seconds, is here), so that the device's exclusive hold only times.
         The worker waits for ``times`` (of this or another candidate of the task), which times with the inputs it
-        ran. Nothing to do, or a failure: ``times`` does it all as before (and reports what failed)."""
+        ran. Nothing to do, or a failure: ``times`` does it all (and reports what failed)."""
         key = (task.name, task.source_hash)
         with self._lock:
             lock = self._task_locks.setdefault(key, threading.Lock())

@@ -7,7 +7,7 @@ inputs (the reference run on the device, then the comparison) need not: the outp
 calls are kept (copies on the device), and judged once the timing has released its exclusive hold, under a shared
 one beside other candidates' checks. Nothing is checked less: the same calls, chosen the same way after their
 block ran, read at the same moment, compared with the same reference; what changes is when the comparison runs,
-and that a wrong output no longer cuts the timing short (a wrong candidate's timing runs to its end, then fails).
+and that a wrong output does not cut the timing short (a wrong candidate's timing runs to its end, then fails).
 
 What is kept is bounded (``budget`` bytes per configuration's timing); past it the checks are judged at once, as
 before.

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from kbench_env.sandbox import buildcache
 
 #: How long a spare worker waits for a candidate before it exits (it holds a process, and on a GPU a CUDA context).
-#: Longer than a KernelBench-format build (61-74 s on an H200 with 16 at once, issue #36), since spares are started
+#: Longer than a KernelBench-format build with many at once, since spares are started
 #: while the candidates in flight build, and than a trainer's generation between two batches (a minute or two).
 SPARE_IDLE_S = 300.0
 
