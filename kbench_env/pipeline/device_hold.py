@@ -43,7 +43,9 @@ def make_device_lock(device: str, lock_dir, shared_checks: bool):
     if not shared_checks:
         return (DeviceLock(path) if path else threading.Lock()), None
     lock = SharedDeviceLock(path)
-    return lock, threading.BoundedSemaphore(lock.max_shared + 1)
+    # as many again as may check at once: checked candidates queued for their timing (the queue that keeps the
+    # device's timing fed) and timed ones whose read outputs wait to be judged (deferred_checks.py)
+    return lock, threading.BoundedSemaphore(2 * lock.max_shared)
 
 
 def device_stages(ev, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
