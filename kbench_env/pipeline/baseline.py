@@ -16,6 +16,7 @@ from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.worker_process import Worker
+from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.task import Config, Task
 
 #: A GPU's measured capacity (bandwidth, FLOP rates, graph-node gap), kept for this process's later evaluators of
@@ -137,11 +138,12 @@ class Baselines:
                     "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
             expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
             if Device.parse(self.device).is_cpu:  # this side's clock, as the candidate's (blocks.py)
-                t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout).timing
+                t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout,
+                                draws=input_draws(task, cfg)).timing
                 h = {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms}
             else:  # device events, as the candidate's; its figures bound the candidate's (gpu_blocks.py)
                 g = time_gpu(w, name, inputs, self.noise, self.timing, self.limits.time_timeout, self.device,
-                             backward=task.backward)
+                             backward=task.backward, draws=input_draws(task, cfg))
                 h = {"median_ms": g.timing.median_ms, "iqr_ms": g.timing.iqr_ms, "gpu": g.reference_figures()}
             if compiled:
                 out["compile_ms"] = h["median_ms"]
