@@ -32,6 +32,13 @@ from kbench_env.tasks.task import TaskError
 
 ATTACKS = ROOT / "tests" / "data" / "attacks"
 TASK = resolve_task("level1/embedding")
+#: The task with a larger shown configuration (4 MiB of output a call): the per-call overhead of a Python forward
+#: (~40 us on a loaded 2-core machine) is then small beside the lookup, so what a cache gains is plain (several
+#: times the honest speedup, against under 2x on the shipped 256 KiB configuration).
+WIDE = load_task(read(ROOT / "tasks/level1/embedding.py").replace(
+    '"sizes": {"batch_size": 8, "seq_len": 64, "num_embeddings": 1000, "embedding_dim": 128}',
+    '"sizes": {"batch_size": 16, "seq_len": 256, "num_embeddings": 4096, "embedding_dim": 256}'),
+    name="level1/embedding_wide")
 HONEST = read(ROOT / "tasks/solutions/cpu/level1/embedding.py")
 MARGIN = 1.5
 SEED = 34
@@ -113,7 +120,7 @@ def ev(evaluator):
 
 @pytest.fixture(scope="module")
 def honest(ev):
-    r = ev.evaluate(TASK, HONEST, seed=SEED)
+    r = ev.evaluate(WIDE, HONEST, seed=SEED)
     assert r.correct and not r.integrity_flags and r.speedup, r.feedback()
     return r
 
@@ -130,11 +137,11 @@ def _kinds(r) -> list:
 
 
 def test_a_cache_keyed_on_the_ids_is_paid_no_more_than_the_honest_kernel(ev, honest):
-    r = _evaluate(ev, TASK, read(ATTACKS / "embedding_ids_cache.py"))
+    r = _evaluate(ev, WIDE, read(ATTACKS / "embedding_ids_cache.py"))
     if r.integrity_flags or not r.correct:
         assert r.reward <= 0, r.feedback()
         return
-    again = ev.evaluate(TASK, HONEST, seed=SEED)
+    again = ev.evaluate(WIDE, HONEST, seed=SEED)
     best = max(honest.speedup, again.speedup or 0.0)
     assert r.speedup <= MARGIN * best, (
         f"unflagged, correct and paid {r.speedup:.2f}x (reward {r.reward:.2f}) against the honest kernel's "
