@@ -27,7 +27,7 @@ GPU_CALIBRATIONS: dict = {}
 
 class Baselines:
     """One evaluator's reference timings (per task source and configuration), the device calibration and the
-    roofline floors made from it (``floors``, plausibility's cache). ``timing`` is the evaluator's timing
+    figures the roofline floors are made of (``floors``: output bytes and FLOPs, plausibility's cache). ``timing`` is the evaluator's timing
     parameters, which the calibration completes with the CUDA graph-node gap. ``disk_root``: the reference cache's
     folder (reference_cache.py), or None to keep timings in memory only."""
 
@@ -169,8 +169,8 @@ class Baselines:
 
     def recalibrate(self, task: Task, configs: list[Config]) -> None:
         """Measure the device again (in a reference worker) and keep, per figure, the best rate measured so far:
-        load can only make a measured rate lower than the device's, so the highest is the closest to it. The
-        floors made from the old calibration are dropped."""
+        load can only make a measured rate lower than the device's, so the highest is the closest to it (the
+        floors are made from the calibration of the moment: plausibility.floor)."""
         with self.worker(task) as w:
             expect(w.recv(self.limits.build_timeout, "reference load"), task)
             w.send({"type": msg.CALIBRATE, "dtypes": sorted({c.dtype for c in configs})})
@@ -184,7 +184,6 @@ class Baselines:
             key = (self.device, self.backend_name)
             if key in GPU_CALIBRATIONS:
                 GPU_CALIBRATIONS[key] = cal
-            self.floors.clear()
 
 
 def expect(reply, task: Task) -> dict:

@@ -84,6 +84,7 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
                      f"(median wall {_median(bt.walls_ms):.3f} ms, reported {_median(bt.device_ms):.3f} ms); "
                      f"the bound was used")
     cr.candidate_ms, cr.candidate_spread_ms = bt.timing.median_ms, bt.timing.iqr_ms
+    cr.timed_block_calls = bt.block if isinstance(bt, gpu_blocks.GpuTiming) else bt.timing.reps // max(1, bt.blocks)
     return True
 
 
