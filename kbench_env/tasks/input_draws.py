@@ -113,7 +113,11 @@ def _make(task: Task, config: Config) -> list:
     declared = _declared(task, mod, len(shapes))
     if not any(integer):
         return [None] * len(shapes)
-    draws = [task.instantiate(config, seed)[2] for seed in range(DRAWS)]
+    draws = []
+    for seed in range(DRAWS):  # only the integer inputs are kept (a GPU configuration's floats take gigabytes)
+        made = task.instantiate(config, seed)[2]
+        draws.append([x if is_int else None for x, is_int in zip(made, integer)])
+        del made
     out = []
     for i, is_int in enumerate(integer):
         if not is_int:
