@@ -27,9 +27,9 @@ GPU_CALIBRATIONS: dict = {}
 
 class Baselines:
     """One evaluator's reference timings (per task source and configuration), the device calibration and the
-    figures the roofline floors are made of (``floors``: output bytes and FLOPs, plausibility's cache). ``timing`` is the evaluator's timing
-    parameters, which the calibration completes with the CUDA graph-node gap. ``disk_root``: the reference cache's
-    folder (reference_cache.py), or None to keep timings in memory only."""
+    figures the roofline floors are made of (``floors``: output bytes and FLOPs, plausibility's cache). ``timing``
+    is the evaluator's timing parameters, which the calibration completes with the CUDA graph-node gap.
+    ``disk_root``: the reference cache's folder (reference_cache.py), or None to keep timings in memory only."""
 
     def __init__(self, device: str, backend_name: str, build_root: str, limits: Limits, timing: dict,
                  compile_baseline: bool, noise: float, input_sets: int, disk_root=None):

@@ -4,9 +4,10 @@ Every timed call gets its own inputs: the configuration's checked inputs plus de
 floating tensor's standard deviation, and its integer and boolean inputs (ids, indices, labels, masks) drawn afresh
 within the range the task gives them (tasks/input_draws.py), so neither a cache keyed on pointers nor one keyed on
 contents can return a stored result. An input that cannot vary is kept as made; a configuration none of whose
-inputs varies has its outputs poisoned between blocks instead (``varies``; blocks.py). Each call's inputs follow from a 64-bit key drawn here with ``secrets`` when its block is prepared;
-the worker sees a call's inputs only once the block that uses them has started (pipeline/blocks.py), and nothing
-it has seen lets it derive the next key. The trusted side remakes a checked call's inputs from its key.
+inputs varies has its outputs poisoned between blocks instead (``varies``; blocks.py). Each call's inputs follow
+from a 64-bit key drawn here with ``secrets`` when its block is prepared; the worker sees a call's inputs only
+once the block that uses them has started (pipeline/blocks.py), and nothing it has seen lets it derive the next
+key. The trusted side remakes a checked call's inputs from its key.
 
 Fresh normal noise per call costs more than a small kernel on the CPU; a large tensor (over ``BANK_ABOVE``
 elements) takes its noise from a bank of ``BANK`` secret noise vectors instead, the key choosing a vector and a
