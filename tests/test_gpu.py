@@ -637,3 +637,84 @@ def test_gpu_block_inputs_draw_integers_in_range_that_vary():
     assert staged.device.type == "cuda" and staged.shape == (8, *inputs[0].shape)
     assert int(staged.min()) >= 0 and int(staged.max()) < mod.num_embeddings
     assert not torch.equal(staged[0], staged[1]) and not torch.equal(staged[0], inputs[0])
+
+
+#: A task whose only input is a constant (positions): nothing a timed call gets can vary, so the trusted side
+#: overwrites every output of a block with NaN once it is checked. The cache returns its first output for every
+#: later call (no kernel): it must earn nothing; the honest kernel writes every call and passes.
+FIXED_TASK_GPU = '''"""Sine of fixed positions: the task's only input is a constant."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, pos):
+        return torch.sin(pos.to(torch.float32) * 0.001)
+
+
+n = 1 << 20
+
+
+def get_inputs():
+    return [torch.arange(n)]
+
+
+def get_init_inputs():
+    return []
+
+
+KBENCH = {"level": 1, "configs": [{"name": "gpu", "sizes": {"n": 1048576}},
+                                  {"name": "gpu-odd", "sizes": {"n": 40009}, "held_out": True}]}
+'''
+
+FIXED_CUDA = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void kb_sine(const int64_t* pos, float* out, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = sinf((float)pos[i] * 0.001f);
+}
+
+torch::Tensor sine_positions(torch::Tensor pos) {
+    auto p = pos.contiguous();
+    auto out = torch::empty(p.sizes(), p.options().dtype(torch::kFloat));
+    const int64_t n = p.numel();
+    const int grid = (int)std::min<int64_t>((n + 255) / 256, 4096);
+    if (n) kb_sine<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(p.data_ptr<int64_t>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+ext = load_inline(name="kb_cuda_fixed_NAME", cpp_sources="torch::Tensor sine_positions(torch::Tensor pos);",
+                  cuda_sources=cuda_source, functions=["sine_positions"], extra_cuda_cflags=["-O3"])
+KEEP = MODE
+
+
+class ModelNew(nn.Module):
+    def forward(self, pos):
+        self.calls = getattr(self, "calls", 0) + 1
+        if KEEP and self.calls > 2:  # after the audited run and its repeat
+            return self.kept
+        self.kept = ext.sine_positions(pos)
+        return self.kept
+'''
+
+
+def test_gpu_outputs_of_a_task_that_cannot_vary_are_poisoned_between_blocks():
+    from kbench_env.tasks.loading import load_task
+
+    task = load_task(FIXED_TASK_GPU, name="test/fixed_positions_gpu")
+    sources = {"honest": FIXED_CUDA.replace("NAME", "honest").replace("MODE", "False"),
+               "keep_first": FIXED_CUDA.replace("NAME", "keep").replace("MODE", "True")}
+    honest, keep = _evaluate_recorded(_evaluator("cuda"), [(task, s) for s in sources.values()],
+                                      [("cuda_fixed_input", n) for n in sources], "cuda", 2)
+    assert honest.correct and not honest.integrity_flags, honest.feedback()
+    assert keep.compiled and keep.error_stage not in ("screen", "build", "load"), keep.feedback()
+    assert keep.integrity_flags or not keep.correct, keep.feedback()
+    assert keep.reward <= 0, keep.feedback()
