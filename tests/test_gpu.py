@@ -521,3 +521,200 @@ def test_an_evaluator_of_the_second_gpu_evaluates_and_calibrates_there():
     assert results[1].device == "cuda:1"
     bw0, bw1 = (c["bandwidth"] for c in calibrations)
     assert 0.8 < bw1 / bw0 < 1.25, calibrations
+
+
+# ---------------------------------------------------------------------- integer inputs (issue #34)
+
+#: level1/embedding on the GPU: an honest gather, and the issue's attack: a device-side comparison of this call's
+#: ids with the last call's, the gather skipped when they are equal (the last output kept in a buffer the forward
+#: returns every call). Before the ids were drawn per timed call, the cache was paid 1.60x against 0.93x honest
+#: on an H200 (issue #34); with fresh ids it never hits, and a call's output is overwritten by the next call's.
+EMBED_CUDA = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+__global__ void kb_same_ids(const int64_t* ids, int64_t* last, int64_t n, int* same) {
+    __shared__ int diff;
+    if (threadIdx.x == 0) diff = 0;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) if (ids[i] != last[i]) diff = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) *same = !diff;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) last[i] = ids[i];
+}
+
+template <typename T>
+__global__ void kb_gather(const int64_t* ids, const T* w, T* out, int64_t n, int64_t dim, const int* same) {
+    if (same != nullptr && *same) return;
+    const int64_t total = n * dim;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < total; k += (int64_t)gridDim.x * blockDim.x)
+        out[k] = w[ids[k / dim] * dim + k % dim];
+}
+
+void embed_into(torch::Tensor ids, torch::Tensor weight, torch::Tensor out, torch::Tensor last, torch::Tensor same,
+                bool cache) {
+    const at::cuda::OptionalCUDAGuard guard(ids.device());
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const int64_t n = ids.numel(), dim = weight.size(1);
+    if (cache) kb_same_ids<<<1, 1024, 0, stream>>>(ids.data_ptr<int64_t>(), last.data_ptr<int64_t>(), n,
+                                                   same.data_ptr<int>());
+    const int grid = (int)std::min<int64_t>((n * dim + 255) / 256, 4096);
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, weight.scalar_type(), "kb_gather", [&] {
+        kb_gather<scalar_t><<<grid, 256, 0, stream>>>(ids.data_ptr<int64_t>(), weight.data_ptr<scalar_t>(),
+                                                      out.data_ptr<scalar_t>(), n, dim,
+                                                      cache ? same.data_ptr<int>() : nullptr);
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+"""
+
+cpp_source = "void embed_into(torch::Tensor ids, torch::Tensor weight, torch::Tensor out, torch::Tensor last, torch::Tensor same, bool cache);"
+
+ext = load_inline(name="kb_cuda_embed_NAME", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                  functions=["embed_into"], extra_cuda_cflags=["-O3"])
+CACHE = MODE
+
+
+class ModelNew(nn.Module):
+    def __init__(self, num_embeddings: int, embedding_dim: int):
+        super().__init__()
+        self.embed = nn.Embedding(num_embeddings, embedding_dim)
+        self.kept = None
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        ids = ids.contiguous()
+        w = self.embed.weight.contiguous()
+        shape = (*ids.shape, w.shape[1])
+        if not CACHE:
+            out = torch.empty(shape, device=w.device, dtype=w.dtype)
+            ext.embed_into(ids, w, out, ids, ids, False)
+            return out
+        if self.kept is None or self.kept[0].shape != shape:
+            self.kept = (torch.empty(shape, device=w.device, dtype=w.dtype),
+                         torch.full((ids.numel(),), -1, device=w.device, dtype=torch.int64),
+                         torch.zeros(1, device=w.device, dtype=torch.int32))
+        out, last, same = self.kept
+        ext.embed_into(ids, w, out, last, same, True)
+        return out
+'''
+
+
+@pytest.fixture(scope="module")
+def integer_results():
+    task = resolve_task("level1/embedding")
+    sources = {"honest": EMBED_CUDA.replace("NAME", "honest").replace("MODE", "False"),
+               "ids_cache": EMBED_CUDA.replace("NAME", "cache").replace("MODE", "True")}
+    out = _evaluate_recorded(_evaluator("cuda"), [(task, s) for s in sources.values()],
+                             [("cuda_integers", n) for n in sources], "cuda", 2)
+    return dict(zip(sources, out))
+
+
+def test_cuda_embedding_ids_cache_is_paid_no_more_than_the_honest_kernel(integer_results):
+    honest, attack = integer_results["honest"], integer_results["ids_cache"]
+    assert honest.correct and not honest.integrity_flags and honest.speedup, honest.feedback()
+    assert attack.compiled and attack.error_stage not in ("screen", "build", "load"), attack.feedback()
+    if attack.integrity_flags or not attack.correct:
+        assert attack.reward <= 0, attack.feedback()
+        return
+    assert attack.speedup <= 1.5 * honest.speedup, (
+        f"unflagged, correct and paid {attack.speedup:.2f}x against the honest kernel's {honest.speedup:.2f}x\n"
+        f"{attack.feedback()}")
+
+
+def test_gpu_block_inputs_draw_integers_in_range_that_vary():
+    from kbench_env.pipeline.gpu_blocks import BlockInputs
+    from kbench_env.tasks.input_draws import input_draws
+
+    task = resolve_task("level1/embedding")
+    cfg = next(c for c in task.configs_for("cuda") if c.name == "gpu")
+    mod, _, inputs = task.instantiate(cfg, 3, "cuda")
+    staged = BlockInputs(inputs, 1e-2, 8, "cuda", input_draws(task, cfg)).draw()[0]
+    assert staged.device.type == "cuda" and staged.shape == (8, *inputs[0].shape)
+    assert int(staged.min()) >= 0 and int(staged.max()) < mod.num_embeddings
+    assert not torch.equal(staged[0], staged[1]) and not torch.equal(staged[0], inputs[0])
+
+
+#: A task whose only input is a constant (positions): nothing a timed call gets can vary, so the trusted side
+#: overwrites every output of a block with NaN once it is checked. The cache returns its first output for every
+#: later call (no kernel): it must earn nothing; the honest kernel writes every call and passes.
+FIXED_TASK_GPU = '''"""Sine of fixed positions: the task's only input is a constant."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, pos):
+        return torch.sin(pos.to(torch.float32) * 0.001)
+
+
+n = 1 << 20
+
+
+def get_inputs():
+    return [torch.arange(n)]
+
+
+def get_init_inputs():
+    return []
+
+
+KBENCH = {"level": 1, "configs": [{"name": "gpu", "sizes": {"n": 1048576}},
+                                  {"name": "gpu-odd", "sizes": {"n": 40009}, "held_out": True}]}
+'''
+
+FIXED_CUDA = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+
+__global__ void kb_sine(const int64_t* pos, float* out, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = sinf((float)pos[i] * 0.001f);
+}
+
+torch::Tensor sine_positions(torch::Tensor pos) {
+    auto p = pos.contiguous();
+    auto out = torch::empty(p.sizes(), p.options().dtype(torch::kFloat));
+    const int64_t n = p.numel();
+    const int grid = (int)std::min<int64_t>((n + 255) / 256, 4096);
+    if (n) kb_sine<<<grid, 256, 0, at::cuda::getCurrentCUDAStream()>>>(p.data_ptr<int64_t>(), out.data_ptr<float>(), n);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return out;
+}
+"""
+
+ext = load_inline(name="kb_cuda_fixed_NAME", cpp_sources="torch::Tensor sine_positions(torch::Tensor pos);",
+                  cuda_sources=cuda_source, functions=["sine_positions"], extra_cuda_cflags=["-O3"])
+KEEP = MODE
+
+
+class ModelNew(nn.Module):
+    def forward(self, pos):
+        self.calls = getattr(self, "calls", 0) + 1
+        if KEEP and self.calls > 2:  # after the audited run and its repeat
+            return self.kept
+        self.kept = ext.sine_positions(pos)
+        return self.kept
+'''
+
+
+def test_gpu_outputs_of_a_task_that_cannot_vary_are_poisoned_between_blocks():
+    from kbench_env.tasks.loading import load_task
+
+    task = load_task(FIXED_TASK_GPU, name="test/fixed_positions_gpu")
+    sources = {"honest": FIXED_CUDA.replace("NAME", "honest").replace("MODE", "False"),
+               "keep_first": FIXED_CUDA.replace("NAME", "keep").replace("MODE", "True")}
+    honest, keep = _evaluate_recorded(_evaluator("cuda"), [(task, s) for s in sources.values()],
+                                      [("cuda_fixed_input", n) for n in sources], "cuda", 2)
+    assert honest.correct and not honest.integrity_flags, honest.feedback()
+    assert keep.compiled and keep.error_stage not in ("screen", "build", "load"), keep.feedback()
+    assert keep.integrity_flags or not keep.correct, keep.feedback()
+    assert keep.reward <= 0, keep.feedback()

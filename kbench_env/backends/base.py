@@ -13,6 +13,10 @@ from kbench_env.tasks.task import DTYPES
 from kbench_env.worker import timing
 from kbench_env.pipeline.coverage import own_call
 
+#: The calibration's copy: this many bytes read and as many written, so its bandwidth is that of a working set of
+#: twice this (the roofline floor applies it only to blocks whose outputs take at least as much: plausibility.py).
+CALIBRATION_COPY_BYTES = 64 << 20
+
 
 class Backend:
     name = "base"
@@ -52,8 +56,9 @@ class Backend:
         return _CountingModule(module, self)
 
     def calibrate(self, device: str, dtypes: list) -> dict:
-        """Measured copy bandwidth (bytes/s) and matrix-product rate (FLOP/s per dtype) of this device."""
-        n = (64 << 20) // 4
+        """Measured copy bandwidth (bytes/s, read and written bytes counted: a copy of CALIBRATION_COPY_BYTES) and
+        matrix-product rate (FLOP/s per dtype) of this device."""
+        n = CALIBRATION_COPY_BYTES // 4
         x = torch.empty(n, device=device)
         y = torch.empty_like(x)
         t = timing.time_calls(lambda: y.copy_(x), lambda j: [], warmup=2, min_reps=5, max_reps=20,

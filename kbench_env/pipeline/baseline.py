@@ -16,6 +16,7 @@ from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.worker_process import Worker
+from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.task import Config, Task
 
 #: A GPU's measured capacity (bandwidth, FLOP rates, graph-node gap), kept for this process's later evaluators of
@@ -26,9 +27,9 @@ GPU_CALIBRATIONS: dict = {}
 
 class Baselines:
     """One evaluator's reference timings (per task source and configuration), the device calibration and the
-    roofline floors made from it (``floors``, plausibility's cache). ``timing`` is the evaluator's timing
-    parameters, which the calibration completes with the CUDA graph-node gap. ``disk_root``: the reference cache's
-    folder (reference_cache.py), or None to keep timings in memory only."""
+    figures the roofline floors are made of (``floors``: output bytes and FLOPs, plausibility's cache). ``timing``
+    is the evaluator's timing parameters, which the calibration completes with the CUDA graph-node gap.
+    ``disk_root``: the reference cache's folder (reference_cache.py), or None to keep timings in memory only."""
 
     def __init__(self, device: str, backend_name: str, build_root: str, limits: Limits, timing: dict,
                  compile_baseline: bool, noise: float, input_sets: int, disk_root=None):
@@ -205,11 +206,12 @@ class Baselines:
             if name not in ran:
                 self._run_reference(w, task, cfg, prepared, label, compiled)
             if Device.parse(self.device).is_cpu:  # this side's clock, as the candidate's (blocks.py)
-                t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout).timing
+                t = time_blocks(w, name, inputs, self.noise, self.timing, self.limits.time_timeout,
+                                draws=input_draws(task, cfg)).timing
                 h = {"median_ms": t.median_ms, "iqr_ms": t.iqr_ms}
             else:  # device events, as the candidate's; its figures bound the candidate's (gpu_blocks.py)
                 g = time_gpu(w, name, inputs, self.noise, self.timing, self.limits.time_timeout, self.device,
-                             backward=task.backward)
+                             backward=task.backward, draws=input_draws(task, cfg))
                 h = {"median_ms": g.timing.median_ms, "iqr_ms": g.timing.iqr_ms, "gpu": g.reference_figures()}
             if compiled:
                 out["compile_ms"] = h["median_ms"]
@@ -235,8 +237,8 @@ class Baselines:
 
     def recalibrate(self, task: Task, configs: list[Config]) -> None:
         """Measure the device again (in a reference worker) and keep, per figure, the best rate measured so far:
-        load can only make a measured rate lower than the device's, so the highest is the closest to it. The
-        floors made from the old calibration are dropped."""
+        load can only make a measured rate lower than the device's, so the highest is the closest to it (the
+        floors are made from the calibration of the moment: plausibility.floor)."""
         with self.worker(task) as w:
             expect(w.recv(self.limits.build_timeout, "reference load"), task)
             w.send({"type": msg.CALIBRATE, "dtypes": sorted({c.dtype for c in configs})})
@@ -250,7 +252,6 @@ class Baselines:
             key = (self.device, self.backend_name)
             if key in GPU_CALIBRATIONS:
                 GPU_CALIBRATIONS[key] = cal
-            self.floors.clear()
 
 
 def expect(reply, task: Task) -> dict:

@@ -8,7 +8,10 @@ One configuration's timing, driven from this side (the worker is an executor: wo
    (BLOCK); at DONE it stops the clock and stops the worker, reads the outputs of ``check_calls`` calls chosen now
    out of the block straight from the worker's memory and compares them with the reference for those calls'
    inputs; the block's time over its number of calls is one sample;
-3. the first block (``warmup`` calls) is not a sample: it warms caches and sizes the later blocks so that each
+3. a configuration none of whose inputs can vary between calls (revealed_inputs.py ``varies``) has every output of
+   a block overwritten with garbage once the block is checked (``poison_outputs``): an output kept from an earlier
+   call and returned again reads as garbage when checked, as a stale one does when the inputs change;
+4. the first block (``warmup`` calls) is not a sample: it warms caches and sizes the later blocks so that each
    runs about ``block_seconds`` (the exchange around a block stays under 1 % of it),
    within ``BLOCK_BYTES`` of inputs and outputs.
 
@@ -96,6 +99,27 @@ def read_outputs(mem, layout: list, row: list) -> list:
     return leaves
 
 
+def poison_outputs(mem, layout: list, table: list) -> None:
+    """Every output tensor of the block's calls, in the stopped worker's memory, overwritten with 0xff bytes (NaN
+    in every floating dtype, -1 in the integer ones). Outputs ``read_outputs`` would refuse are left alone (they
+    are wrong if checked)."""
+    for row in table:
+        pos = 0
+        for d in layout:
+            if "ndim" not in d:
+                continue
+            n = int(d["ndim"])
+            ptr, shape, stride = row[pos], row[pos + 1:pos + 1 + n], row[pos + 1 + n:pos + 1 + 2 * n]
+            pos += 1 + 2 * n
+            dtype = _DTYPES.get(d.get("dtype"))
+            numel = math.prod(shape)
+            if dtype is None or ptr <= 0 or numel <= 0 or any(v < 0 for v in (*shape, *stride)):
+                continue
+            span = 1 + sum((a - 1) * b for a, b in zip(shape, stride))
+            if span <= 4 * numel + 4096 and span * dtype.itemsize <= BLOCK_BYTES:
+                mem.write(int(ptr), b"\xff" * (span * dtype.itemsize))
+
+
 class TimedCallFailed(Exception):
     """The worker answered a timing request with an ERROR: the candidate failed in a timed call (its message)."""
 
@@ -168,6 +192,17 @@ class _Run:
                 return j, why
         return None
 
+    def poison(self, layout: list, table: list) -> tuple[int, str] | None:
+        """Outputs poisoned once checked, where no input of a call can vary (module docstring, step 3); an output
+        that cannot be overwritten is wrong, as one that cannot be read is (its call, why)."""
+        if self.inputs.varies:
+            return None
+        try:
+            poison_outputs(self.mem, layout, table)
+        except Exception as exc:  # noqa: BLE001 - whatever the worker described: an output kept out of reach
+            return 0, f"its output could not be overwritten between blocks ({type(exc).__name__}: {exc})"
+        return None
+
     def release(self) -> None:
         self.request({"type": msg.RELEASE, "config": self.config}, "release of a timed block's outputs")
 
@@ -193,18 +228,18 @@ def _bytes_per_call(inputs: RevealedInputs, layout: list, row: list) -> int:
 
 
 def time_blocks(worker, config: str, originals: list, noise: float, params: dict, timeout: float,
-                check=None, check_calls: int = 1) -> BlockTiming:
+                check=None, check_calls: int = 1, draws: list | None = None) -> BlockTiming:
     """Time configuration ``config`` (already run in ``worker``) by this side's clock. ``check(out_leaves,
     inputs)`` returns why an output is wrong for its inputs, or None; without it (the reference's timing) nothing
-    is checked. Raises TimedCallFailed if the candidate fails in a timed call, WorkerError if the worker breaks
-    the exchange."""
+    is checked. ``draws`` (tasks/input_draws.py) makes integer inputs fresh per call. Raises TimedCallFailed if
+    the candidate fails in a timed call, WorkerError if the worker breaks the exchange."""
     p = _params(params)
-    run = _Run(worker, config, RevealedInputs(originals, noise), timeout, check, max(1, check_calls))
+    run = _Run(worker, config, RevealedInputs(originals, noise, draws), timeout, check, max(1, check_calls))
     run.freezer.freeze()
     try:
         run.slots(p["warmup"])
         seconds, keys, layout, table = run.block(p["warmup"])
-        wrong = run.verdict(keys, layout, table)
+        wrong = run.verdict(keys, layout, table) or run.poison(layout, table)
         if wrong is not None:
             return BlockTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=run.check_seconds)
         run.release()
@@ -214,7 +249,7 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
         times, calls, total, start = [], 0, 0.0, time.monotonic()
         while True:
             seconds, keys, layout, table = run.block(k)
-            wrong = run.verdict(keys, layout, table)
+            wrong = run.verdict(keys, layout, table) or run.poison(layout, table)
             if wrong is not None:
                 return BlockTiming(wrong=wrong[1], wrong_call=calls + wrong[0], blocks=len(times),
                                    check_seconds=run.check_seconds)

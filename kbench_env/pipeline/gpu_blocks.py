@@ -4,13 +4,15 @@ The worker (worker/gpu_executor.py) captures a block of B calls as one CUDA grap
 this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this side:
 
 1. makes the block's inputs on its own GPU memory from a secret seed drawn now (``BlockInputs``: the
-   configuration's inputs plus dense noise, every call its own);
+   configuration's inputs plus dense noise, its integer inputs drawn afresh (tasks/input_draws.py), every call its
+   own);
 2. starts its clock, copies them into the worker's buffers, flushes the L2 cache, synchronises, and asks for the
    block (GPU_BLOCK); stops its clock at DONE. Whatever the candidate computes once the inputs exist, it computes
    inside this side's window;
 3. reads the outputs of ``check_calls`` calls chosen now straight from the worker's memory and compares them with
    the reference's for those calls' inputs (at once, or, with ``defer``, after the timing, out of its exclusive
-   hold of the device: deferred_checks.py);
+   hold of the device: deferred_checks.py); where no input of a call can vary, overwrites every output of the
+   block with NaN (-1 for integers) before the next, so an output kept from an earlier call reads as garbage;
 4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall clock
    is not; the replay's whole time, nothing subtracted: backends/cuda.py says why) only down to this side's bound:
    the wall time less the block's fixed cost outside the device work (``fixed_ms``: what the reference's blocks of
@@ -41,6 +43,7 @@ from kbench_env.pipeline.integrity import input_stds
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
 from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.tasks.input_draws import varies
 from kbench_env.worker.gpu_executor import MAX_BLOCK
 from kbench_env.worker.timing import PRECISION, Timing, gpu_blocks_done, summarize
 
@@ -97,20 +100,26 @@ class GpuTiming:
 
 class BlockInputs:
     """Per block, every call's inputs at once: [B, *shape] per input tensor, the configuration's input plus noise
-    of ``noise`` times its standard deviation from a generator seeded with a secret drawn per block."""
+    of ``noise`` times its standard deviation from a generator seeded with a secret drawn per block; an integer
+    input with an ``IntegerDraw`` in ``draws`` (tasks/input_draws.py) drawn afresh for every call."""
 
-    def __init__(self, originals: list, noise: float, block: int, device):
+    def __init__(self, originals: list, noise: float, block: int, device, draws: list | None = None):
         self.originals = [x.detach().to(device) if isinstance(x, torch.Tensor) else x for x in originals]
         self.stds = input_stds(self.originals)
+        self.draws = list(draws or [None] * len(self.originals))
+        self.varies = varies(self.originals, self.draws)
         self.noise, self.block = noise, block
         self.gen = torch.Generator(device=device)
 
     def draw(self) -> list:
         self.gen.manual_seed(secrets.randbits(63))
         out = []
-        for x, std in zip(self.originals, self.stds):
+        for i, (x, std) in enumerate(zip(self.originals, self.stds)):
+            d = self.draws[i] if i < len(self.draws) else None
             if not isinstance(x, torch.Tensor):
                 out.append(None)
+            elif std is None and d is not None and d.varies and x.numel():
+                out.append(d.draw((self.block, *x.shape), self.gen, x.dtype, x.device))
             elif std is None:
                 out.append(x.unsqueeze(0).expand(self.block, *x.shape).contiguous())
             else:
@@ -147,8 +156,9 @@ class _Run:
     """One configuration's blocks in one worker: the mapped buffers, the inputs, the checks."""
 
     def __init__(self, worker, config: str, originals: list, noise: float, timeout: float, check, check_calls: int,
-                 device, backward: bool, defer: bool = False):
+                 device, backward: bool, defer: bool = False, draws: list | None = None):
         self.worker, self.config, self.timeout, self.backward = worker, config, timeout, backward
+        self.draws = draws
         self.originals, self.noise, self.device = originals, noise, torch.device(device)
         self.check, self.check_calls = check, max(1, check_calls)
         self.checks = DeferredChecks(check, defer) if check is not None else None
@@ -166,7 +176,7 @@ class _Run:
         if not isinstance(b, int) or not 1 <= b <= MAX_BLOCK or (block and b != block):
             raise WorkerError(f"the worker set up timed blocks of {b!r} calls ({block or 'its choice'} asked)")
         self.handles = list(ready.get("handles") or [])
-        self.inputs = BlockInputs(self.originals, self.noise, b, self.device)
+        self.inputs = BlockInputs(self.originals, self.noise, b, self.device, self.draws)
         entries = ready.get("inputs") or []
         if len(entries) != len(self.inputs.originals):
             raise WorkerError("the worker's input buffers do not match the configuration's inputs")
@@ -233,8 +243,27 @@ class _Run:
         finally:
             self.check_seconds += time.perf_counter() - t0
 
+    def poison(self, b: int) -> tuple[int, str] | None:
+        """Where no input of a call can vary: every output of the block's ``b`` calls overwritten in the worker's
+        memory (NaN, -1 for integers) before the next block; an output that cannot be is wrong (its call, why)."""
+        if self.inputs.varies:
+            return None
+        for j in range(b):
+            try:
+                for t in self.leaves(j):
+                    if isinstance(t, torch.Tensor) and t.numel():
+                        t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else -1)
+            except Exception as exc:  # noqa: BLE001 - whatever the worker described: out of reach is wrong
+                return j, f"its output could not be overwritten between blocks ({type(exc).__name__}: {exc})"
+        torch.cuda.synchronize(self.device)
+        return None
+
     def read(self, j: int) -> list:
         """Call ``j``'s output leaves, copied out of the worker's memory."""
+        return [t.clone() if isinstance(t, torch.Tensor) else t for t in self.leaves(j)]
+
+    def leaves(self, j: int) -> list:
+        """Call ``j``'s output leaves as tensors mapped on the worker's memory (Python numbers as they are)."""
         row = self.outputs[j] if j < len(self.outputs) else None
         if not isinstance(row, list):
             raise IpcError("the worker described no output for this call")
@@ -248,7 +277,7 @@ class _Run:
             n, dtype = int(d["ndim"]), _DTYPES.get(d.get("dtype"))
             if dtype is None or not isinstance(e, list) or len(e) != 2 + 2 * n or e[0] == -1:
                 raise IpcError(f"an output has no readable layout ({d}, {e})")
-            leaves.append(self.maps.tensor(self._handle(e[0]), e[1], dtype, e[2:2 + n], e[2 + n:]).clone())
+            leaves.append(self.maps.tensor(self._handle(e[0]), e[1], dtype, e[2:2 + n], e[2 + n:]))
         return leaves
 
     def close(self, release: bool) -> None:
@@ -283,22 +312,23 @@ def _bounded(out: GpuTiming, times: list, reference: dict, method: str, block: i
 
 def time_gpu(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,
              check=None, check_calls: int = 1, reference: dict | None = None, backward: bool = False,
-             defer: bool = False) -> GpuTiming:
+             defer: bool = False, draws: list | None = None) -> GpuTiming:
     """Time configuration ``config`` (already run in ``worker``) on the GPU. ``check(out_leaves, inputs)`` says
-    why an output is wrong for its inputs, or None; ``reference`` (the reference's ``reference_figures``) sets
+    why an output is wrong for its inputs, or None; ``draws`` (tasks/input_draws.py) makes integer inputs fresh
+    per call; ``reference`` (the reference's ``reference_figures``) sets
     the block size and bounds the reported times; without both (the reference's own timing) nothing is checked
     or bounded. Raises TimedCallFailed if the candidate fails in a timed block, WorkerError (or IpcError) if the
     worker breaks the exchange. ``defer``: the outputs read are judged later (``deferred``, deferred_checks.py)."""
-    run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, defer)
+    run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, defer, draws)
     try:
         b, method = run.set_up(int(reference["block"]) if reference else 0, params)
         out = GpuTiming(block=b, method=method)
         wall, ms, method, staged = run.block(b)  # warm-up block: checked, not a sample
-        wrong = run.verdict(staged, b, 0)
+        wrong = run.verdict(staged, b, 0) or run.poison(b)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
         while wrong is None and not (times and _stop(times, total, time.monotonic() - start, b, params)):
             wall, ms, method, staged = run.block(b)
-            wrong = run.verdict(staged, b, calls)
+            wrong = run.verdict(staged, b, calls) or run.poison(b)
             if wrong is not None:
                 break
             used = min(ms, wall)

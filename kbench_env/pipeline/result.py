@@ -40,6 +40,9 @@ class ConfigResult:
     # share of forward's device time (CPU time on the CPU) in the candidate's own kernels, from the audited
     # correctness call (coverage.py); None where not measured
     kernel_coverage: float | None = None
+    # calls in each of the candidate's timed blocks: every call's output is kept until its block is checked, so a
+    # block writes this many outputs (the roofline floor's working set: plausibility.py)
+    timed_block_calls: int | None = None
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """The inputs of timed calls, made on the trusted side from randomness the worker never sees.
 
 Every timed call gets its own inputs: the configuration's checked inputs plus dense noise of ``noise`` times each
-floating tensor's standard deviation, so neither a cache keyed on pointers nor one keyed on contents can return a
-stored result. Each call's inputs follow from a 64-bit key drawn here with ``secrets`` when its block is prepared;
-the worker sees a call's inputs only once the block that uses them has started (pipeline/blocks.py), and nothing
-it has seen lets it derive the next key. The trusted side remakes a checked call's inputs from its key.
+floating tensor's standard deviation, and its integer and boolean inputs (ids, indices, labels, masks) drawn afresh
+within the range the task gives them (tasks/input_draws.py), so neither a cache keyed on pointers nor one keyed on
+contents can return a stored result. An input that cannot vary is kept as made; a configuration none of whose
+inputs varies has its outputs poisoned between blocks instead (``varies``; blocks.py). Each call's inputs follow
+from a 64-bit key drawn here with ``secrets`` when its block is prepared; the worker sees a call's inputs only
+once the block that uses them has started (pipeline/blocks.py), and nothing it has seen lets it derive the next
+key. The trusted side remakes a checked call's inputs from its key.
 
 Fresh normal noise per call costs more than a small kernel on the CPU; a large tensor (over ``BANK_ABOVE``
 elements) takes its noise from a bank of ``BANK`` secret noise vectors instead, the key choosing a vector and a
@@ -18,6 +21,7 @@ import secrets
 import torch
 
 from kbench_env.pipeline.integrity import input_stds
+from kbench_env.tasks.input_draws import varies
 
 #: Tensors with more elements than this take their noise from the bank (rotations of secret noise vectors).
 BANK_ABOVE = 1 << 14
@@ -26,12 +30,15 @@ BANK = 4
 
 class RevealedInputs:
     """Per-call inputs for one configuration's timed calls: ``draw()`` a call's key, ``make(key)`` its inputs
-    (on the originals' device), the same for the same key."""
+    (on the originals' device), the same for the same key. ``draws`` (input_draws.input_draws: per input, its
+    IntegerDraw or None) makes the integer inputs fresh; without it they are kept as made."""
 
-    def __init__(self, originals: list, noise: float):
+    def __init__(self, originals: list, noise: float, draws: list | None = None):
         self.originals = [x.detach() if isinstance(x, torch.Tensor) else x for x in originals]
         self.noise = noise
         self.stds = input_stds(self.originals)
+        self.draws = list(draws or [None] * len(self.originals))
+        self.varies = varies(self.originals, self.draws)
         self._bank: dict = {}
         for i, x in enumerate(self.originals):
             if self.stds[i] is not None and x.numel() > BANK_ABOVE:
@@ -48,7 +55,10 @@ class RevealedInputs:
         g.manual_seed(key)
         out = []
         for i, x in enumerate(self.originals):
-            std = self.stds[i]
+            std, d = self.stds[i], self.draws[i] if i < len(self.draws) else None
+            if std is None and d is not None and d.varies and isinstance(x, torch.Tensor) and x.numel():
+                out.append(d.draw(x.shape, g, x.dtype, "cpu").to(x.device))
+                continue
             if std is None:
                 out.append(x.clone() if isinstance(x, torch.Tensor) else x)
                 continue

@@ -16,6 +16,7 @@ from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phas
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.worker_process import Worker
+from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.task import DTYPES, Config, Task, geomean
 
 
@@ -78,6 +79,7 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
     mod, init_inputs, init_seed, inputs = prepared[cfg.name]
     reference = task.reference_runner(mod, init_inputs, cfg, init_seed, ev.device)
     dtype = DTYPES[cfg.dtype]
+    draws = input_draws(task, cfg)
 
     def check(out, call_inputs):
         mismatch, _ = compare_outputs(out, reference(call_inputs), dtype, task.tolerance)
@@ -86,12 +88,12 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
     try:
         if Device.parse(ev.device).is_cpu:
             bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                    check=check, check_calls=ev.check_calls)
+                                    check=check, check_calls=ev.check_calls, draws=draws)
         else:
             bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
                                              ev.device, check=check, check_calls=ev.check_calls,
                                              reference=ref.get("gpu"), backward=task.backward,
-                                             defer=deferred is not None and ev.shared_checks)
+                                             defer=deferred is not None and ev.shared_checks, draws=draws)
     except blocks.TimedCallFailed as exc:
         result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
         result.error_stage, result.correct = "timing", False
@@ -108,6 +110,7 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
                      f"(median wall {_median(bt.walls_ms):.3f} ms, reported {_median(bt.device_ms):.3f} ms); "
                      f"the bound was used")
     cr.candidate_ms, cr.candidate_spread_ms = bt.timing.median_ms, bt.timing.iqr_ms
+    cr.timed_block_calls = bt.block if isinstance(bt, gpu_blocks.GpuTiming) else bt.timing.reps // max(1, bt.blocks)
     return True
 
 

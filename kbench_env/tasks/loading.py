@@ -56,7 +56,8 @@ def load_task(path_or_source: str | Path, name: str | None = None, dtype: str | 
     except SyntaxError as exc:
         raise TaskError(f"{filename}: not valid Python: {exc}") from None
     meta = copy.deepcopy(_literal_kbench(tree, filename))
-    unknown = set(meta) - {"level", "tags", "backward", "description", "configs", "tolerance", "tolerance_reason"}
+    unknown = set(meta) - {"level", "tags", "backward", "description", "configs", "tolerance", "tolerance_reason",
+                           "input_ranges"}
     if unknown:
         raise TaskError(f"{filename}: unknown KBENCH keys {sorted(unknown)}")
     if name is None:
@@ -83,5 +84,6 @@ def load_task(path_or_source: str | Path, name: str | None = None, dtype: str | 
         configs=configs,
         tolerance=dict(meta.get("tolerance", {})),
         tolerance_reason=meta.get("tolerance_reason", ""),
+        input_ranges=dict(meta.get("input_ranges", {})),
         derive=derive,
     )

@@ -21,12 +21,15 @@ does not have::
         ],
         "tolerance": {"float32": {"norm": 1e-4, "max": 1e-2}},  # per dtype; see compare.DEFAULT_TOLERANCES
         "tolerance_reason": "why this task needs a non-default tolerance",
+        "input_ranges": {0: {"low": 0, "high": "num_embeddings"}},  # integer inputs' fresh draws (input_draws.py)
     }
 
 A size override replaces the constant's assignment in the module before it runs, so constants derived from it
 follow. ``dtype`` casts the floating-point inputs and the model's parameters. ``devices`` lists the backends'
 device kinds the configuration is meant for (default: all); ``held_out`` configurations are never shown in the
-prompt but decide correctness. A file without ``KBENCH`` (plain KernelBench) gets its own sizes (for the GPU, held
+prompt but decide correctness. ``input_ranges`` says, by input position, what an integer or boolean input
+may hold (every timed call draws it afresh: input_draws.py); without it the range is derived from ``get_inputs``'s
+own draws. A file without ``KBENCH`` (plain KernelBench) gets its own sizes (for the GPU, held
 out) plus configurations derived for the CPU, on first use (kernelbench.py); its size constants may be expressions
 (sizes.py).
 """
@@ -155,10 +158,11 @@ class Task:
     configs: list = _LazyConfigs()
     tolerance: dict = field(default_factory=dict)
     tolerance_reason: str = ""
+    input_ranges: dict = field(default_factory=dict)
     derive: Any = field(default=None, repr=False, compare=False)
 
-    def __getstate__(self):  # built modules stay behind (a task travels to other processes without them)
-        return {k: v for k, v in self.__dict__.items() if k != "_modules"}
+    def __getstate__(self):  # built modules and drawn pools stay behind (a task travels to other processes without)
+        return {k: v for k, v in self.__dict__.items() if k not in ("_modules", "_draws")}
 
     # ------------------------------------------------------------------ configurations
     def configs_for(self, device: str) -> list[Config]:

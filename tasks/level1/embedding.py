@@ -32,6 +32,8 @@ def get_init_inputs():
 KBENCH = {
     "level": 1,
     "tags": ["indexing"],
+    # every timed call draws its own ids: any id the table has (kbench_env/tasks/input_draws.py)
+    "input_ranges": {0: {"low": 0, "high": "num_embeddings"}},
     "configs": [
         {"name": "small", "sizes": {"batch_size": 8, "seq_len": 64, "num_embeddings": 1000, "embedding_dim": 128}},
         {"name": "odd", "sizes": {"batch_size": 3, "seq_len": 45, "num_embeddings": 997, "embedding_dim": 77}, "held_out": True},
