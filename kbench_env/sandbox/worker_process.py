@@ -82,6 +82,10 @@ class Worker:
         """The build units (directories of the cache) the worker was given, in order."""
         return list(self._builds.units)
 
+    def linked(self) -> list:
+        """(library, builder/symbols.scan) of each library the worker was given, read before it loaded them."""
+        return list(self._builds.linked)
+
     @property
     def protections(self) -> dict:
         """The worker's confinement status (confinement.apply), once it has reported ({} before)."""
