@@ -45,6 +45,19 @@ def test_direct_aten_call_is_flagged_and_unpaid_under_strict(evaluator):
     assert r.reward < 0 and r.speedup is None, r.feedback()  # flagged before it runs: never timed, never paid
 
 
+def test_direct_aten_call_is_not_own_coverage_under_kernelbench(kernelbench_evaluator):
+    """Allowed under the kernelbench rules, but the GEMM runs in libtorch_cpu: the samples of the timed calls'
+    CPU time put almost none of it in the candidate's library, so its coverage is near 0 (it was 1.0: its own
+    operator's record held the whole call). The shipped hand-written GEMM keeps most of its time as its own."""
+    ev = _evaluator(kernelbench_evaluator.cache_dir, "kernelbench")
+    r = ev.evaluate(LINEAR_RELU, read(ATTACKS / "aten_direct_addmm.py"), seed=SEED)
+    assert r.correct and r.integrity_flags == [] and r.stage == "timed", r.feedback()
+    assert r.kernel_coverage is not None and r.kernel_coverage < 0.25, r.feedback()
+    honest = ev.evaluate(LINEAR_RELU, read(ROOT / "tasks/solutions/cpu/level2/linear_relu.py"), seed=SEED)
+    assert honest.correct and honest.integrity_flags == [], honest.feedback()
+    assert honest.kernel_coverage is not None and honest.kernel_coverage > 0.5, honest.feedback()
+
+
 @pytest.mark.parametrize("name, kinds", [("record_switch_plain", ("audit_blinded", "sandbox_violation")),
                                          ("record_switch_obfuscated", ("sandbox_violation",))])
 def test_record_switch_from_python_is_flagged(evaluator, name, kinds):
@@ -54,3 +67,78 @@ def test_record_switch_from_python_is_flagged(evaluator, name, kinds):
     got = _kinds(r)
     assert all(k in got for k in kinds), f"{name}: flags {r.integrity_flags}, expected {list(kinds)}\n{r.feedback()}"
     assert r.reward < 0, r.feedback()
+
+
+# ---------------------------------------------------------------------- the symbol check, on libraries built here
+
+_CALLS = r"""
+#include <cstdint>
+#include <dlfcn.h>
+namespace at {
+struct Tensor;
+namespace cpu { void addmm(int); void empty(int); }
+namespace cuda { void getCurrentCUDAStream(int); namespace blas { void gemm(int); } }
+namespace native { void copy_(int); void cpublas_gemm(int); }
+namespace _ops { struct addmm { static void redispatch(int); static void call(int); };
+                 struct empty_memory_format { static void redispatch(int); }; }
+void enableRecordFunction(bool);
+void addmm(int);  // the dispatcher's entry: its operator record shows it to the audit
+}
+extern "C" void cblas_sgemm(int);
+extern "C" void %s(int n) {
+  at::cpu::addmm(n); at::cpu::empty(n); at::cuda::getCurrentCUDAStream(n); at::cuda::blas::gemm(n);
+  at::native::copy_(n); at::native::cpublas_gemm(n); at::_ops::addmm::redispatch(n); at::_ops::addmm::call(n);
+  at::_ops::empty_memory_format::redispatch(n); at::addmm(n); cblas_sgemm(n);
+  if (n < 0) at::enableRecordFunction(false);
+  if (n < -1) dlsym(nullptr, "x");
+}
+"""
+
+
+def _library(tmp_path, body: str, name: str = "calls") -> str:
+    import subprocess
+
+    src, lib = tmp_path / f"{name}.cpp", tmp_path / f"{name}.so"
+    src.write_text(body)
+    subprocess.run(["c++", "-shared", "-fPIC", "-O1", str(src), "-o", str(lib)], check=True, timeout=120)
+    return str(lib)
+
+
+def test_symbols_name_what_reaches_compute_past_the_dispatcher(tmp_path):
+    from kbench_env.builder import symbols
+    from kbench_env.pipeline import linked
+
+    scan = symbols.scan(_library(tmp_path, _CALLS % "entry"))
+    kinds = {s["name"]: linked.kind_of(s) for s in scan["suspects"]}
+    assert kinds == {"at::cpu::addmm": "compute", "at::cpu::empty": None, "at::cuda::getCurrentCUDAStream": None,
+                     "at::cuda::blas::gemm": "compute", "at::native::copy_": None,
+                     "at::native::cpublas_gemm": "compute", "at::_ops::addmm::redispatch": "compute",
+                     "at::_ops::empty_memory_format::redispatch": None, "cblas_sgemm": "compute",
+                     "at::enableRecordFunction": "control", "dlsym": "lookup"}, kinds
+    flags = linked.flags([("/cache/unit/calls.so", scan)])
+    assert [f.split(":", 1)[0] for f in flags] == ["audit_blinded", "pytorch_compute_linked"], flags
+    assert "at::cpu::addmm" in flags[1] and "cblas_sgemm" in flags[1] and "at::cpu::empty" not in flags[1]
+
+
+def test_an_honest_library_names_no_suspect_and_kernelbench_drops_the_compute_flag(tmp_path):
+    from kbench_env.builder import symbols
+    from kbench_env.pipeline import rules
+
+    honest = _library(tmp_path, '#include <cmath>\nextern "C" void relu(float* y, long n) '
+                                '{ for (long i = 0; i < n; ++i) y[i] = std::fmax(y[i], 0.0f); }', "honest")
+    assert symbols.scan(honest) == {"suspects": []}
+    calls = [("calls.so", symbols.scan(_library(tmp_path, _CALLS % "entry")))]
+    assert [f.split(":", 1)[0] for f in rules.linked_flags("kernelbench", calls)] == ["audit_blinded"]
+    assert [f.split(":", 1)[0] for f in rules.linked_flags("strict", calls)] == ["audit_blinded",
+                                                                                 "pytorch_compute_linked"]
+
+
+def test_a_library_that_is_not_elf_is_flagged_under_strict(tmp_path):
+    from kbench_env.builder import symbols
+    from kbench_env.pipeline import rules
+
+    path = tmp_path / "odd.so"
+    path.write_bytes(b"#!/bin/sh\n")
+    scan = symbols.scan(str(path))
+    assert "unreadable" in scan
+    assert [f.split(":", 1)[0] for f in rules.linked_flags("strict", [(str(path), scan)])] == ["pytorch_compute_linked"]

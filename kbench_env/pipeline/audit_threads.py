@@ -101,7 +101,7 @@ def library_controls() -> list[tuple[str, list[str]]]:
 
 
 @functools.lru_cache(maxsize=1)
-def _trusted_prefixes() -> tuple:
+def trusted_prefixes() -> tuple:
     dirs = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, os.path.dirname(torch.__file__),
             *site.getsitepackages(), site.getusersitepackages()}
     # as the loader names them (through symbolic links, e.g. a linked virtual environment) and resolved
@@ -131,7 +131,7 @@ def _loaded() -> list[str]:
 
 
 def _foreign_libraries() -> list[str]:
-    trusted = _trusted_prefixes()
+    trusted = trusted_prefixes()
     return sorted({p for p in _loaded() if p.startswith("/") and not p.startswith(trusted)})
 
 

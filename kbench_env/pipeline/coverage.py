@@ -12,6 +12,14 @@ What is the candidate's own:
 The records are trusted only while they are no more than the counted calls into the candidate's code (the
 candidate could open such records itself); untrusted, they count as nobody's.
 
+A record says who was called, not whose code ran: a library of the candidate's that calls ``at::cpu::addmm`` runs
+MKL's GEMM inside its own record. So the CPU's figure is also bounded by where the timed calls' CPU time was
+sampled by the trusted side (sandbox/samples.py, ``sampled_share``): the share of samples in the candidate's own
+libraries (those the builder gave its worker) among those in its own, PyTorch's and math libraries', anonymous
+executable memory and any other file that is not the system's or the Python installation's; the coverage is the
+smaller of the two. On a GPU a kernel counts as the candidate's only if its name is one its own libraries define
+(``own_kernel``'s ``own_names``) or is not named like a library's.
+
 On the CPU (``cpu_us``): forward's CPU time is the time of the outermost own regions and PyTorch operators (glue
 such as copies included, Python overhead between them not); own is the own regions' time less the PyTorch compute
 inside them. On a GPU (``device_us``, with the kineto profiler): the device time of every kernel, copy and fill
@@ -25,6 +33,8 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import os
+import re
 
 import torch
 
@@ -231,6 +241,44 @@ def _device_rows(events, dev: list, c: _Classifier) -> list:
 
 
 # ---------------------------------------------------------------------- parent side
+
+#: Library files whose samples are PyTorch's or a math library's work, wherever they are installed: ATen's kernels
+#: (libtorch_cpu, libtorch_cuda, libtorch) and the math libraries. Not its Python binding (libtorch_python) nor c10
+#: (the candidate's own calls pass through both), nor an OpenMP runtime (the candidate's threads wait there too).
+_MATH_FILES = re.compile(r"^lib(?:torch_cpu|torch_cuda|torch\.so|mkl|dnnl|mkldnn|openblas|scipy_openblas|blas|cblas|"
+                         r"lapack|cublas|cudnn|cusparse|cusolver|cufft|nvjit|fbgemm|xnnpack|nnpack|sleef)", re.I)
+#: Samples below this many (in the candidate's own, PyTorch's and foreign code together) decide nothing.
+MIN_SAMPLES = 20
+
+
+def sampled_share(counts: dict, own_paths, trusted_prefixes: tuple) -> float | None:
+    """The share of CPU samples (sandbox/samples.Sampler.counts) in the candidate's own libraries (``own_paths``)
+    among those in its own, PyTorch's or a math library's (``_MATH_FILES``), anonymous executable memory and
+    files outside ``trusted_prefixes`` (the system's and the Python installation's); None with fewer than
+    MIN_SAMPLES of them or no own library. The interpreter, the C library and the OpenMP runtime are nobody's."""
+    own_paths = {os.path.realpath(p) for p in own_paths}
+    if not own_paths:
+        return None
+    own = other = 0
+    for path, n in counts.items():
+        real = os.path.realpath(path) if path.startswith("/") else path
+        if real in own_paths or path in own_paths:
+            own += n
+        elif path.startswith("["):  # [anonymous] is code no file backs: foreign; [vdso] the kernel's clock
+            other += n if path == "[anonymous]" else 0
+        elif _MATH_FILES.match(os.path.basename(path)) or not real.startswith(trusted_prefixes):
+            other += n
+    if own + other < MIN_SAMPLES:
+        return None
+    return own / (own + other)
+
+
+def bounded(profile: float | None, share: float | None) -> float | None:
+    """The coverage from the profile bounded by the sampled share (either may be missing)."""
+    if share is None:
+        return profile
+    return round(min(share, 1.0 if profile is None else profile), 4)
+
 
 
 def own_kernel(name: str, cls, torch_kernel_prefixes) -> bool:

@@ -80,7 +80,7 @@ def kind_of(suspect: dict) -> str | None:
     return "compute" if op is not None else None
 
 
-def _named(entries: list, limit: int = 4) -> str:
+def _named(entries: list, limit: int = 6) -> str:
     names = sorted({s.get("name") or s.get("symbol") for s in entries})
     more = f" and {len(names) - limit} more" if len(names) > limit else ""
     return ", ".join(names[:limit]) + more
