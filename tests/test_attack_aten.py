@@ -142,3 +142,48 @@ def test_a_library_that_is_not_elf_is_flagged_under_strict(tmp_path):
     scan = symbols.scan(str(path))
     assert "unreadable" in scan
     assert [f.split(":", 1)[0] for f in rules.linked_flags("strict", [(str(path), scan)])] == ["pytorch_compute_linked"]
+
+
+# ---------------------------------------------------------------------- GPU coverage: whose kernel is it
+
+_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_cublas"
+
+
+def test_a_library_named_kernel_launched_from_own_code_is_own_only_if_its_library_defines_it():
+    """The report of at::cuda::addmm called from the candidate's extension: cuBLAS's GEMM is launched inside the
+    candidate's call ("own" by its launcher) but named like a library's kernel and defined in none of its
+    libraries; its ReLU kernel is. A CUTLASS kernel of the candidate's own (named like a library's) stays own."""
+    from kbench_env.pipeline import coverage
+
+    report = {"device_us": [[_GEMM, "own", 900.0], ["void kb_relu_inplace(float*, long)", "own", 100.0]]}
+    assert coverage.coverage(report, coverage.TORCH_KERNEL_PREFIXES) == 1.0  # no libraries known: the old rule
+    own = {"kb_relu_inplace", "linear_relu"}
+    assert coverage.coverage(report, coverage.TORCH_KERNEL_PREFIXES, own) == pytest.approx(0.1)
+    cutlass = {"device_us": [["void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm>(cutlass_80_tensorop_s1688gemm"
+                              "::Params)", "own", 500.0]]}
+    assert coverage.coverage(cutlass, coverage.TORCH_KERNEL_PREFIXES, {"cutlass::Kernel2"}) == 1.0
+    assert coverage.coverage(cutlass, coverage.TORCH_KERNEL_PREFIXES, {"kb_relu_inplace"}) == 0.0
+
+
+def test_the_kernels_a_cuda_library_defines_are_named_as_the_profiler_names_them(tmp_path):
+    import shutil
+    import subprocess
+
+    from kbench_env.builder import symbols
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc")
+    src, lib = tmp_path / "k.cu", tmp_path / "k.so"
+    src.write_text("namespace cutlass { template <typename Op> __global__ void Kernel2(typename Op::Params p) {} }\n"
+                   "struct MyOp { struct Params { int x; }; };\n"
+                   "namespace { template <typename T> __global__ void relu(const T* x, T* y, long n) {} }\n"
+                   'extern "C" __global__ void plain_kernel(float* y) {}\n'
+                   "void launch(float* y) { cutlass::Kernel2<MyOp><<<1, 1>>>(MyOp::Params{1}); "
+                   "relu<float><<<1, 1>>>(y, y, 1); plain_kernel<<<1, 1>>>(y); }\n")
+    subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-arch=sm_90", str(src), "-o",
+                    str(lib)], check=True, timeout=300)
+    scan = symbols.scan(str(lib))
+    profiled = ["void cutlass::Kernel2<MyOp>(MyOp::Params)", "void (anonymous namespace)::relu<float>(float const*, "
+                "float*, long)", "plain_kernel"]
+    assert all(symbols.kernel_name(k) in scan["defines"] for k in profiled), scan["defines"]
+    assert scan["suspects"] == [], scan["suspects"]  # cudart linked as torch's extensions link it: no lookups

@@ -60,14 +60,18 @@ _CONTROL_PREFIXES = tuple(RECORD_CONTROLS)
 MAX_SUSPECTS = 200
 
 _SHT_SYMTAB, _SHT_DYNSYM = 2, 11
+_STT_FUNC = 2
+#: At most this many names of defined functions are kept per library (``scan``'s "defines").
+MAX_DEFINES = 4096
 
 
 class UnreadableLibrary(ValueError):
     """The artefact is not an ELF file this reader understands (the message says what it is)."""
 
 
-def symbols(data: bytes) -> list[tuple[str, bool]]:
-    """(name, defined) of every named symbol in an ELF64 little-endian file's ``.dynsym`` and ``.symtab``."""
+def symbols(data: bytes, functions: list | None = None) -> list[tuple[str, bool]]:
+    """(name, defined) of every named symbol in an ELF64 little-endian file's ``.dynsym`` and ``.symtab``; the
+    names of the functions it defines are also appended to ``functions`` when given."""
     if data[:4] != b"\x7fELF":
         raise UnreadableLibrary("not an ELF file")
     if data[4] != 2 or data[5] != 1:
@@ -86,12 +90,14 @@ def symbols(data: bytes) -> list[tuple[str, bool]]:
             raise UnreadableLibrary("a symbol table lies outside the file")
         strings = data[str_off:str_off + str_size]
         for pos in range(offset, offset + size - entsize + 1, entsize):
-            name_at, _, _, shndx = struct.unpack_from("<IBBH", data, pos)
+            name_at, info, _, shndx = struct.unpack_from("<IBBH", data, pos)
             if not name_at or name_at >= len(strings):
                 continue
             end = strings.find(b"\0", name_at)
             name = strings[name_at:end if end >= 0 else len(strings)].decode("ascii", "replace")
             out.append((name, shndx != 0))
+            if functions is not None and shndx != 0 and info & 0xF == _STT_FUNC:
+                functions.append(name)
     return out
 
 
@@ -100,7 +106,7 @@ def nested_name(mangled: str) -> list[str]:
     addmm), as far as plain source names go (a template argument or substitution ends it); [] for a C name."""
     if not mangled.startswith("_Z"):
         return []
-    i = 2
+    i = 3 if mangled.startswith("L", 2) else 2  # internal linkage (a static function)
     if mangled.startswith("N", i):
         i += 1
         while i < len(mangled) and mangled[i] in "KVrRO":  # cv- and ref-qualifiers of a member function
@@ -144,11 +150,11 @@ def _suspect(name: str, defined: bool) -> bool:
     return parts[1] == "_ops" and len(parts) >= 4 and parts[3].startswith("redispatch")
 
 
-def suspects(data: bytes) -> list[dict]:
+def suspects(data: bytes, functions: list | None = None) -> list[dict]:
     """The library's suspect symbols, each {"symbol": mangled, "name": readable, "defined": bool}: those of
-    ``_suspect``, at most MAX_SUSPECTS, each once."""
+    ``_suspect``, at most MAX_SUSPECTS, each once (``functions``: as ``symbols``)."""
     seen, out = set(), []
-    for name, defined in symbols(data):
+    for name, defined in symbols(data, functions):
         base = name.split("@", 1)[0]  # a versioned name (cblas_sgemm@VERSION)
         if (base, defined) in seen or not _suspect(base, defined):
             continue
@@ -159,11 +165,34 @@ def suspects(data: bytes) -> list[dict]:
     return out
 
 
+_STUB = "__device_stub__"
+
+
+def kernel_name(name: str) -> str:
+    """A function's qualified name without its arguments, template arguments, return type and anonymous namespaces,
+    from a mangled symbol (``_ZN7cutlass7Kernel2I...`` -> ``cutlass::Kernel2``) or a profiler's demangled kernel name
+    (``void cutlass::Kernel2<...>(...)`` -> ``cutlass::Kernel2``): how a GPU kernel the profiler names is matched
+    with the functions a library defines (a kernel's host stub has the kernel's own symbol)."""
+    parts = nested_name(name) if name.startswith("_Z") else []
+    stub = parts[-1] if len(parts) == 1 else name
+    if stub.startswith(_STUB):  # nvcc's host stub of a kernel: __device_stub__ + the kernel's symbol without "_"
+        return kernel_name("_" + stub[len(_STUB):])
+    if name.startswith("_Z"):
+        return "::".join(p for p in parts if not p.startswith("_GLOBAL__N")) if parts else name
+    name = name.replace("(anonymous namespace)::", "")
+    cut = min([i for i in (name.find("("), name.find("<")) if i >= 0], default=len(name))
+    head = name[:cut].strip()
+    return head.rsplit(" ", 1)[-1]  # the return type of a template's instantiation goes
+
+
 def scan(path: str) -> dict:
-    """{"suspects": [...]} of the library at ``path``, or {"unreadable": why} when it is not ELF64 little-endian."""
+    """{"suspects": [...], "defines": [kernel_name of each function it defines]} of the library at ``path``, or
+    {"unreadable": why} when it is not ELF64 little-endian."""
     with open(path, "rb") as f:
         data = f.read()
+    functions: list = []
     try:
-        return {"suspects": suspects(data)}
+        found = suspects(data, functions)
     except (UnreadableLibrary, struct.error) as exc:
         return {"unreadable": str(exc)}
+    return {"suspects": found, "defines": sorted({kernel_name(f) for f in functions})[:MAX_DEFINES]}

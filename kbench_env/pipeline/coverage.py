@@ -38,6 +38,7 @@ import re
 
 import torch
 
+from kbench_env.builder.symbols import kernel_name
 from kbench_env.device import Device
 
 #: Profiler records around a launch of the candidate's Triton kernel (its internals are the kernel's own).
@@ -281,28 +282,34 @@ def bounded(profile: float | None, share: float | None) -> float | None:
 
 
 
-def own_kernel(name: str, cls, torch_kernel_prefixes) -> bool:
+def own_kernel(name: str, cls, torch_kernel_prefixes, own_names=None) -> bool:
     """Whether a device kernel row is the candidate's: launched from its code (and not a PyTorch kernel or a copy
-    by name), or of unknown launcher (no host launch seen) and not named like PyTorch's or a library's."""
+    by name), or of unknown launcher (no host launch seen) and not named like PyTorch's or a library's. A kernel
+    named like a library's (cuBLAS's, CUTLASS's) launched from the candidate's code, as ``at::cuda::addmm`` called
+    from its extension launches one, is its own only if one of its libraries defines a function of that name
+    (``own_names``, linked.own_kernel_names; None where the candidate built no library, e.g. Triton kernels)."""
     if cls in ("torch", "other") or name.startswith(NEVER_OWN):
         return False
-    return cls == "own" or not name.startswith(tuple(torch_kernel_prefixes))
+    library_named = name.startswith(tuple(torch_kernel_prefixes))
+    if library_named and own_names is not None:
+        return kernel_name(name) in own_names
+    return cls == "own" or not library_named
 
 
-def own_device_kernels(report: dict, torch_kernel_prefixes) -> list[str]:
+def own_device_kernels(report: dict, torch_kernel_prefixes, own_names=None) -> list[str]:
     """Names of the candidate's own device kernels that ran in the audited call."""
     if "device_us" in report:
-        return [n for n, cls, _ in report["device_us"] if own_kernel(n, cls, torch_kernel_prefixes)]
+        return [n for n, cls, _ in report["device_us"] if own_kernel(n, cls, torch_kernel_prefixes, own_names)]
     return [k for k in report.get("gpu_kernels", []) if not k.startswith(tuple(torch_kernel_prefixes))]
 
 
-def coverage(report: dict, torch_kernel_prefixes=()) -> float | None:
+def coverage(report: dict, torch_kernel_prefixes=(), own_names=None) -> float | None:
     """The fraction of forward's device time (CPU time on the CPU) in the candidate's own kernels, from a
     ForwardAudit report; None where the profile has no times (audit off, or no device events)."""
     if report.get("device_us"):
         rows = report["device_us"]
         total = sum(us for _, _, us in rows)
-        own = sum(us for n, cls, us in rows if own_kernel(n, cls, torch_kernel_prefixes))
+        own = sum(us for n, cls, us in rows if own_kernel(n, cls, torch_kernel_prefixes, own_names))
     elif report.get("cpu_us"):
         own, total = report["cpu_us"]["own"], report["cpu_us"]["total"]
     else:

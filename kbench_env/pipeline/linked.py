@@ -80,6 +80,14 @@ def kind_of(suspect: dict) -> str | None:
     return "compute" if op is not None else None
 
 
+def own_kernel_names(linked: list) -> set | None:
+    """The names (symbols.kernel_name) of the functions the candidate's libraries define, a GPU kernel's host stub
+    among them; None when it built no library (coverage.own_kernel then goes by the launcher and the name)."""
+    if not linked:
+        return None
+    return {name for _, scan in linked for name in scan.get("defines", ())}
+
+
 def _named(entries: list, limit: int = 6) -> str:
     names = sorted({s.get("name") or s.get("symbol") for s in entries})
     more = f" and {len(names) - limit} more" if len(names) > limit else ""

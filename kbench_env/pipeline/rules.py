@@ -49,10 +49,10 @@ def check_rules(rules) -> str:
                      f"operators allowed beside at least one kernel of the candidate's own that runs)")
 
 
-def audit_flags(rules: str, report: dict, config: str, torch_kernel_prefixes=()) -> list[str]:
-    """The integrity flags of one configuration's forward audit under ``rules``."""
+def audit_flags(rules: str, report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[str]:
+    """The integrity flags of one configuration's forward audit under ``rules`` (``own_names``: as coverage's)."""
     dropped = _FLAG_DROPPED[rules]
-    return [f for f in integrity.audit_flags(report, config, torch_kernel_prefixes)
+    return [f for f in integrity.audit_flags(report, config, torch_kernel_prefixes, own_names)
             if f.split(":", 1)[0] not in dropped]
 
 
@@ -62,14 +62,15 @@ def linked_flags(rules: str, linked: list) -> list[str]:
     return [f for f in linked_mod.flags(linked) if f.split(":", 1)[0] not in dropped]
 
 
-def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=()) -> list[str]:
+def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=(), own_names=None) -> list[str]:
     """One configuration's audit judged: its kernel coverage recorded on ``config_result`` and the evaluation's
-    ``result`` (the mean over the configurations measured so far); returns its integrity flags under ``rules``."""
+    ``result`` (the mean over the configurations measured so far); returns its integrity flags under ``rules``.
+    ``own_names``: the functions the candidate's libraries define (linked.own_kernel_names; coverage.own_kernel)."""
     report = report or {}
-    config_result.kernel_coverage = coverage(report, torch_kernel_prefixes)
+    config_result.kernel_coverage = coverage(report, torch_kernel_prefixes, own_names)
     measured = [c.kernel_coverage for c in result.configs if c.kernel_coverage is not None]
     result.kernel_coverage = round(sum(measured) / len(measured), 4) if measured else None
-    return audit_flags(rules, report, config_result.name, torch_kernel_prefixes)
+    return audit_flags(rules, report, config_result.name, torch_kernel_prefixes, own_names)
 
 
 def prompt_rules(backend_rules: str, rules: str) -> str:
