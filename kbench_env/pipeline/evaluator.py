@@ -36,7 +36,7 @@ from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
 from kbench_env.pipeline.device_hold import device_stages, make_device_lock
 from kbench_env.pipeline.reference_cache import resolve_root
-from kbench_env.pipeline.reports import flag, flag_sandbox_violations
+from kbench_env.pipeline.reports import flag_builds, flag_record_switches, flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.threads import trusted_threads
@@ -213,10 +213,7 @@ class Evaluator:
             result.error, result.error_stage = str(exc), "screen"
             return
         result.stage = "screened"
-        switches = screen_mod.record_switches(source)
-        if switches:  # it still runs: its feedback shows what the switch did (refused in the worker)
-            flag(result, f"audit_blinded: the source names {', '.join(switches[:4])}, which switch PyTorch's operator "
-                         f"records off or hook every operator, hiding what forward runs from the forward audit")
+        flag_record_switches(source, result)  # it still runs: its feedback shows the switch refused
         configs = task.configs_for(self.device)
         seed = secrets.randbits(62) if seed is None else seed
         try:
@@ -226,7 +223,7 @@ class Evaluator:
                 finally:
                     result.worker_seconds = round(worker.busy_seconds, 4)
                     flag_sandbox_violations(worker, result)
-                    self._flag_linked(worker, result)  # builds made after the build stage (in __init__, forward)
+                    flag_builds(self.rules, worker, result)  # builds made after the build stage (in forward)
         except WorkerError as exc:
             timing_failed = result.stage == "correct"
             result.error = str(exc)
@@ -240,18 +237,9 @@ class Evaluator:
     def _run_stages(self, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
         with phase(result, "build"):
             build(worker, result, self.limits.build_timeout)  # concurrent with other candidates' builds and runs
-        if not result.compiled or self._flag_linked(worker, result):
+        if not result.compiled or flag_builds(self.rules, worker, result):
             return  # a build flagged by its symbols does not run
         device_stages(self, task, configs, seed, worker, result)
-
-    def _flag_linked(self, worker, result: EvalResult) -> bool:
-        """Flag what the candidate's builds call past the dispatcher (rules.linked_flags); True if any flag."""
-        found = rules_mod.linked_flags(self.rules, worker.linked())
-        for text in found:
-            flag(result, text)
-        if found:
-            result.correct = False
-        return bool(found)
 
     def _trusted_threads(self):
         """torch's thread count in this process while the evaluation holds the device (threads.trusted_threads)."""
