@@ -240,7 +240,8 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
         if wrong is not None:
             return BlockTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=run.check_seconds)
         run.release()
-        k = _block_size(seconds / p["warmup"], _bytes_per_call(run.inputs, layout, table[0]), p)
+        per_call_bytes = _bytes_per_call(run.inputs, layout, table[0])
+        k = _block_size(seconds / p["warmup"], per_call_bytes, p)
         if k != p["warmup"]:
             run.slots(k)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
@@ -260,8 +261,12 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
         t = summarize(times)
         bt = BlockTiming(timing=Timing(t.median_ms, t.iqr_ms, calls, t.times_ms), blocks=len(times),
                          check_seconds=run.check_seconds)
-        if sampler is not None:
-            _sample(run, k, sampler, bt)
+        if sampler is not None:  # blocks of block_seconds, whatever max_reps capped the timed ones to
+            ks = min(MAX_BLOCK_CALLS, max(1, BLOCK_BYTES // max(1, per_call_bytes)),
+                     max(k, math.ceil(p["block_seconds"] / max(t.median_ms / 1e3, 1e-9))))
+            if ks != k:
+                run.slots(ks)
+            _sample(run, ks, sampler, bt)
         return bt
     finally:
         if run.freezer.frozen:
