@@ -187,3 +187,29 @@ def test_the_kernels_a_cuda_library_defines_are_named_as_the_profiler_names_them
                 "float*, long)", "plain_kernel"]
     assert all(symbols.kernel_name(k) in scan["defines"] for k in profiled), scan["defines"]
     assert scan["suspects"] == [], scan["suspects"]  # cudart linked as torch's extensions link it: no lookups
+
+
+def test_a_library_the_candidate_wrote_and_loaded_itself_is_judged_as_a_build(evaluator, tmp_path):
+    """The builder's symbol check, walked around: the candidate carries a library built elsewhere (here by the test,
+    naming at::cpu::addmm) as bytes, writes it into its scratch directory and loads it with ctypes. The trusted
+    side reads the worker's executable mappings and judges that library as a build: flagged under strict."""
+    import base64
+    import os
+    import subprocess
+
+    import torch
+
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    src, lib = tmp_path / "prebuilt.cpp", tmp_path / "prebuilt.so"
+    src.write_text("namespace c10 { struct Scalar; }\n"
+                   "namespace at { struct Tensor; namespace cpu { Tensor addmm(const Tensor&, const Tensor&, "
+                   "const Tensor&, const c10::Scalar&, const c10::Scalar&); } }\n"
+                   'extern "C" void* kb_gemm() { return (void*)&at::cpu::addmm; }\n')
+    subprocess.run(["c++", "-shared", "-fPIC", "-O1", str(src), "-o", str(lib), f"-L{lib_dir}", "-Wl,--no-as-needed",
+                    "-ltorch_cpu", f"-Wl,-rpath,{lib_dir}"], check=True, timeout=120)
+    source = read(ATTACKS / "prebuilt_library.py").replace("__BLOB__", base64.b64encode(lib.read_bytes()).decode())
+    ev = _evaluator(evaluator.cache_dir, "strict")
+    r = ev.evaluate(resolve_task("level1/relu"), source, seed=SEED)
+    assert r.compiled, r.feedback()
+    assert "pytorch_compute_linked" in _kinds(r) and "kb_prebuilt.so" in " ".join(r.integrity_flags), r.feedback()
+    assert r.reward < 0, r.feedback()

@@ -10,6 +10,9 @@ builder/symbols.py), before the worker loads them. Of the suspects found there:
   ``at::native::copy_``: the operators integrity.ALLOWED_GLUE names) are not compute. Under ``rules="kernelbench"``
   PyTorch's compute is allowed and the flag is dropped (rules.py); the kernel coverage still counts that work as
   PyTorch's (coverage.py: only time sampled in the candidate's own libraries is its own).
+- **Libraries the builder did not make** that the worker has mapped from outside the system and the Python
+  installation (one the candidate wrote into its scratch directory and loaded with ctypes): judged as builds, but
+  for run-time lookups (Triton's kernel launchers, compiled in a GPU worker, call ``dlsym``).
 - **RecordFunction's switches and global hooks** (``at::enableRecordFunction``, what ``at::RecordFunctionGuard``
   calls): ``audit_blinded`` under either rule (an honest kernel has no use for them).
 """
@@ -95,8 +98,9 @@ def _named(entries: list, limit: int = 6) -> str:
 
 
 def flags(linked: list) -> list[str]:
-    """The integrity flags of the candidate's builds (``Worker.linked()``: [(library, scan)]); rules.linked_flags
-    drops those its rules allow."""
+    """The integrity flags of the candidate's builds (``Worker.linked()``: [(library, scan)], a scan with "mapped"
+    for a library the worker mapped that the builder did not make); rules.linked_flags drops those its rules
+    allow."""
     out, compute, controls = [], [], []
     for library, scan in linked:
         name = os.path.basename(library)
@@ -111,7 +115,7 @@ def flags(linked: list) -> list[str]:
         if kinds.get("compute"):
             own = " (its own copy)" if any(s.get("defined") for s in kinds["compute"]) else ""
             compute.append(f"{name} calls {_named(kinds['compute'])}{own}")
-        if kinds.get("lookup"):
+        if kinds.get("lookup") and not scan.get("mapped"):  # Triton's launchers, built in the worker, use dlsym
             compute.append(f"{name} looks symbols up at run time ({_named(kinds['lookup'])}), which reaches them "
                            f"unnamed")
     if controls:

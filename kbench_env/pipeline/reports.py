@@ -5,6 +5,7 @@ its source spells out; and the rule that a result carries at most one flag of ea
 from __future__ import annotations
 
 from kbench_env.pipeline import rules as rules_mod
+from kbench_env.pipeline.audit_threads import trusted_prefixes
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.screen import record_switches
 from kbench_env.sandbox.worker_process import Worker
@@ -49,8 +50,9 @@ def flag_sandbox_violations(worker: Worker, result: EvalResult) -> None:
 
 def flag_builds(rules: str, worker: Worker, result: EvalResult) -> bool:
     """Flag what the candidate's builds call past the dispatcher or switch (rules.linked_flags, from the symbols of
-    the libraries the worker was given); True if there is any such flag."""
-    found = rules_mod.linked_flags(rules, worker.linked())
+    the libraries the worker was given, and of any other library it has mapped from outside the system and the
+    Python installation: one it wrote and loaded itself); True if there is any such flag."""
+    found = rules_mod.linked_flags(rules, worker.linked(mapped_from=trusted_prefixes()))
     for text in found:
         flag(result, text)
     if found:

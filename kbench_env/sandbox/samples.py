@@ -156,3 +156,20 @@ class Sampler:
         for thread in self._threads.values():
             thread.close()
         self._threads.clear()
+
+
+def executable_files(pid: int) -> list[str]:
+    """The files process ``pid`` has mapped executable (its /proc/<pid>/maps, read here), in order; a file deleted
+    since it was mapped keeps its " (deleted)" mark (it then cannot be read: scan_library says so)."""
+    out: list = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                if len(parts) == 6 and "x" in parts[1] and parts[5].startswith("/"):
+                    path = parts[5].rstrip("\n")
+                    if path not in out:
+                        out.append(path)
+    except OSError:
+        pass
+    return out

@@ -81,7 +81,7 @@ class WorkerBuilds:
         self.units.append(unit)
         path = os.path.join(self._root, unit, os.path.basename(reply["artifact"]))
         if not any(p == path for p, _ in self.linked):
-            self.linked.append((path, _scan(path)))
+            self.linked.append((path, scan_library(path)))
         return {"ok": True, "path": path, "module": reply.get("module"), "cached": bool(reply.get("cached")),
                 "python_module": bool(reply.get("python_module", True)), "seconds": reply.get("seconds")}
 
@@ -97,7 +97,7 @@ class WorkerBuilds:
 _SCANS: dict = {}  # (path, inode, size, mtime) -> symbols.scan: a cache unit's library does not change in place
 
 
-def _scan(path: str) -> dict:
+def scan_library(path: str) -> dict:
     """builder/symbols.scan of the library at ``path`` (once per file as it is)."""
     try:
         st = os.stat(path)
