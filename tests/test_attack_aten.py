@@ -213,3 +213,32 @@ def test_a_library_the_candidate_wrote_and_loaded_itself_is_judged_as_a_build(ev
     assert r.compiled, r.feedback()
     assert "pytorch_compute_linked" in _kinds(r) and "kb_prebuilt.so" in " ".join(r.integrity_flags), r.feedback()
     assert r.reward < 0, r.feedback()
+
+
+def test_the_sampler_puts_a_busy_process_in_the_code_it_runs():
+    """sandbox/samples.py from the trusted side: a child spinning in the interpreter is sampled there."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from kbench_env.sandbox.samples import Sampler
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 20: pass"])
+    try:
+        sampler = Sampler(child.pid, period_ns=100_000)
+        sampler.attach()
+        if not sampler.available:
+            pytest.skip(f"no perf events here: {sampler.why_not}")
+        deadline = time.monotonic() + 10
+        while sum(sampler.counts.values()) < 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            sampler.drain()
+        sampler.close()
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+    top = max(sampler.counts, key=sampler.counts.get)
+    assert sum(sampler.counts.values()) >= 200, sampler.counts
+    assert "python" in os.path.basename(top), sampler.counts  # the interpreter (its binary or libpython)
+    assert sampler.counts[top] > 0.5 * sum(sampler.counts.values()), sampler.counts

@@ -90,6 +90,7 @@ class Sampler:
         self.why_not: str | None = None if self.available else f"no perf_event_open number for {platform.machine()}"
         self._threads: dict = {}
         self._maps: tuple = ([], [])
+        self.partial = False  # some threads could not be sampled (why_not says why)
 
     def attach(self) -> None:
         """Sample every thread the process has now (call while it is stopped); threads already sampled go on."""
@@ -100,21 +101,23 @@ class Sampler:
         except OSError:
             return
         for tid in tids:
-            if tid in self._threads or len(self._threads) >= MAX_THREADS:
+            if tid in self._threads or len(self._threads) >= MAX_THREADS or self.partial:
                 continue
             fd = _libc.syscall(_NR, _attr(self.period_ns), tid, -1, -1, _FLAG_FD_CLOEXEC)
             if fd < 0:
                 err = ctypes.get_errno()
                 if err == 3:  # ESRCH: the thread has just exited
                     continue
-                self._off(f"perf_event_open refused ({os.strerror(err)})")
+                self._refused(f"perf_event_open refused ({os.strerror(err)})")
                 return
             try:
                 thread = _Thread(fd)
                 fcntl.ioctl(fd, _IOC_ENABLE, 0)
             except OSError as exc:
                 os.close(fd)
-                self._off(f"its sample buffer could not be mapped ({exc.strerror})")
+                # the perf buffers a user may lock are bounded (perf_event_mlock_kb): past it, the threads taken on
+                # so far go on being sampled
+                self._refused(f"its sample buffer could not be mapped ({exc.strerror})")
                 return
             self._threads[tid] = thread
 
@@ -148,9 +151,12 @@ class Sampler:
         rows.sort()
         return [r[0] for r in rows], rows
 
-    def _off(self, why: str) -> None:
-        self.available, self.why_not = False, why
-        self.close()
+    def _refused(self, why: str) -> None:
+        """No more threads can be sampled: none at all (``available`` False) if none was taken on yet."""
+        self.why_not = why
+        self.partial = True
+        if not self._threads:
+            self.available = False
 
     def close(self) -> None:
         for thread in self._threads.values():
