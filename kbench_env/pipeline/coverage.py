@@ -53,7 +53,10 @@ TORCH_KERNEL_PREFIXES = ("void at::", "at::", "void (anonymous namespace)::", "M
                          "void implicit_convolve", "void explicit_convolve", "void precomputed_convolve",
                          "sm75_", "sm86_", "sm89_", "sm100_", "sm120_", "void cask", "void nchwToNhwc",
                          "void nhwcToNchw", "void tensorTransformGeneric", "void op_generic_tensor_kernel",
-                         "triton_poi_", "triton_red_", "triton_per_", "triton_tem_")
+                         "triton_poi_", "triton_red_", "triton_per_", "triton_tem_",
+                         # cuBLAS's own kernels for small or odd shapes
+                         "void gemm", "void splitKreduce", "void reduce_1Block", "void dot_kernel", "void scal_kernel",
+                         "void axpy_kernel", "void gemv2", "void gemvNSP", "void trsm", "void ger_kernel")
 #: Kernel names that are never the candidate's, whoever launched them: PyTorch's own namespace and copies/fills.
 NEVER_OWN = ("void at::", "at::", "Memcpy", "Memset")
 #: Rows of per-kernel device time the worker reports; the rest are summed into one row counted as not own.
