@@ -27,7 +27,7 @@ DIRECT_NAMESPACES = frozenset({"cpu", "cuda", "mps", "xpu", "mtia", "native", "c
                                "compositeexplicitautogradnonfunctional", "compositeimplicitautograd",
                                "compositeimplicitautogradnestedtensor", "sparsecpu", "sparsecuda", "sparsecsrcpu",
                                "sparsecsrcuda", "quantizedcpu", "quantizedcuda", "mkldnn", "nestedtensorcpu",
-                               "nestedtensorcuda", "vec", "mkldnn_cpu"})
+                               "nestedtensorcuda", "mkldnn_cpu"})
 #: Names of math libraries' entry points: BLAS (C and Fortran), LAPACK, MKL, oneDNN, cuBLAS(Lt), cuDNN, cuSPARSE,
 #: cuSOLVER, cuFFT, CUTLASS's device-wide library, NNPACK, XNNPACK, FBGEMM.
 MATH_LIBRARY = re.compile(

@@ -59,7 +59,7 @@ def operator_of(name: str) -> str | None:
 
 
 def _glue(op: str | None) -> bool:
-    return op is not None and (op in ALLOWED_GLUE or op.rstrip("_") in ALLOWED_GLUE)
+    return op is not None and (op in ALLOWED_GLUE or op.rstrip("_") in ALLOWED_GLUE or op + "_" in ALLOWED_GLUE)
 
 
 def kind_of(suspect: dict) -> str | None:
@@ -71,6 +71,8 @@ def kind_of(suspect: dict) -> str | None:
     parts = nested_name(symbol)
     if not parts or parts[0] != "at":
         return "lookup" if symbol in ("dlsym", "dlvsym", "dlopen", "dlmopen") else "compute"
+    if len(parts) < 3:
+        return None
     if parts[1] == "_ops":  # at::_ops::<op>::redispatch: the kernel behind the dispatch keys it skips
         return None if _glue(operator_of(parts[2])) else "compute"
     if len(parts) > 3 and parts[2] in _COMPUTE_PARTS:
