@@ -2,7 +2,9 @@
 ``torch.utils.cpp_extension.load_inline`` would (torch's implicit headers, COMMON_NVCC_FLAGS, -O3, one arch), and
 check that ``ModelNew`` creates the same parameters and buffers (names, shapes, seeded values) as the task's
 ``Model``, that every function named in ``functions=[...]`` is declared in ``cpp_sources`` and that those declarations
-link against the definitions in the CUDA object (an unresolved symbol means a signature mismatch).
+link against the definitions in the CUDA object (an unresolved symbol means a signature mismatch), and that the
+object passes the builds' symbol check (pipeline/linked.py: no PyTorch or math-library compute past the dispatcher,
+no record switch), as its library would on a GPU host.
 
     python bench/cuda_compile_check.py                      # every file under tasks/solutions/cuda
     python bench/cuda_compile_check.py path.py ... -j 2 --arch sm_90 --std c++17
@@ -33,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from kbench_env.builder import symbols  # noqa: E402
+from kbench_env.pipeline import linked  # noqa: E402
 NVCC_FLAGS = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__", "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
               "-D__CUDA_NO_HALF2_OPERATORS__", "--expt-relaxed-constexpr"]
 #: Running a module (load_inline swapped for a recorder) and seeding torch's global RNG to build ModelNew and Model
@@ -212,6 +216,10 @@ def check_one(path: Path, arch: str, std: str, workdir: Path) -> tuple[bool, str
         if undefined:
             ok = False
             msgs.append(f"{name}: declared but not defined with the same signature: {undefined}")
+        flagged = linked.flags([(obj.name, symbols.scan(str(obj)))])
+        if flagged:
+            ok = False
+            msgs.append(f"{name}: the symbol check flags it: {'; '.join(flagged)}")
     return ok, "\n".join(msgs), time.perf_counter() - t0
 
 

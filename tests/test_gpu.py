@@ -718,3 +718,38 @@ def test_gpu_outputs_of_a_task_that_cannot_vary_are_poisoned_between_blocks():
     assert keep.compiled and keep.error_stage not in ("screen", "build", "load"), keep.feedback()
     assert keep.integrity_flags or not keep.correct, keep.feedback()
     assert keep.reward <= 0, keep.feedback()
+# ---------------------------------------------------------------------- issue #34: direct ATen calls on the GPU
+
+ATEN_DIRECT = ROOT / "tests/data/attacks/aten_direct_addmm_cuda.py"
+
+
+@pytest.fixture(scope="module")
+def aten_direct_results():
+    """The at::cuda::addmm candidate under both rules, and the shipped CUDA linear_relu under the kernelbench
+    rules (its coverage, the comparison)."""
+    task = resolve_task("level2/linear_relu")
+    out = {}
+    for rules in ("strict", "kernelbench"):
+        out[rules] = _evaluator("cuda", rules=rules).evaluate(task, ATEN_DIRECT.read_text(), seed=2024)
+        _record("cuda_aten_direct", rules, out[rules])
+    honest = ROOT / "tasks/solutions/cuda/level2/linear_relu.py"
+    out["honest"] = _evaluator("cuda", rules="kernelbench").evaluate(task, honest.read_text(), seed=2024)
+    return out
+
+
+def test_direct_aten_call_is_flagged_under_strict_on_the_gpu(aten_direct_results):
+    r = aten_direct_results["strict"]
+    kinds = [f.split(":", 1)[0] for f in r.integrity_flags]
+    assert r.compiled and "pytorch_compute_linked" in kinds and r.reward < 0, r.feedback()
+    assert "at::cuda::addmm" in " ".join(r.integrity_flags) and r.speedup is None, r.integrity_flags
+
+
+def test_direct_aten_call_coverage_counts_only_its_own_kernel_on_the_gpu(aten_direct_results):
+    """CUPTI names cuBLAS's GEMM, launched inside the candidate's call: named like a library's kernel and defined
+    in none of the candidate's libraries, it is not the candidate's, so the coverage is the ReLU's small share."""
+    r = aten_direct_results["kernelbench"]
+    assert r.correct and not r.integrity_flags, r.feedback()
+    assert r.kernel_coverage is not None and r.kernel_coverage < 0.25, r.feedback()
+    honest = aten_direct_results["honest"]
+    assert honest.correct and not honest.integrity_flags, honest.feedback()
+    assert honest.kernel_coverage is not None and honest.kernel_coverage > 0.5, honest.feedback()

@@ -159,8 +159,10 @@ def test_a_patched_harness_earns_nothing(results, name):
 def test_honest_solution_is_not_flagged(results):
     honest = results[1]
     assert honest.correct and honest.integrity_flags == [], honest.feedback()
-    # all of forward's time is in the kernel (the shipped ReLU calls nothing else): coverage 1 under either rules
-    assert honest.kernel_coverage is not None and honest.kernel_coverage > 0.9, honest.feedback()
+    # forward's time is the kernel's (the shipped ReLU calls nothing else) but for its output's allocation and the
+    # call's way through torch, which the CPU samples of the timed calls put in libtorch (coverage.sampled_share):
+    # 0.82-0.89 per configuration on a loaded 2-core machine (1.0 by the profile alone)
+    assert honest.kernel_coverage is not None and honest.kernel_coverage > 0.75, honest.feedback()
 
 
 def test_phase_times_account_for_the_evaluation(results):

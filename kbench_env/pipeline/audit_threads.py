@@ -8,17 +8,22 @@ audit reads were switched off or hooked (``audit_blinded``).
   imports Inductor on its first use: over a second per worker).
 - **Records switched off on forward's thread.** PyTorch's operator records (RecordFunction) are per thread and can be
   switched off (``at::RecordFunctionGuard guard(false)``, ``torch.autograd._enable_record_function(False)``). The audit
-  opens a record of its own (``SENTINEL``) on forward's thread after forward returns, inside the profile: missing from
-  the profile, the records were off when forward returned.
+  opens a record of its own on forward's thread just before forward is called (``START``) and after it returns
+  (``SENTINEL``), inside the profile: one missing from the profile, the records were off when forward started (left
+  off by an earlier call) or when it returned.
+- **Records switched off and on again within forward.** The Python switches are gone from the worker's torch
+  (worker/record_switches.py: refused and flagged however they are spelt, and the screen flags the plain spelling);
+  the C++ ones are flagged from the symbols of the candidate's builds (builder/symbols.py) and looked up through ctypes
+  are refused by the worker's audit hook.
 - **Record controls in the candidate's libraries.** A library the candidate built or loaded that names one of
   RecordFunction's switches or global hooks (``CONTROLS``: ``at::enableRecordFunction``, which the guard calls,
   ``at::addGlobalCallback``...) is flagged whether or not it switched them back: an honest kernel has no use for
   them. Libraries are those the dynamic loader has loaded (``dl_iterate_phdr``: load_inline's and the fast path's
   builds, any ``ctypes.CDLL``) from outside the Python installation and the system, each file read once.
 
-What this cannot see: records switched off and on again within forward from Python, or from the candidate's code
-through an interface the scan does not find (ctypes on libtorch's own symbol, code mapped without the loader);
-records switched off on a helper thread. In-process checks only raise the bar (native code can do anything in its process); issue #21's trust
+What this cannot see: records switched off and on again within forward by native code that reaches the switch
+without naming it (an address computed from another symbol's, code mapped without the loader, the thread-local
+state written directly); records switched off on a helper thread. In-process checks only raise the bar (native code can do anything in its process); issue #21's trust
 boundary is what makes such work pay nothing.
 """
 
@@ -34,21 +39,15 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd.profiler import profile
 
+from kbench_env.builder.symbols import RECORD_CONTROLS
+
 #: The record the audit opens on forward's thread before it stops the profile.
 SENTINEL = "kbench_audit::sentinel"
+#: The record the audit opens on forward's thread once the profile runs, just before forward is called.
+START = "kbench_audit::forward_start"
 #: Symbols (C++-mangled, as a library that calls or looks them up holds them) that switch RecordFunction off or hook
-#: every operator: what the candidate's libraries must not name.
-CONTROLS = {
-    b"_ZN2at20enableRecordFunctionEb": "at::enableRecordFunction (what at::RecordFunctionGuard calls)",
-    b"_ZN2at24set_record_function_tls_": "at::set_record_function_tls_",
-    b"_ZN2at17addGlobalCallback": "at::addGlobalCallback",
-    b"_ZN2at22addThreadLocalCallback": "at::addThreadLocalCallback",
-    b"_ZN2at14removeCallback": "at::removeCallback",
-    b"_ZN2at15disableCallback": "at::disableCallback",
-    b"_ZN2at14clearCallbacks": "at::clearCallbacks",
-    b"_ZN2at20clearGlobalCallbacks": "at::clearGlobalCallbacks",
-    b"_ZN2at25clearThreadLocalCallbacks": "at::clearThreadLocalCallbacks",
-}
+#: every operator: what the candidate's libraries must not name (the builder's list, builder/symbols.py).
+CONTROLS = {k.encode(): v for k, v in RECORD_CONTROLS.items()}
 #: Where the files of the system and the Python installation (torch's libraries among them) live: not scanned.
 _SYSTEM = ("/usr/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/etc/", "/dev/", "/proc/", "/sys/", "/run/")
 _scanned: dict = {}  # (path, inode, size, mtime) -> the controls the file names
@@ -59,9 +58,10 @@ def cpu_profiler():
     return profile(use_kineto=True, experimental_config=_ExperimentalConfig(profile_all_threads=True))
 
 
-def sentinel():
-    """The audit's own record, opened and closed on forward's thread inside the profile."""
-    return torch.autograd.profiler.record_function(SENTINEL)
+def sentinel(name: str = SENTINEL):
+    """The audit's own record, opened and closed on forward's thread inside the profile (``SENTINEL`` after
+    forward, ``START`` before it)."""
+    return torch.autograd.profiler.record_function(name)
 
 
 def blinding(events, profile_error: str | None = None) -> list[str]:
@@ -74,6 +74,10 @@ def blinding(events, profile_error: str | None = None) -> list[str]:
         reasons.append("the audit's own record is missing from its profile: PyTorch's operator records "
                        "(RecordFunction) were switched off on forward's thread, or the profiler was stopped, during "
                        "forward, so the profile does not show what forward ran")
+    elif not any(e.name == START for e in events):
+        reasons.append("the audit's record before forward is missing from its profile: PyTorch's operator records "
+                       "(RecordFunction) were off on forward's thread when forward started (left off by earlier "
+                       "code), so the profile does not show what forward ran")
     for path, names in library_controls():
         reasons.append(f"{os.path.basename(path)} names {', '.join(names)}: it can switch PyTorch's operator records "
                        "off or hook every operator")
@@ -97,7 +101,7 @@ def library_controls() -> list[tuple[str, list[str]]]:
 
 
 @functools.lru_cache(maxsize=1)
-def _trusted_prefixes() -> tuple:
+def trusted_prefixes() -> tuple:
     dirs = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, os.path.dirname(torch.__file__),
             *site.getsitepackages(), site.getusersitepackages()}
     # as the loader names them (through symbolic links, e.g. a linked virtual environment) and resolved
@@ -127,7 +131,7 @@ def _loaded() -> list[str]:
 
 
 def _foreign_libraries() -> list[str]:
-    trusted = _trusted_prefixes()
+    trusted = trusted_prefixes()
     return sorted({p for p in _loaded() if p.startswith("/") and not p.startswith(trusted)})
 
 

@@ -59,6 +59,7 @@ class BlockTiming:
     wrong_call: int | None = None
     blocks: int = 0
     check_seconds: float = 0.0  # this side's reading and comparing of checked outputs
+    samples: dict | None = None  # the worker's CPU samples by library over the blocks (sandbox/samples.py)
 
 
 def _params(p: dict) -> dict:
@@ -129,6 +130,7 @@ class _Run:
 
     def __init__(self, worker, config: str, inputs: RevealedInputs, timeout: float, check, check_calls: int):
         self.worker, self.config, self.inputs, self.timeout = worker, config, inputs, timeout
+        self.sampler = None  # set for the sampled blocks after the timed ones (_sample)
         self.freezer, self.mem = worker.hands()
         self.check, self.check_calls = check, check_calls
         self.addresses: list = []
@@ -158,12 +160,16 @@ class _Run:
             for x, address in zip(self.inputs.make(key), self.addresses[j]):
                 if isinstance(x, torch.Tensor) and x.numel():
                     self.mem.write(int(address), _tensor_bytes(x))
+        if self.sampler is not None:
+            self.sampler.attach()  # threads started since the last block (the worker is stopped)
         self.worker.send({"type": msg.BLOCK, "config": self.config, "calls": calls})
         t0 = time.perf_counter()
         self.freezer.thaw()
         header, payload = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
         seconds = time.perf_counter() - t0
         self.freezer.freeze()
+        if self.sampler is not None:
+            self.sampler.drain()
         if header["type"] == msg.ERROR:
             raise TimedCallFailed(header["message"])
         table = payload.get("table") if isinstance(payload, dict) else None
@@ -227,12 +233,38 @@ def _bytes_per_call(inputs: RevealedInputs, layout: list, row: list) -> int:
     return n
 
 
+#: The blocks after the timed ones in which the worker's CPU time is sampled: until this many samples, or this many
+#: seconds (sandbox/samples.py; every output checked as in a timed block).
+SAMPLES_WANTED, SAMPLE_SECONDS = 400, 0.25
+
+
+def _sample(run: _Run, k: int, sampler, bt: BlockTiming) -> None:
+    """Blocks of ``k`` calls after the timed ones, sampled by ``sampler``: untimed, so the samples' interrupts
+    cost the timing nothing; a wrong output is wrong as in a timed block. ``bt.samples``: what was sampled."""
+    run.sampler, start = sampler, time.monotonic()
+    try:
+        while sampler.available and sum(sampler.counts.values()) < SAMPLES_WANTED:
+            _, keys, layout, table = run.block(k)
+            wrong = run.verdict(keys, layout, table)
+            if wrong is not None:
+                bt.timing, bt.wrong, bt.wrong_call = None, wrong[1], wrong[0]
+                return
+            run.release()
+            if time.monotonic() - start > SAMPLE_SECONDS:
+                break
+    finally:
+        run.sampler = None
+    bt.samples = dict(sampler.counts) if sampler.available else None
+
+
 def time_blocks(worker, config: str, originals: list, noise: float, params: dict, timeout: float,
-                check=None, check_calls: int = 1, draws: list | None = None) -> BlockTiming:
+                check=None, check_calls: int = 1, draws: list | None = None, sampler=None) -> BlockTiming:
     """Time configuration ``config`` (already run in ``worker``) by this side's clock. ``check(out_leaves,
     inputs)`` returns why an output is wrong for its inputs, or None; without it (the reference's timing) nothing
-    is checked. ``draws`` (tasks/input_draws.py) makes integer inputs fresh per call. Raises TimedCallFailed if
-    the candidate fails in a timed call, WorkerError if the worker breaks the exchange."""
+    is checked. ``draws`` (tasks/input_draws.py) makes integer inputs fresh per call. ``sampler``
+    (sandbox/samples.Sampler of the worker): the blocks' CPU samples, in the result's ``samples``, from blocks
+    after the timed ones (``_sample``). Raises TimedCallFailed if the candidate fails in a timed call, WorkerError
+    if the worker breaks the exchange."""
     p = _params(params)
     run = _Run(worker, config, RevealedInputs(originals, noise, draws), timeout, check, max(1, check_calls))
     run.freezer.freeze()
@@ -243,7 +275,8 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
         if wrong is not None:
             return BlockTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=run.check_seconds)
         run.release()
-        k = _block_size(seconds / p["warmup"], _bytes_per_call(run.inputs, layout, table[0]), p)
+        per_call_bytes = _bytes_per_call(run.inputs, layout, table[0])
+        k = _block_size(seconds / p["warmup"], per_call_bytes, p)
         if k != p["warmup"]:
             run.slots(k)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
@@ -261,8 +294,15 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
             if enough or capped or time.monotonic() - start > p["max_seconds"]:
                 break
         t = summarize(times)
-        return BlockTiming(timing=Timing(t.median_ms, t.iqr_ms, calls, t.times_ms), blocks=len(times),
-                           check_seconds=run.check_seconds)
+        bt = BlockTiming(timing=Timing(t.median_ms, t.iqr_ms, calls, t.times_ms), blocks=len(times),
+                         check_seconds=run.check_seconds)
+        if sampler is not None:  # blocks of block_seconds, whatever max_reps capped the timed ones to
+            ks = min(MAX_BLOCK_CALLS, max(1, BLOCK_BYTES // max(1, per_call_bytes)),
+                     max(k, math.ceil(p["block_seconds"] / max(t.median_ms / 1e3, 1e-9))))
+            if ks != k:
+                run.slots(ks)
+            _sample(run, ks, sampler, bt)
+        return bt
     finally:
         if run.freezer.frozen:
             run.freezer.thaw()

@@ -11,6 +11,7 @@ from kbench_env.pipeline import integrity
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline.compare import compare_outputs
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
+from kbench_env.pipeline.linked import own_kernel_names
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
 from kbench_env.pipeline.seeds import stream_seeds
@@ -46,7 +47,7 @@ def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, resu
             if nxt is not None and not stepping_aside:
                 send_run(task, nxt, prepared, worker, result)
         finally:  # judged even when the next send finds the worker gone
-            judge(task, cur, reply, ref, result, verdict, ev.rules)
+            judge(task, cur, reply, ref, result, verdict, ev.rules, own_kernel_names(worker.linked()))
         if stepping_aside:
             _step_aside(ev, result)
             send_run(task, nxt, prepared, worker, result)
@@ -92,7 +93,8 @@ def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: Eva
                 {"init_inputs": init_inputs, "inputs": inputs})
 
 
-def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict: dict, rules: str) -> None:
+def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict: dict, rules: str,
+          own_names=None) -> None:
     """Judge one configuration's correctness run: the worker's reply against the reference output ``ref``.
     Updates ``verdict`` (all_ok, ran_any), the configuration's ConfigResult and ``result``."""
     cfg, cr = run
@@ -120,15 +122,15 @@ def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict
     elif header.get("nondeterministic"):
         flag(result, f"nondeterministic: a second run on the same inputs of configuration "
                      f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
-    _audit_flags(header, cr, result, rules)
+    _audit_flags(header, cr, result, rules, own_names)
 
 
-def _audit_flags(header: dict, cr: ConfigResult, result: EvalResult, rules: str) -> None:
+def _audit_flags(header: dict, cr: ConfigResult, result: EvalResult, rules: str, own_names=None) -> None:
     """The flags of a correct-or-not run's audit: inputs written, what forward executed, precision settings."""
     if header.get("inputs_modified"):
         flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cr.name!r}")
     add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
-    for f in rules_mod.judge_audit(rules, header["audit"], cr, result, TORCH_KERNEL_PREFIXES):
+    for f in rules_mod.judge_audit(rules, header["audit"], cr, result, TORCH_KERNEL_PREFIXES, own_names):
         flag(result, f)
     if header.get("flags_changed"):
         flag(result, "precision_flags_changed: the candidate changed pinned precision settings ("

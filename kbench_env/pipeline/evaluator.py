@@ -36,7 +36,7 @@ from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.build import build, start_worker
 from kbench_env.pipeline.device_hold import device_stages, make_device_lock, shared_checks_setting
 from kbench_env.pipeline.reference_cache import resolve_root
-from kbench_env.pipeline.reports import flag_sandbox_violations
+from kbench_env.pipeline.reports import flag_builds, flag_record_switches, flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.threads import trusted_threads
@@ -215,6 +215,7 @@ class Evaluator:
             result.error, result.error_stage = str(exc), "screen"
             return
         result.stage = "screened"
+        flag_record_switches(source, result)  # it still runs: its feedback shows the switch refused
         configs = task.configs_for(self.device)
         seed = secrets.randbits(62) if seed is None else seed
         try:
@@ -224,6 +225,7 @@ class Evaluator:
                 finally:
                     result.worker_seconds = round(worker.busy_seconds, 4)
                     flag_sandbox_violations(worker, result)
+                    flag_builds(self.rules, worker, result)  # builds made after the build stage (in forward)
         except WorkerError as exc:
             timing_failed = result.stage == "correct"
             result.error = str(exc)
@@ -237,8 +239,8 @@ class Evaluator:
     def _run_stages(self, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
         with phase(result, "build"):
             build(worker, result, self.limits.build_timeout)  # concurrent with other candidates' builds and runs
-        if not result.compiled:
-            return
+        if not result.compiled or flag_builds(self.rules, worker, result):
+            return  # a build flagged by its symbols does not run
         device_stages(self, task, configs, seed, worker, result)
 
     def _trusted_threads(self):

@@ -111,6 +111,8 @@ class ForwardAudit:
             self._prof = _threads.cpu_profiler()
         self._prof_error = None
         self._prof.__enter__()
+        with _threads.sentinel(_threads.START):  # missing from the profile: records were off as forward started
+            pass
         self._overhead += _perf_counter() - t0
         return self
 
@@ -193,7 +195,7 @@ def _inside_glue(event, trust_records: bool = True) -> bool:
     return False
 
 
-def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str]:
+def audit_flags(report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[str]:
     """Integrity flags from a ForwardAudit report (parent side)."""
     flags = []
     if report.get("forbidden_ops"):
@@ -201,7 +203,7 @@ def audit_flags(report: dict, config: str, torch_kernel_prefixes=()) -> list[str
         flags.append(f"pytorch_compute_in_forward: forward ran PyTorch compute operators ({ops}) on configuration "
                      f"{config!r}; only allocation, views and data movement are allowed besides your kernels")
     flags += _threads.flags(report, config)
-    own_gpu = _coverage.own_device_kernels(report, torch_kernel_prefixes)
+    own_gpu = _coverage.own_device_kernels(report, torch_kernel_prefixes, own_names)
     if not report.get("own_ops") and not report.get("extension_calls") and not own_gpu:
         flags.append(f"no_kernel_launched: none of the candidate's own kernels ran in forward on configuration "
                      f"{config!r} (a compiled kernel must do the work)")

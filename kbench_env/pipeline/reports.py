@@ -1,11 +1,13 @@
 """Integrity flags from what the worker and the sandbox report of a candidate: a replaced forward audit, lazy
-(tensor-subclass) outputs,
-what the sandbox refused it; and the rule that a result carries at most one flag
-of each kind."""
+(tensor-subclass) outputs, what the sandbox refused it, what its builds call past the dispatcher, record switches
+its source spells out; and the rule that a result carries at most one flag of each kind."""
 
 from __future__ import annotations
 
+from kbench_env.pipeline import rules as rules_mod
+from kbench_env.pipeline.audit_threads import trusted_prefixes
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.screen import record_switches
 from kbench_env.sandbox.worker_process import Worker
 
 
@@ -44,3 +46,24 @@ def flag_sandbox_violations(worker: Worker, result: EvalResult) -> None:
     if seen and not any(f.startswith("sandbox_violation") for f in result.integrity_flags):
         more = f" (and {len(seen) - 3} more)" if len(seen) > 3 else ""
         result.integrity_flags.append("sandbox_violation: the candidate tried to " + "; ".join(seen[:3]) + more)
+
+
+def flag_builds(rules: str, worker: Worker, result: EvalResult) -> bool:
+    """Flag what the candidate's builds call past the dispatcher or switch (rules.linked_flags, from the symbols of
+    the libraries the worker was given, and of any other library it has mapped from outside the system and the
+    Python installation: one it wrote and loaded itself); True if there is any such flag."""
+    found = rules_mod.linked_flags(rules, worker.linked(mapped_from=trusted_prefixes()))
+    for text in found:
+        flag(result, text)
+    if found:
+        result.correct = False
+    return bool(found)
+
+
+def flag_record_switches(source: str, result: EvalResult) -> None:
+    """The screen's finding of RecordFunction's switches spelt out in the source (screen.record_switches), flagged
+    ``audit_blinded``."""
+    switches = record_switches(source)
+    if switches:
+        flag(result, f"audit_blinded: the source names {', '.join(switches[:4])}, which switch PyTorch's operator "
+                     f"records off or hook every operator, hiding what forward runs from the forward audit")

@@ -2,9 +2,11 @@
 
 - ``"strict"`` (the default): besides the candidate's own kernels, only glue (allocation, views, data movement;
   ``integrity.ALLOWED_GLUE``) runs in ``forward``; any other PyTorch operator, called from Python or from the
-  candidate's C++, is an integrity flag (``pytorch_compute_in_forward``).
+  candidate's C++, is an integrity flag (``pytorch_compute_in_forward``); so is a build that calls PyTorch's or a
+  math library's compute past the dispatcher, where no operator record shows it (``pytorch_compute_linked``,
+  linked.py: ``at::cpu::addmm``, ``cblas_sgemm``), flagged from its symbols before it runs.
 - ``"kernelbench"``: KernelBench's rule. PyTorch operators may run beside at least one kernel of the candidate's
-  own, typically a fused custom kernel after a cuDNN/ATen convolution. What is dropped is that one flag; every
+  own, typically a fused custom kernel after a cuDNN/ATen convolution. What is dropped is those two flags; every
   other check stands, ``no_kernel_launched`` included.
 
 "Runs" means what the forward audit sees on every configuration, inside the audited ``forward`` call itself: an
@@ -22,12 +24,13 @@ from __future__ import annotations
 import re
 
 from kbench_env.pipeline import integrity
+from kbench_env.pipeline import linked as linked_mod
 from kbench_env.pipeline.coverage import coverage
 
 RULES = ("strict", "kernelbench")
 DEFAULT = "strict"
 
-_FLAG_DROPPED = {"strict": (), "kernelbench": ("pytorch_compute_in_forward",)}
+_FLAG_DROPPED = {"strict": (), "kernelbench": ("pytorch_compute_in_forward", "pytorch_compute_linked")}
 
 #: The sentence of every backend's prompt rules that states the strict rule (backends/*.py ``rules()``).
 _STRICT_SENTENCE = re.compile(r"Inside forward, calls into PyTorch compute operators.*?are fine\.", re.S)
@@ -46,21 +49,28 @@ def check_rules(rules) -> str:
                      f"operators allowed beside at least one kernel of the candidate's own that runs)")
 
 
-def audit_flags(rules: str, report: dict, config: str, torch_kernel_prefixes=()) -> list[str]:
-    """The integrity flags of one configuration's forward audit under ``rules``."""
+def audit_flags(rules: str, report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[str]:
+    """The integrity flags of one configuration's forward audit under ``rules`` (``own_names``: as coverage's)."""
     dropped = _FLAG_DROPPED[rules]
-    return [f for f in integrity.audit_flags(report, config, torch_kernel_prefixes)
+    return [f for f in integrity.audit_flags(report, config, torch_kernel_prefixes, own_names)
             if f.split(":", 1)[0] not in dropped]
 
 
-def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=()) -> list[str]:
+def linked_flags(rules: str, linked: list) -> list[str]:
+    """The integrity flags of the candidate's builds' symbols under ``rules`` (linked.py; ``Worker.linked()``)."""
+    dropped = _FLAG_DROPPED[rules]
+    return [f for f in linked_mod.flags(linked) if f.split(":", 1)[0] not in dropped]
+
+
+def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=(), own_names=None) -> list[str]:
     """One configuration's audit judged: its kernel coverage recorded on ``config_result`` and the evaluation's
-    ``result`` (the mean over the configurations measured so far); returns its integrity flags under ``rules``."""
+    ``result`` (the mean over the configurations measured so far); returns its integrity flags under ``rules``.
+    ``own_names``: the functions the candidate's libraries define (linked.own_kernel_names; coverage.own_kernel)."""
     report = report or {}
-    config_result.kernel_coverage = coverage(report, torch_kernel_prefixes)
+    config_result.kernel_coverage = coverage(report, torch_kernel_prefixes, own_names)
     measured = [c.kernel_coverage for c in result.configs if c.kernel_coverage is not None]
     result.kernel_coverage = round(sum(measured) / len(measured), 4) if measured else None
-    return audit_flags(rules, report, config_result.name, torch_kernel_prefixes)
+    return audit_flags(rules, report, config_result.name, torch_kernel_prefixes, own_names)
 
 
 def prompt_rules(backend_rules: str, rules: str) -> str:

@@ -21,6 +21,14 @@ MAX_NESTING = 200
 _LANG = re.compile(r"[ \t]*([A-Za-z0-9_+\-]*)")  # after a fence: the block's language name
 
 
+#: Names that switch PyTorch's operator records (RecordFunction) off or hook every operator, from Python
+#: (worker/record_switches.SWITCHES) and from C++ (builder/symbols.RECORD_CONTROLS): what the forward audit reads.
+RECORD_SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_clear_callbacks", "enableRecordFunction",
+                   "RecordFunctionGuard", "set_record_function_tls_", "addGlobalCallback", "addThreadLocalCallback",
+                   "clearCallbacks", "clearGlobalCallbacks", "clearThreadLocalCallbacks", "removeCallback",
+                   "disableCallback")
+
+
 class ScreenError(ValueError):
     """The action was rejected before compiling; the message says why."""
 
@@ -72,6 +80,13 @@ def _code_blocks(text: str) -> list[tuple[str, str]]:
         blocks.append((_LANG.match(text, start + 3, eol).group(1).lower(), text[eol + 1 : end]))
         pos = end + 3
     return blocks
+
+
+def record_switches(source: str) -> list[str]:
+    """The names of RECORD_SWITCHES the source spells out (anywhere: code, strings, C++ sources), in order. The
+    obvious spelling only: the worker refuses the Python switches however they are reached
+    (worker/record_switches.py), and the builds' symbols show the C++ ones (builder/symbols.py)."""
+    return [name for name in RECORD_SWITCHES if name in source]
 
 
 def _depth(tree: ast.AST, limit: int) -> int:

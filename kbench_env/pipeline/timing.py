@@ -9,15 +9,22 @@ import statistics
 import time
 
 from kbench_env.device import Device
-from kbench_env.pipeline import blocks, gpu_blocks
+from kbench_env.pipeline import audit_threads as _threads
+from kbench_env.pipeline import blocks, coverage, gpu_blocks
 from kbench_env.pipeline.compare import compare_outputs
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
 from kbench_env.protocol import messages as msg
+from kbench_env.sandbox import samples
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.task import DTYPES, Config, Task, geomean
+
+
+#: CPU time between two samples of the worker's threads in the sampled blocks (blocks._sample): ~500 samples a
+#: thread in a 50 ms block, within a sample buffer (sandbox/samples.py).
+SAMPLE_PERIOD_NS = 100_000
 
 
 def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
@@ -85,10 +92,12 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         mismatch, _ = compare_outputs(out, reference(call_inputs), dtype, task.tolerance)
         return None if mismatch is None else mismatch.message
 
+    own = [path for path, _ in worker.linked()]  # the candidate's own libraries: their samples are its own
+    sampler = samples.Sampler(worker.proc.pid, SAMPLE_PERIOD_NS) if own and Device.parse(ev.device).is_cpu else None
     try:
         if Device.parse(ev.device).is_cpu:
             bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                    check=check, check_calls=ev.check_calls, draws=draws)
+                                    check=check, check_calls=ev.check_calls, draws=draws, sampler=sampler)
         else:
             bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
                                              ev.device, check=check, check_calls=ev.check_calls,
@@ -98,6 +107,11 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
         result.error_stage, result.correct = "timing", False
         return False
+    finally:
+        if sampler is not None:
+            sampler.close()
+    if getattr(bt, "samples", None):
+        _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, _threads.trusted_prefixes()))
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if bt.wrong is not None:
         _timed_output_wrong(result, cfg, bt.wrong_call, bt.wrong)
@@ -112,6 +126,14 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
     cr.candidate_ms, cr.candidate_spread_ms = bt.timing.median_ms, bt.timing.iqr_ms
     cr.timed_block_calls = bt.block if isinstance(bt, gpu_blocks.GpuTiming) else bt.timing.reps // max(1, bt.blocks)
     return True
+
+
+def _bound_coverage(cr, result: EvalResult, share: float | None) -> None:
+    """The configuration's kernel coverage bounded by the share of its timed calls' CPU samples in the candidate's
+    own libraries (coverage.sampled_share), and the evaluation's mean again."""
+    cr.kernel_coverage = coverage.bounded(cr.kernel_coverage, share)
+    measured = [c.kernel_coverage for c in result.configs if c.kernel_coverage is not None]
+    result.kernel_coverage = round(sum(measured) / len(measured), 4) if measured else None
 
 
 def _median(xs: list) -> float:

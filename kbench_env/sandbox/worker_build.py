@@ -5,6 +5,10 @@ the builds the worker was given are claimed (buildcache.Claim) until it is gone,
 The worker never writes the cache and never talks to the builder: what it sends is read here as any of its
 messages (bounded, JSON only), normalised, and only then forwarded. Its quota: at most ``MAX_REQUESTS`` requests
 and ``Limits.build_bytes`` of new builds in all.
+
+Each library given to the worker has its symbol tables read here before the worker loads it (builder/symbols.py,
+the same for a local, a remote and a cached build): ``linked`` keeps what it calls outside the dispatcher, which
+the evaluator judges (pipeline/linked.py).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import time
 from concurrent.futures import TimeoutError as FutureTimeout
 
+from kbench_env.builder import symbols
 from kbench_env.builder.client import BuilderError
 from kbench_env.builder.errors import BuildRefused
 from kbench_env.builder.requests import normalise
@@ -34,6 +39,7 @@ class WorkerBuilds:
         self.new_bytes = 0
         self.built = False  # a build was made for this worker (the cache grew)
         self.units: list = []  # the builds it was given, in order
+        self.linked: list = []  # (library path, builder/symbols.scan of it) of each library given, in order
 
     def serve(self, worker, header: dict, deadline: float) -> None:
         """Answer one BUILD request of ``worker`` (a sandbox.Worker) with BUILT, watching the worker meanwhile."""
@@ -74,6 +80,8 @@ class WorkerBuilds:
             self._claims[unit] = buildcache.Claim(self._root, unit)
         self.units.append(unit)
         path = os.path.join(self._root, unit, os.path.basename(reply["artifact"]))
+        if not any(p == path for p, _ in self.linked):
+            self.linked.append((path, scan_library(path)))
         return {"ok": True, "path": path, "module": reply.get("module"), "cached": bool(reply.get("cached")),
                 "python_module": bool(reply.get("python_module", True)), "seconds": reply.get("seconds")}
 
@@ -84,3 +92,23 @@ class WorkerBuilds:
             claim.release()
         self._claims.clear()
         return self.built
+
+
+_SCANS: dict = {}  # (path, inode, size, mtime) -> symbols.scan: a cache unit's library does not change in place
+
+
+def scan_library(path: str) -> dict:
+    """builder/symbols.scan of the library at ``path`` (once per file as it is)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return {"unreadable": f"it could not be read ({exc.strerror})"}
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _SCANS:
+        if len(_SCANS) > 4096:
+            _SCANS.clear()
+        try:
+            _SCANS[key] = symbols.scan(path)
+        except OSError as exc:
+            return {"unreadable": f"it could not be read ({exc.strerror})"}
+    return _SCANS[key]

@@ -43,7 +43,8 @@ from kbench_env.sandbox.memory import Freezer, ProcessMemory
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.reaper import REAPER
 from kbench_env.sandbox.reports import ReportChannel
-from kbench_env.sandbox.worker_build import WorkerBuilds
+from kbench_env.sandbox.samples import executable_files
+from kbench_env.sandbox.worker_build import WorkerBuilds, scan_library
 from kbench_env.worker import loop as worker_mod
 
 
@@ -81,6 +82,21 @@ class Worker:
     def builds(self) -> list:
         """The build units (directories of the cache) the worker was given, in order."""
         return list(self._builds.units)
+
+    def linked(self, mapped_from=None) -> list:
+        """(library, builder/symbols.scan) of each library the worker was given, read before it loaded them; with
+        ``mapped_from`` (directories whose files are not the candidate's: the system's, the Python installation's),
+        also of each other file the worker has mapped executable now (read from /proc/<pid>/maps on this side): a
+        library the candidate wrote and loaded itself (ctypes, torch.ops.load_library) is judged as a build."""
+        given = list(self._builds.linked)
+        if mapped_from is None or self.proc is None or self.proc.pid is None:
+            return given
+        known = {os.path.realpath(p) for p, _ in given}
+        for path in executable_files(self.proc.pid):
+            if not path.startswith(tuple(mapped_from)) and os.path.realpath(path) not in known:
+                known.add(os.path.realpath(path))
+                given.append((path, {**scan_library(path), "mapped": True}))
+        return given
 
     @property
     def protections(self) -> dict:
@@ -363,3 +379,4 @@ class Worker:
 
     def __exit__(self, *exc):
         self.close()
+

@@ -36,6 +36,7 @@ from kbench_env.tasks.task import DTYPES
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.confine import confinement
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
+from kbench_env.worker import record_switches
 from kbench_env.worker.builds import BuildClient
 
 CANDIDATE_FILE = "candidate.py"
@@ -259,6 +260,7 @@ def _set_up(conn, job: dict) -> None:
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(job["scratch"], "inductor"))
     tempfile.tempdir = None  # re-read TMPDIR, which the confinement pointed at the scratch directory
     integrity.pin_precision_flags()
+    record_switches.remove()  # after the audit hook is installed: a refused switch is reported through it
 
 
 def _await_source(conn, job: dict) -> str | None:

@@ -12,6 +12,8 @@ import shutil
 import socket
 import sys
 
+from kbench_env.builder.symbols import is_record_control
+
 # Programs the candidate's Python code may start: the compiler tool chain (and the interpreter, which
 # torch.compile's workers need). Everything else, shells first, is refused and reported.
 _TOOL = re.compile(r"^(?:[\w.]+-)*(?:c\+\+|g\+\+|gcc|cc|cpp|clang|clang\+\+|ld|ld\.\w+|as|ar|nvcc|ptxas|fatbinary|"
@@ -48,7 +50,10 @@ class Guard:
                          "socket.sendto": self._socket_use, "socket.getaddrinfo": self._resolve,
                          "subprocess.Popen": self._popen, "os.system": self._system, "os.exec": self._exec,
                          "os.posix_spawn": self._exec, "os.spawn": self._spawn, "pty.spawn": self._system,
-                         "os.kill": self._kill, "os.killpg": self._killpg}
+                         "os.kill": self._kill, "os.killpg": self._killpg,
+                         # PyTorch's operator-record switches (worker/record_switches.py), by name or through ctypes
+                         "kbench.record_switch": self._record_switch, "ctypes.dlsym": self._dlsym,
+                         "ctypes.dlsym/handle": self._dlsym}
 
     # -- plumbing
     def __call__(self, event, args):
@@ -66,7 +71,9 @@ class Guard:
             self.busy = False
         if problem:
             what, block = problem
-            if self._candidate_frame():  # the harness's own slips (a traceback's line lookup) are not attempts
+            # the harness's own slips (a traceback's line lookup) are not attempts; kbench's own events are raised
+            # only on the candidate's behalf (a refused record switch)
+            if event.startswith("kbench.") or self._candidate_frame():
                 self.send({"kind": "violation", "what": what, "blocked": bool(block and self.enforce)})
             if block and self.enforce:
                 raise PermissionError(errno.EACCES, f"sandbox: not allowed to {what}")
@@ -190,6 +197,16 @@ class Guard:
 
     def _spawn(self, args):
         return self._program(args[1], args[2])
+
+    def _record_switch(self, args):
+        return (f"switch PyTorch's operator records ({args[0]}), which hides operators from the forward audit", True)
+
+    def _dlsym(self, args):
+        name = args[-1]
+        name = os.fsdecode(name) if isinstance(name, bytes) else name
+        if isinstance(name, str) and is_record_control(name):
+            return (f"look up {name[:80]} through ctypes (a switch of PyTorch's operator records)", True)
+        return None
 
     def _kill(self, args):
         pid = args[0]
