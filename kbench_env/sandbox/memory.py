@@ -1,9 +1,12 @@
 """The trusted side's hands on a worker process: freeze and thaw it, and read and write its memory while it is frozen.
 
 The timing of a CPU candidate (pipeline/blocks.py) writes each block's inputs into the worker's input buffers and
-reads the block's outputs out of the worker's memory itself, through ``/proc/<pid>/mem``, with every thread of the
-worker's process group stopped (SIGSTOP), so that nothing the candidate runs can see an input before its block
-starts or finish an output after the block has reported done. What the worker says about where its buffers are is
+reads the block's outputs out of the worker's memory itself, through ``/proc/<pid>/mem``, with every task of the
+worker stopped, so that nothing the candidate runs can see an input before its block starts or finish an output
+after the block has reported done. The stop is the worker's freezer cgroup where there is one (freeze_group.py:
+every task of the cgroup as one, confirmed by the kernel); else SIGSTOP to the worker's process group, which every
+process the worker starts stays in (its seccomp filter refuses setsid and setpgid) and which none of them can undo
+(the filter refuses sending SIGCONT, and CLONE_VM processes outside the thread group). What the worker says about where its buffers are is
 only a pointer: a wrong one reads memory that does not hold the right answer, which the comparison catches.
 
 Reading another process's memory needs the same rights as ptrace: the worker is this process's descendant and
@@ -16,6 +19,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+
+from kbench_env.sandbox.freeze_group import FreezeGroup, FreezeTimeout
 
 #: How long ``freeze`` waits for every thread to stop before it gives up (a thread in uninterruptible sleep).
 FREEZE_TIMEOUT_S = 10.0
@@ -76,14 +81,15 @@ def _thread_states(pid: int) -> list[str]:
 
 
 class Freezer:
-    """Stops and resumes a worker's whole process group; ``pids()`` names the processes to wait for: the worker,
-    and where its pids cgroup lists them (sandbox/cgroup.py, when this process may make one), every process it
-    started. Without a cgroup, a child that moved to a process group of its own is not stopped
-    (confine.LIMITATIONS)."""
+    """Stops and resumes every task of a worker. With ``group`` (its freezer cgroup, freeze_group.py) the cgroup
+    is frozen as one and ``freeze`` returns once the kernel says every task is; without, the worker's process
+    group is stopped by signal and ``pids()`` names the processes to wait for: the worker, and where its pids
+    cgroup lists them (sandbox/cgroup.py, when this process may make one), every process it started."""
 
-    def __init__(self, pid: int, cgroup_procs: str | None = None):
+    def __init__(self, pid: int, cgroup_procs: str | None = None, group: FreezeGroup | None = None):
         self.pid = pid
         self.cgroup_procs = cgroup_procs
+        self.group = group
         self.frozen = False
 
     def pids(self) -> list[int]:
@@ -96,8 +102,16 @@ class Freezer:
         return [self.pid]
 
     def freeze(self) -> None:
-        """SIGSTOP the process group (and every process of the worker's cgroup: a child that moved to a process
-        group of its own, as a build tool's children do) and wait until every thread of them has stopped."""
+        """Stop every task of the worker and return once they all are: its freezer cgroup frozen, or SIGSTOP to
+        the process group (and to every process of the worker's pids cgroup) and every thread of them seen
+        stopped. Raises MemoryError_ if that has not happened within ``FREEZE_TIMEOUT_S``."""
+        if self.group is not None:
+            self.frozen = True
+            try:
+                self.group.freeze(FREEZE_TIMEOUT_S)
+            except FreezeTimeout as exc:
+                raise MemoryError_(str(exc)) from None
+            return
         os.killpg(self.pid, signal.SIGSTOP)
         self.frozen = True
         pids = self.pids()
@@ -115,6 +129,10 @@ class Freezer:
                 time.sleep(0)
 
     def thaw(self) -> None:
+        if self.group is not None:
+            self.group.thaw()
+            self.frozen = False
+            return
         for pid in self.pids():
             if pid != self.pid:
                 try:
