@@ -107,9 +107,12 @@ def _clone_rules(nr_clone: int) -> list:
             _ins(RET, ALLOW)]                            # 11
 
 
-def install(act: dict, miss: dict, unix_sockets: bool = False, signal_stop: bool = False) -> None:
+def install(act: dict, miss: dict, unix_sockets: bool = False, signal_stop: bool = False,
+            process_groups: bool = False) -> None:
     """Install the filter (``unix_sockets``: socket(AF_UNIX, ...) allowed, for a GPU driver's daemons;
-    ``signal_stop``: the trusted side stops the worker by signal, not with a freezer cgroup)."""
+    ``signal_stop``: the trusted side stops the worker by signal, not with a freezer cgroup; ``process_groups``:
+    setpgid allowed, for the builder, which runs each compiler in a process group of its own and is never
+    stopped)."""
     machine = platform.machine()
     arch = _SECCOMP_ARCH.get(machine)
     if arch is None:
@@ -125,7 +128,8 @@ def install(act: dict, miss: dict, unix_sockets: bool = False, signal_stop: bool
         rules = [(nr["clone3"], _errno(errno.ENOSYS))]
     else:
         rules = [(nr["socket"], _errno(errno.EACCES)), (nr["clone3"], _errno(errno.ENOSYS))]
-    rules += [(n, _errno(errno.EPERM)) for name, n in nr.items() if name not in ("socket", "clone3", "clone")]
+    rules += [(n, _errno(errno.EPERM)) for name, n in nr.items()
+              if name not in ("socket", "clone3", "clone") and not (process_groups and name == "setpgid")]
     if signal_stop:
         rules += [(n, _errno(errno.EPERM)) for n in _SIGNAL_STRUCT[machine]]
     for n, ret in rules:
@@ -141,7 +145,7 @@ def install(act: dict, miss: dict, unix_sockets: bool = False, signal_stop: bool
         miss["seccomp"] = err("seccomp filter")
         return
     act["seccomp"] = (("socket() refused for every family but AF_UNIX" if unix_sockets else "socket() refused (every family)")
-                      + "; setsid, setpgid, mount, namespace, module, kexec, bpf, ptrace, keyring, io_uring, AIO and "
+                      + "; setsid, " + ("" if process_groups else "setpgid, ") + "mount, namespace, module, kexec, bpf, ptrace, keyring, io_uring, AIO and "
                       "perf system calls refused; CLONE_VM processes outside the thread group (vfork's aside) and "
                       "SIGCONT refused" + ("; timer_create and mq_notify refused (the stop is by signal)"
                                            if signal_stop else ""))
