@@ -2,15 +2,17 @@
 trivial forward (relu of 16 floats, the shipped C++ solution), from the moment the trusted side resumes the worker to
 its DONE: the exchange that every timed block carries, against the 50 ms a block aims at.
 
-    python bench/trusted_clock_cpu.py [--blocks 200]
+    python bench/trusted_clock_cpu.py [--blocks 200] [--no-cgroup]
 
-Prints the median and quartiles of that time in microseconds, and of the freeze (SIGSTOP until every thread has
-stopped), the input write and the output read around it.
+Prints the median and quartiles of that time in microseconds, and of the freeze (the worker's freezer cgroup until
+the kernel says frozen; with ``--no-cgroup``, SIGSTOP until every thread has stopped), the input write and the
+output read around it. A timed block's clock runs over the window and the freeze after it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -35,11 +37,13 @@ def quartiles(xs: list) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--blocks", type=int, default=200)
+    ap.add_argument("--no-cgroup", action="store_true", help="no cgroup: the stop is by signal")
     args = ap.parse_args()
     task = resolve_task("level1/relu")
     x = torch.randn(16)
     ev = Evaluator(device="cpu", cache_dir=tempfile.mkdtemp(prefix="kbench-clock-"), spare_worker=False)
-    with Worker(solution_path(task, "cpu").read_text(), "cpu", "cpu", ev.build_root, ev.limits, builder=ev.builder) as w:
+    limits = dataclasses.replace(ev.limits, isolation_off=("cgroup",) if args.no_cgroup else ())
+    with Worker(solution_path(task, "cpu").read_text(), "cpu", "cpu", ev.build_root, limits, builder=ev.builder) as w:
         loaded, _ = w.recv(300, "load")
         assert loaded["type"] == msg.LOADED, loaded
         w.send({"type": msg.RUN, "config": "c", "dtype": "float32", "init_seed": 0, "backward": False},
@@ -72,7 +76,9 @@ def main() -> None:
         run.freezer.thaw()
     row = {"what": "one block of one 16-float relu call", "blocks": args.blocks, "cores": os.cpu_count(),
            "window": quartiles(window), "freeze": quartiles(freeze), "input_write": quartiles(write),
-           "output_read": quartiles(read), "date": time.strftime("%Y-%m-%d %H:%M")}
+           "output_read": quartiles(read), "stop": "signal" if run.freezer.group is None else
+           f"cgroup v{run.freezer.group.version}", "load_average": os.getloadavg()[0],
+           "date": time.strftime("%Y-%m-%d %H:%M")}
     print(json.dumps(row))
 
 

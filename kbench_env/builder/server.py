@@ -71,7 +71,7 @@ def _confine(config: dict, conn) -> dict:
     reads, execs = allowed_paths(scratch, root, "cpu", config.get("extra_read", ()))
     landlock.restrict([scratch, root], reads, execs, "cpu", act, miss)
     privileges.drop(act, miss)
-    seccomp.install(act, miss)
+    seccomp.install(act, miss, process_groups=True)  # each compiler runs in a process group of its own
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() == 1:
         os._exit(1)

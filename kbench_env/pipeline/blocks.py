@@ -5,9 +5,9 @@ One configuration's timing, driven from this side (the worker is an executor: wo
 1. the worker allocates input buffers (SLOTS) and is stopped (sandbox/memory.py ``Freezer``);
 2. per block: this side writes the block's inputs into the buffers (pipeline/revealed_inputs.py: from keys drawn
    now, with randomness the worker never sees), starts its clock, resumes the worker and lets it run the block
-   (BLOCK); at DONE it stops the clock and stops the worker, reads the outputs of ``check_calls`` calls chosen now
-   out of the block straight from the worker's memory and compares them with the reference for those calls'
-   inputs; the block's time over its number of calls is one sample;
+   (BLOCK); at DONE it stops the worker and, once every task of it has stopped, the clock; it reads the outputs
+   of ``check_calls`` calls chosen now out of the block straight from the worker's memory and compares them with
+   the reference for those calls' inputs; the block's time over its number of calls is one sample;
 3. a configuration none of whose inputs can vary between calls (revealed_inputs.py ``varies``) has every output of
    a block overwritten with garbage once the block is checked (``poison_outputs``): an output kept from an earlier
    call and returned again reads as garbage when checked, as a stale one does when the inputs change;
@@ -166,8 +166,10 @@ class _Run:
         t0 = time.perf_counter()
         self.freezer.thaw()
         header, payload = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
-        seconds = time.perf_counter() - t0
         self.freezer.freeze()
+        # The clock stops once every task of the worker is stopped again, not at its DONE: whatever still ran
+        # after DONE (another thread or process, a system call under way) was the block's work too.
+        seconds = time.perf_counter() - t0
         if self.sampler is not None:
             self.sampler.drain()
         if header["type"] == msg.ERROR:

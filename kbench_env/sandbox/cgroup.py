@@ -1,6 +1,7 @@
 """Process bookkeeping of a worker: a pids cgroup per worker where kbench runs as root (a process limit that
-holds for uid 0, and a complete list of what to kill), and the kill of a whole session where no cgroup is at hand.
-The worker (worker_process.py) decides when; this module only knows how."""
+holds for uid 0, and a complete list of what to kill), with a freezer cgroup of the same name beside it (the stop
+that no process of the worker escapes: freeze_group.py), and the kill of a whole session where no cgroup is at
+hand. The worker (worker_process.py) decides when; this module only knows how."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import signal
 import threading
 import time
 import uuid
+
+from kbench_env.sandbox.freeze_group import FreezeGroup
 
 
 class PidsCgroup:
@@ -81,6 +84,17 @@ class PidsCgroup:
         except OSError:
             os.rmdir(self.path)
             raise
+        # the stop of the worker as one: in a v2 hierarchy its own cgroup freezes; else a cgroup of the same name
+        # in a v2 hierarchy beside (a hybrid system) or in v1's freezer controller; None where there is none
+        if self.version == 2 and os.path.exists(os.path.join(self.path, "cgroup.freeze")):
+            self.freezer: FreezeGroup | None = FreezeGroup(self.path, 2)
+        else:
+            self.freezer = FreezeGroup.make(os.path.basename(self.path))
+
+    @property
+    def hierarchies(self) -> int:
+        """In how many cgroup hierarchies the worker is put (what it waits for before it goes on)."""
+        return 1 if self.freezer is None or self.freezer.path == self.path else 2
 
     def pids(self) -> list:
         try:
@@ -94,15 +108,23 @@ class PidsCgroup:
         if self.version == 2 and os.path.exists(os.path.join(self.path, "cgroup.kill")):
             with contextlib.suppress(OSError), open(os.path.join(self.path, "cgroup.kill"), "w") as f:
                 f.write("1")
-            return
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
+        else:
+            for pid in self.pids():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        self._thaw()
+
+    def _thaw(self) -> None:
+        """A task killed while frozen by v1's freezer dies only once thawed."""
+        if self.freezer is not None:
+            with contextlib.suppress(OSError):
+                self.freezer.thaw()
 
     def kill_all(self) -> None:
         if self.version == 2 and os.path.exists(os.path.join(self.path, "cgroup.kill")):
             with contextlib.suppress(OSError), open(os.path.join(self.path, "cgroup.kill"), "w") as f:
                 f.write("1")
+        self._thaw()
         for _ in range(200):
             pids = self.pids()
             if not pids:
@@ -113,10 +135,23 @@ class PidsCgroup:
             time.sleep(0.005)
 
     def add(self, pid: int) -> None:
+        """Put ``pid`` in the freezer cgroup, then in the pids cgroup (the worker waits until it is in both:
+        ``hierarchies``). A freezer cgroup that cannot take it is dropped: the stop falls back to signals."""
+        if self.freezer is not None and self.freezer.path != self.path:
+            try:
+                self.freezer.add(pid)
+            except OSError:
+                self.freezer.remove()
+                self.freezer = None
         with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
             f.write(str(pid))
 
     def remove(self) -> None:
+        if self.freezer is not None:
+            if self.freezer.path != self.path:
+                self.freezer.remove()
+            else:
+                self.freezer.close()
         for _ in range(100):
             try:
                 os.rmdir(self.path)

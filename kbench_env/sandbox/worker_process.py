@@ -108,7 +108,8 @@ class Worker:
         while it is stopped."""
         if self._hands is None:
             procs = os.path.join(self._cgroup.path, "cgroup.procs") if self._cgroup is not None else None
-            self._hands = (Freezer(self.proc.pid, procs), ProcessMemory(self.proc.pid))
+            group = self._cgroup.freezer if self._cgroup is not None else None
+            self._hands = (Freezer(self.proc.pid, procs, group), ProcessMemory(self.proc.pid))
         return self._hands
 
     def assign(self, source: str) -> None:
@@ -137,6 +138,9 @@ class Worker:
         self._reader = wire.FrameReader(self.conn.fileno(), wire.HEADROOM)
         job = worker_job(self.limits, source, backend, device, self.scratch, build_root, audit, report_w,
                          self._cgroup.path if self._cgroup else None, builds)
+        if self._cgroup is not None:  # the worker waits until it is in each; it reports the stop it gets
+            job["sandbox"]["cgroup_hierarchies"] = self._cgroup.hierarchies
+            job["sandbox"]["freezer"] = self._cgroup.freezer.version if self._cgroup.freezer is not None else None
         proc = ctx.Process(target=worker_mod.main, args=(child, job), daemon=True)
         try:
             with spawning():

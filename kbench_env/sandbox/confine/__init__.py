@@ -24,10 +24,12 @@ reports them (``kbench doctor``). In the order applied, one module each:
    dropped, so the uid-0 worker cannot remount, raise its limits, load modules or leave the cgroup; no_new_privs in
    any case.
 6. seccomp (seccomp.py): socket() fails with EACCES (every family: no network, no daemon sockets); mount,
-   namespace, module, kexec, bpf, ptrace, keyring, io_uring and perf system calls fail with EPERM, and so does
-   setsid() (every descendant stays in the worker's session, which the parent kills where no cgroup is at hand);
-   clone3 reports ENOSYS (glibc falls back to clone, whose namespace flags are refused); 32-bit and x32 system
-   calls kill.
+   namespace, module, kexec, bpf, ptrace, keyring, io_uring, AIO and perf system calls fail with EPERM, and so do
+   setsid() and setpgid() (every descendant stays in the worker's session and process group, which the parent
+   kills where no cgroup is at hand and stops by signal where it has no freezer cgroup); clone3 reports ENOSYS
+   (glibc falls back to clone, whose flags the filter reads: namespace flags, CLONE_VM outside the thread group
+   but for vfork's form, and SIGCONT as exit signal are refused); SIGCONT is refused where the filter can read the
+   signal (nothing resumes a process the trusted side stopped); 32-bit and x32 system calls kill.
 7. A Python audit hook (audit_hook.py) that refuses, and reports to the parent on a channel of its own, what the
    candidate's Python code tries outside the sandbox: opening files outside it, writing into the build cache, sockets, running programs other than the compiler tool chain, reading another process's /proc
    entries. It is a report layer, not the wall: native code (a C++ kernel, ctypes) bypasses it; the layers above do

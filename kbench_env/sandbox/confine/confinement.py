@@ -31,8 +31,10 @@ LIMITATIONS = (
     "CUDA workers can connect to the fork server's socket (AF_UNIX allowed, its directory not hidden without the "
     "mount namespace): a bare connection stops the fork server, and a crafted request would have it fork a process "
     "outside the sandbox",
-    "without a pids cgroup (kbench not run as root), a child process the candidate moved to a process group of its "
-    "own keeps running while the trusted side has the worker frozen to write timed inputs and read outputs",
+    "without a freezer cgroup (kbench not run as root), the worker is stopped by SIGSTOP to its process group: "
+    "seccomp keeps every process in it and refuses SIGCONT where it can read the signal; a thread on another core "
+    "runs on for the few microseconds the stop signal takes to reach it, and the trusted side confirms the stop of "
+    "the worker's own threads only (not of its child processes)",
 )
 
 
@@ -75,14 +77,20 @@ def apply(job: dict, keep_fds=()) -> dict:
                             "namespace hides them (home, /tmp), signals to same-uid processes are not scoped")
     privileges.drop(act, miss)
     if isolate and "seccomp" not in off:
-        seccomp.install(act, miss, unix_sockets=bool(sb.get("unix_sockets")))
+        seccomp.install(act, miss, unix_sockets=bool(sb.get("unix_sockets")), signal_stop=not sb.get("freezer"))
     elif isolate:
         miss["seccomp"] = "turned off (Limits.isolation_off)"
-    if sb.get("cgroup"):  # the parent moves this process into its pids cgroup while it confines itself
-        if _await_cgroup(os.path.basename(sb["cgroup"])):
+    if sb.get("cgroup"):  # the parent moves this process into its pids (and freezer) cgroup while it confines itself
+        if _await_cgroup(os.path.basename(sb["cgroup"]), int(sb.get("cgroup_hierarchies", 1))):
             act["pids_cgroup"] = f"at most {limits.get('processes')} processes and threads (pids cgroup)"
+            if sb.get("freezer"):
+                act["freezer_cgroup"] = (f"stopped as one for the trusted side's reads and writes (cgroup v"
+                                         f"{sb['freezer']} freezer)")
         else:
             miss["pids_cgroup"] = "the parent did not move the worker into its pids cgroup"
+    if not sb.get("freezer") and isolate:
+        miss["freezer_cgroup"] = ("no freezer cgroup (not root, or no cgroup v2 / v1 freezer): stopped by SIGSTOP to "
+                                  "its process group, which seccomp keeps every process of it in")
     # Parent-death signal last: credential changes clear it.
     if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
         act["parent_death"] = "killed if the parent dies"
@@ -142,14 +150,14 @@ def _namespace_layer(sb: dict, off: set, isolate: bool, use_landlock: bool, home
                          net_only=bool(sb.get("netns_only")))
 
 
-def _await_cgroup(name: str, timeout: float = 10.0) -> bool:
-    """Wait until this process is in the cgroup named ``name`` (moving a process costs the parent an RCU grace
-    period, so it is done while the worker confines itself rather than before)."""
+def _await_cgroup(name: str, hierarchies: int = 1, timeout: float = 10.0) -> bool:
+    """Wait until this process is in the cgroups named ``name`` of ``hierarchies`` hierarchies (moving a process
+    costs the parent an RCU grace period, so it is done while the worker confines itself rather than before)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with open("/proc/self/cgroup") as f:
-                if any(line.rstrip("\n").endswith("/" + name) for line in f):
+                if sum(line.rstrip("\n").endswith("/" + name) for line in f) >= hierarchies:
                     return True
         except OSError:
             return False
