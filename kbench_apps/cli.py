@@ -153,18 +153,7 @@ _DTYPE_ARG = {"default": None, "choices": ["float32", "float16", "bfloat16"],
                       "float32); files with a KBENCH block keep their own"}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kbench", description="KBench-v0: kernels as actions, verified speedup as reward")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    t = sub.add_parser("tasks", formatter_class=HelpFormatter, help="list the tasks of a suite")
-    t.add_argument("--suite", default="all", help="suite name (all, default, level1..3, robust), folder or file")
-    t.add_argument("--json", action="store_true", help="print JSON Lines: one JSON object per task and line "
-                                                         "(without it: a table on a terminal, tab-separated "
-                                                         "lines with a header when piped)")
-    t.add_argument("--dtype", **_DTYPE_ARG)
-    t.set_defaults(fn=cmd_tasks)
-
+def _add_eval_parser(sub) -> None:
     e = sub.add_parser("eval", formatter_class=HelpFormatter, help="evaluate one solution file on one task")
     e.add_argument("--task", required=True, help="task name (level1/relu; with --suite, a name `kbench tasks --suite` "
                                                  "lists), path to a KernelBench-format file, or a robust-kbench "
@@ -187,6 +176,21 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
     _add_rules(e)
     e.set_defaults(fn=cmd_eval)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kbench", description="KBench-v0: kernels as actions, verified speedup as reward")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tasks", formatter_class=HelpFormatter, help="list the tasks of a suite")
+    t.add_argument("--suite", default="all", help="suite name (all, default, level1..3, robust), folder or file")
+    t.add_argument("--json", action="store_true", help="print JSON Lines: one JSON object per task and line "
+                                                         "(without it: a table on a terminal, tab-separated "
+                                                         "lines with a header when piped)")
+    t.add_argument("--dtype", **_DTYPE_ARG)
+    t.set_defaults(fn=cmd_tasks)
+
+    _add_eval_parser(sub)
 
     r = sub.add_parser("run", formatter_class=HelpFormatter, help="run an agent over a suite; results go to an append-only JSONL file")
     r.add_argument("--suite", default="default", help="suite name, level, folder, file or comma list")

@@ -277,3 +277,12 @@ def test_an_unknown_task_fails_its_item_and_the_others_are_evaluated(server):
     assert by_index[1]["status"] == 404 and "no task named" in by_index[1]["error"] and by_index[1]["id"] == "unknown"
     assert by_index[4]["status"] == 413 and "--max-source-chars" in by_index[4]["error"]
     assert [by_index[i]["reward"] > 0 and by_index[i]["correct"] for i in (0, 2, 3)] == [True] * 3
+
+
+def test_a_trainers_remote_evaluator_asks_for_expose_info(server):
+    """The trainer's RemoteEvaluator builds the policy's feedback from the records: against a server that keeps
+    them, it says which option the server needs instead of failing later."""
+    from kbench_env.serving.remote import RemoteEvaluator
+
+    with pytest.raises(ValueError, match="--expose-info"):
+        RemoteEvaluator(server.url, TOKEN)
