@@ -43,7 +43,7 @@ CPU_PARAM_CAP = 1 << 28
 #: Integer sizes at least this large are scaled (batch sizes, dimensions; not kernel sizes or strides) first.
 SCALE_MIN = 16
 #: Bump when the derivation changes: cached derivations of older versions are not used.
-DERIVE_VERSION = 5
+DERIVE_VERSION = 6
 
 _HUB_CALLS = ("from_pretrained", "hf_hub_download", "snapshot_download")
 
@@ -263,7 +263,8 @@ def derive(source: str, filename: str, budget: int = CPU_ELEMENT_BUDGET,
       input shapes differ from the shown ones, so that a kernel specialised to the shown shapes fails.
     - When the file's sizes are too large for the CPU: ``small`` (shown, CPU only), the sizes scaled down until
       the inputs hold at most ``budget`` elements and the model at most ``param_budget`` parameters, checked to
-      run, and ``small-odd`` (held out, CPU only), odd sizes near those, as ``original-odd`` is near the file's.
+      run, and ``small-odd`` (held out, CPU only), odd sizes near those, as ``original-odd`` is near the file's
+      (``small-odd`` is the GPU's held-out one too where no odd sizes near the file's run).
 
     Each device is thus shown one configuration and holds out one of other input shapes. A file whose sizes
     cannot be scaled for the CPU gets configurations for the GPU only; the evaluator then reports that it has
@@ -281,16 +282,17 @@ def derive(source: str, filename: str, budget: int = CPU_ELEMENT_BUDGET,
             configs.append({"name": "original-odd", "sizes": d.trim(odd), "held_out": True, "devices": both})
         return configs
     configs = [{"name": "original", "sizes": {}, "held_out": False, "devices": gpu}]
-    odd = d.held_out({}, [s0[1]], for_cpu=False)
-    if odd is not None:
-        configs.append({"name": "original-odd", "sizes": d.trim(odd), "held_out": True, "devices": gpu})
+    gpu_odd = d.held_out({}, [s0[1]], for_cpu=False)
+    if gpu_odd is not None:
+        configs.append({"name": "original-odd", "sizes": d.trim(gpu_odd), "held_out": True, "devices": gpu})
     small = d.small()
     if small is None:
         return configs
     configs.append({"name": "small", "sizes": d.trim(small), "held_out": False, "devices": ["cpu"]})
     odd = d.held_out(small, [d.p.inputs(small)[1]], for_cpu=True)
-    if odd is not None:
-        configs.append({"name": "small-odd", "sizes": d.trim(odd), "held_out": True, "devices": ["cpu"]})
+    if odd is not None:  # also the GPU's held-out one where no odd sizes near the file's run (Swin's windows)
+        configs.append({"name": "small-odd", "sizes": d.trim(odd), "held_out": True,
+                        "devices": ["cpu"] if gpu_odd is not None else both})
     return configs
 
 
