@@ -50,7 +50,8 @@ def summarize_feedback(ev, max_chars: int = 3000) -> str:
     if mism:
         c = mism[0]
         where = policy_config_name(r, c) + ("" if c.held_out else f" (inputs {', '.join(c.inputs)})")
-        head += f"\nfirst failing configuration: {where}, norm err {c.norm_err}, max err {c.max_err}"
+        figures = "" if c.held_out else f", norm err {c.norm_err}, max err {c.max_err}"  # held out: a verdict only
+        head += f"\nfirst failing configuration: {where}{figures}"
     return head[:max_chars]
 
 

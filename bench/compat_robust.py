@@ -199,7 +199,9 @@ def markdown(s: dict, records: list[dict], meta: dict) -> str:
         f"({meta['skipped_n']} folder(s) skipped); names unique: {meta['unique']}"
         + (f" (repeated: {', '.join(meta['repeated'][:10])})" if meta["repeated"] else ""),
         f"- CPU configurations: {meta['cpu_stats']['with_cpu']} of {meta['loaded']} tasks have one, "
-        f"{meta['cpu_stats']['distinct_held_out']} a held-out one with sizes no shown one has; "
+        f"{meta['cpu_stats']['distinct_held_out']} a held-out one whose input shapes no shown one has (on a GPU: "
+        f"{meta['cpu_stats'].get('distinct_held_out_cuda', '-')}, by shapes on the meta device; a held-out "
+        f"configuration that changes only settings the inputs do not see does not count); "
         f"{meta['cpu_stats']['derived']} have configurations derived by kbench for the CPU (robust-kbench's own "
         f"are sized for a GPU, or give the CPU only one)",
         f"- selection: {s['tasks']} of {meta['loaded']} tasks ({dict(s['forms'])})"
@@ -255,15 +257,21 @@ def _parts(only: str | None) -> list:
     return [p.strip() for p in (only or "").split(",") if p.strip()]
 
 
-def config_stats(tasks: list) -> dict:
-    """How the loaded tasks stand for the CPU: with a configuration at all, with a held-out one whose sizes differ
-    from every shown one, and with configurations derived by kbench (robust_kbench_cpu: for the CPU only)."""
-    def distinct_held_out(t) -> bool:
-        shown = [c.sizes for c in t.configs_for("cpu") if not c.held_out]
-        return any(c.sizes not in shown for c in t.configs_for("cpu") if c.held_out)
+def distinct_held_out(t, device: str) -> bool:
+    """Whether ``t`` is shown a configuration on ``device`` and holds out one whose input shapes differ from every
+    shown one's (settings the inputs do not see, an ``init_method``, do not count; a GPU's shapes are taken on
+    the meta device: no GPU needed)."""
+    cfgs = t.configs_for(device)
+    shown = {tuple(t.input_shapes(c)) for c in cfgs if not c.held_out}
+    return bool(shown) and any(tuple(t.input_shapes(c)) not in shown for c in cfgs if c.held_out)
 
+
+def config_stats(tasks: list) -> dict:
+    """How the loaded tasks stand: with a CPU configuration at all, with a held-out one whose input shapes differ
+    from every shown one's on the CPU and on a GPU, and with configurations derived by kbench for the CPU."""
     return {"with_cpu": sum(bool(t.configs_for("cpu")) for t in tasks),
-            "distinct_held_out": sum(distinct_held_out(t) for t in tasks),
+            "distinct_held_out": sum(distinct_held_out(t, "cpu") for t in tasks),
+            "distinct_held_out_cuda": sum(distinct_held_out(t, "cuda") for t in tasks),
             "derived": sum(any(tuple(c.devices) == ("cpu",) for c in t.configs) for t in tasks)}
 
 

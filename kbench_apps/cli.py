@@ -27,6 +27,7 @@ from kbench_env.pipeline.formats import FORMATS
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.sandbox.doctor import doctor, format_doctor
+from kbench_env.sandbox.policy import Limits
 from kbench_env.tasks.suite import load_suite, resolve_task
 
 
@@ -94,10 +95,10 @@ def _task_dict(task) -> dict:
 
 def cmd_eval(args) -> int:
     require_device(args.device)
-    task = resolve_task(args.task, dtype=args.dtype)
+    task = resolve_task(args.task, dtype=args.dtype, suite=args.suite)
     source = _read_solution(args.solution)
     ev = Evaluator(device=args.device, backend=args.backend, reward=args.reward, rules=args.rules,
-                   format=args.format, remote_builds=args.remote_builds)
+                   format=args.format, remote_builds=args.remote_builds, limits=_limits(args.timeout, args.build_timeout))
     task.require_configs(ev.device)  # the task's error (exit 2), not the candidate's
     result = ev.evaluate(task, source, seed=args.seed)
     if args.json:
@@ -105,6 +106,21 @@ def cmd_eval(args) -> int:
     else:
         print(result.feedback())
     return 0 if result.correct else 1
+
+
+def _limits(timeout: float | None, build_timeout: float | None) -> Limits:
+    """The sandbox limits with ``--timeout`` (the wall-clock limit of each correctness run and of the timing, the
+    reference's runs included) and ``--build-timeout`` (building and importing the candidate: its module-level
+    code runs there)."""
+    for flag, value in (("--timeout", timeout), ("--build-timeout", build_timeout)):
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be a positive number of seconds, not {value}")
+    limits = Limits()
+    if timeout is not None:
+        limits.run_timeout = limits.time_timeout = timeout
+    if build_timeout is not None:
+        limits.build_timeout = build_timeout
+    return limits
 
 
 def _read_solution(path: str) -> str:
@@ -137,6 +153,31 @@ _DTYPE_ARG = {"default": None, "choices": ["float32", "float16", "bfloat16"],
                       "float32); files with a KBENCH block keep their own"}
 
 
+def _add_eval_parser(sub) -> None:
+    e = sub.add_parser("eval", formatter_class=HelpFormatter, help="evaluate one solution file on one task")
+    e.add_argument("--task", required=True, help="task name (level1/relu; with --suite, a name `kbench tasks --suite` "
+                                                 "lists), path to a KernelBench-format file, or a robust-kbench "
+                                                 "task folder's form (<folder>/forward, <folder>/backward)")
+    e.add_argument("--suite", default=None, help="look the task name up in this suite first (a folder, as `kbench "
+                                                 "tasks --suite` was given)")
+    e.add_argument("--timeout", type=float, default=None,
+                   help=f"seconds each stage that runs code may take before the candidate is stopped and answered "
+                        f"'timed out': correctness runs (default {Limits.run_timeout:g} s) and timing (default "
+                        f"{Limits.time_timeout:g} s)")
+    e.add_argument("--build-timeout", type=float, default=None,
+                   help=f"seconds the build and import of the candidate may take (its module-level code runs "
+                        f"there; default {Limits.build_timeout:g} s)")
+    e.add_argument("--solution", required=True, help="file with the ModelNew source (or an LLM reply)")
+    e.add_argument("--device", default="auto", help=_device_help())
+    e.add_argument("--backend", default=None, help="cpu, cuda or triton (default: from the device)")
+    e.add_argument("--reward", default="tiered", choices=sorted(PRESETS), help="reward preset (see README)")
+    e.add_argument("--seed", type=int, default=None, help="fix the evaluation's random inputs (default: fresh)")
+    e.add_argument("--dtype", **_DTYPE_ARG)
+    e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
+    _add_rules(e)
+    e.set_defaults(fn=cmd_eval)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kbench", description="KBench-v0: kernels as actions, verified speedup as reward")
     sub = p.add_subparsers(dest="command", required=True)
@@ -149,17 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", **_DTYPE_ARG)
     t.set_defaults(fn=cmd_tasks)
 
-    e = sub.add_parser("eval", formatter_class=HelpFormatter, help="evaluate one solution file on one task")
-    e.add_argument("--task", required=True, help="task name (level1/relu) or path to a KernelBench-format file")
-    e.add_argument("--solution", required=True, help="file with the ModelNew source (or an LLM reply)")
-    e.add_argument("--device", default="auto", help=_device_help())
-    e.add_argument("--backend", default=None, help="cpu, cuda or triton (default: from the device)")
-    e.add_argument("--reward", default="tiered", choices=sorted(PRESETS), help="reward preset (see README)")
-    e.add_argument("--seed", type=int, default=None, help="fix the evaluation's random inputs (default: fresh)")
-    e.add_argument("--dtype", **_DTYPE_ARG)
-    e.add_argument("--json", action="store_true", help="print the EvalResult as one JSON object")
-    _add_rules(e)
-    e.set_defaults(fn=cmd_eval)
+    _add_eval_parser(sub)
 
     r = sub.add_parser("run", formatter_class=HelpFormatter, help="run an agent over a suite; results go to an append-only JSONL file")
     r.add_argument("--suite", default="default", help="suite name, level, folder, file or comma list")

@@ -82,7 +82,8 @@ def _log_start(args, host, port, registry, front, limits: ServerLimits) -> None:
     logs.event("server_start", host=host, port=port, executor="ray" if args.ray_address else "local",
                ray_address=args.ray_address, workers=limits.workers, device=front.device,
                backend=front.backend_name, rules=args.rules, reward=args.reward, timing=args.timing,
-               suite=args.suite, tasks=len(registry.tasks), limits=dict(limits.__dict__), pid=os.getpid())
+               suite=args.suite, tasks=len(registry.tasks), limits=dict(limits.__dict__), pid=os.getpid(),
+               expose_info=args.expose_info)
 
 
 def cmd_serve(args) -> int:
@@ -103,7 +104,7 @@ def cmd_serve(args) -> int:
         executor = make_executor("local", device=args.device, workers=workers, **kwargs)
         front = executor.evaluators[0]
     limits = _limits(args, workers)
-    server = KBenchServer(executor, front, registry, token, limits)
+    server = KBenchServer(executor, front, registry, token, limits, expose_info=args.expose_info)
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # accepted connections inherit it: a response's head and body, written apart, must not wait out the
@@ -139,6 +140,10 @@ def add_parser(sub, device_help: str, dtype_arg: dict, formatter) -> None:
     s.add_argument("--token-file", default=None, help=f"file holding the bearer token (else ${TOKEN_ENV}, else one "
                                                       f"is made and printed)")
     s.add_argument("--suite", default="all", help="the tasks offered (requests name tasks of it, never paths)")
+    s.add_argument("--expose-info", action="store_true",
+                   help="answers also carry the researcher's record (researcher_record: the EvalResult, which names "
+                        "the held-out configurations with their shapes and times) beside the observation; off: "
+                        "clients get only what a policy may read. A trainer's RemoteEvaluator (--env-url) needs it")
     s.add_argument("--dtype", **dtype_arg)
     s.add_argument("--device", default="auto", help=device_help)
     s.add_argument("--backend", default=None, help="cpu, cuda or triton (default: from the device)")

@@ -188,7 +188,7 @@ def test_configs_are_the_cartesian_product(folder, tasks):
     assert pairs[0] == ({"num_output_features": 16, "num_input_features": 32}, {"batch_size": 8, "num_input_features": 32})
     assert len(rkr.read_configs(folder, "forward", multi=False)) == 1
     single = rk.load_robust_tasks(folder, multi=False)[0].configs  # the file's one, and an odd one held out for
-    assert [(c.held_out, c.devices) for c in single] == [(False, ("cpu", "cuda")), (True, ("cpu",))]  # the CPU
+    assert [(c.held_out, c.devices) for c in single] == [(False, ("cpu", "cuda")), (True, ("cpu", "cuda"))]  # both
     assert single[1].sizes["num_input_features"] == 31  # robust_kbench_cpu.derive_held_out
 
 

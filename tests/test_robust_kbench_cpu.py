@@ -178,7 +178,8 @@ def test_a_task_with_one_cpu_configuration_gets_an_odd_held_out_one(tmp_path):
     small = dict(LINEAR_CONFIG, multi_init_configs=[{"in_features": 32, "out_features": 16}],
                  multi_input_configs=[{"batch_size": 8, "in_features": 32}])
     (task,) = rk.load_robust_tasks(write(tmp_path / "small", LINEAR, config=small))
-    assert [(c.held_out, c.devices) for c in task.configs] == [(False, ("cpu", "cuda")), (True, ("cpu",))]
+    # near the GPU's shown configuration too (the same one): held out there as well
+    assert [(c.held_out, c.devices) for c in task.configs] == [(False, ("cpu", "cuda")), (True, ("cpu", "cuda"))]
     shown, held = task.configs
     assert (shown.sizes["in_features"], held.sizes["in_features"]) == (32, 31)
     assert (shown.sizes["out_features"], held.sizes["out_features"]) == (16, 15)

@@ -31,7 +31,7 @@ VOLATILE = {"eval_seconds", "build_seconds", "cached_build", "worker_seconds", "
 @pytest.fixture(scope="module")
 def server():
     srv = ServerProcess("--workers", "2", "--queue", "30", "--per-client", "8", "--max-body-bytes", "2000000",
-                        "--max-batch", "8")
+                        "--max-batch", "8", "--expose-info")  # the remote env compared with the local one's info
     yield srv
     srv.stop()
 
@@ -151,7 +151,9 @@ def test_oversized_requests_are_refused_with_a_clear_error(server):
     assert many.status_code == 413 and "--max-batch" in many.json()["error"]
     unknown = httpx.post(server.url + "/batch", headers=AUTH,
                          json={"items": [{"task": "../../etc/passwd", "source": "x"}]})
-    assert unknown.status_code == 404 and "no task named" in unknown.json()["error"]
+    first, last = [json.loads(ln) for ln in unknown.text.splitlines()]  # the item's error, not the batch's
+    assert unknown.status_code == 200 and first["status"] == 404 and "no task named" in first["error"]
+    assert last == {"done": True, "count": 1, "failed": 1}
     env.close()
 
 
@@ -173,9 +175,9 @@ def test_batch_streams_every_result(server):
 
     lines = asyncio.run(run())
     assert [ln["index"] for ln in lines] == [0, 1, 2]
-    assert lines[0]["result"]["correct"] and lines[0]["reward"] > 0
-    assert lines[1]["reward"] == pytest.approx(-0.6) and lines[1]["result"]["error_stage"] == "screen"
-    assert not lines[2]["result"]["correct"] and lines[2]["result"]["compiled"] is not None
+    assert lines[0]["researcher_record"]["correct"] and lines[0]["reward"] > 0
+    assert lines[1]["reward"] == pytest.approx(-0.6) and lines[1]["researcher_record"]["error_stage"] == "screen"
+    assert not lines[2]["researcher_record"]["correct"] and lines[2]["researcher_record"]["compiled"] is not None
 
 
 def _clients(url: str, actions: list, seeds) -> dict:
@@ -265,7 +267,7 @@ def test_full_queue_answers_429_and_shutdown_finishes_in_flight_work():
     worker.join(300)
     lines = [json.loads(ln) for ln in answer["r"].text.splitlines()]
     assert answer["r"].status_code == 200 and lines[-1] == {"done": True, "count": 1, "failed": 0}
-    assert lines[0]["result"]["task"] == "level1/relu"
+    assert lines[0]["task"] == "level1/relu" and "researcher_record" not in lines[0]
     assert code == 0 and "in-flight work finished" in "".join(srv.lines)
     events = [json.loads(ln) for ln in srv.lines if ln.startswith("{")]  # the log (stderr, merged here)
     assert [e["reason"] for e in events if e["event"] == "refused"] == ["queue_full"]

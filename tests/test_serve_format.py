@@ -16,7 +16,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def server():
-    srv = ServerProcess("--format", "fast", "--suite", "level1/relu", "--workers", "1")
+    srv = ServerProcess("--format", "fast", "--suite", "level1/relu", "--workers", "1", "--expose-info")
     yield srv
     srv.stop()
 
@@ -39,4 +39,4 @@ def test_a_reset_naming_no_task_draws_from_what_the_server_serves(server):
     neither task nor suite gets a task of the server's own (it was refused with 404, naming a task of "default")."""
     answer = httpx.post(server.url + "/reset", json={"seed": 3}, headers=AUTH, timeout=120)
     assert answer.status_code == 200, answer.text
-    assert answer.json()["observation"]["info"]["task"] == "level1/relu"
+    assert answer.json()["info"]["task"] == "level1/relu"

@@ -28,7 +28,7 @@ SLOW = "import time\ntime.sleep(8)\n" + RELU
 @pytest.fixture(scope="module")
 def ray_server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ray")
-    srv = ServerProcess("--ray-address", "local", "--workers", "2", "--queue", "8", "--suite", "default",
+    srv = ServerProcess("--ray-address", "local", "--workers", "2", "--queue", "8", "--suite", "default", "--expose-info",
                         startup=300, env={"RAY_TMPDIR": str(tmp)})
     yield srv
     under = srv.descendants()
@@ -55,9 +55,9 @@ def _batch(url: str, items: list) -> list[dict]:
 def test_a_batch_is_evaluated_by_ray_actors(ray_server):
     lines = _batch(ray_server.url, [{"task": "level1/relu", "source": s} for s in (RELU, "garbage (", RELU,
                                                                                    candidates.WRONG_SHAPE)])
-    assert [ln["result"]["correct"] for ln in lines] == [True, False, True, False]
-    assert lines[1]["reward"] == pytest.approx(-0.6) and lines[3]["result"]["error_stage"] == "correctness"
-    assert not any(ln["result"].get("retries") for ln in lines)
+    assert [ln["researcher_record"]["correct"] for ln in lines] == [True, False, True, False]
+    assert lines[1]["reward"] == pytest.approx(-0.6) and lines[3]["researcher_record"]["error_stage"] == "correctness"
+    assert not any(ln["researcher_record"].get("retries") for ln in lines)
     assert len(_actors(ray_server)) == 2  # --workers 2: two actors, which did the work (no Evaluator besides)
     schema = httpx.get(ray_server.url + "/schema", headers=AUTH).json()["evaluator"]
     assert schema == {"device": "cpu", "backend": "cpu", "rules": "strict", "format": "kernelbench"}
@@ -79,8 +79,8 @@ def test_killing_an_actor_mid_batch_loses_no_request(ray_server):
     worker.join(600)
     lines = answer["lines"]
     assert [ln["id"] for ln in lines] == [0, 1] and all("error" not in ln for ln in lines)
-    assert all(ln["result"]["correct"] and ln["reward"] == 1.0 for ln in lines)
-    retried = [ln["result"] for ln in lines if ln["result"].get("retries")]
+    assert all(ln["researcher_record"]["correct"] and ln["reward"] == 1.0 for ln in lines)
+    retried = [ln["researcher_record"] for ln in lines if ln["researcher_record"].get("retries")]
     assert len(retried) >= 1 and all("actor" in r["retried_because"][0] for r in retried)
     assert all(r["retries"] == len(r["retried_because"]) for r in retried)
     metrics = httpx.get(ray_server.url + "/metrics", headers=AUTH).text
@@ -91,4 +91,4 @@ def test_killing_an_actor_mid_batch_loses_no_request(ray_server):
             break
         threading.Event().wait(0.1)
     assert len(_actors(ray_server)) == 2 and busy[0] not in _actors(ray_server)
-    assert _batch(ray_server.url, [{"task": "level1/relu", "source": RELU}])[0]["result"]["correct"]
+    assert _batch(ray_server.url, [{"task": "level1/relu", "source": RELU}])[0]["researcher_record"]["correct"]

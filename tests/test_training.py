@@ -294,7 +294,7 @@ def server():
     pytest.importorskip("httpx")
     from tests.serving_server import ServerProcess
 
-    srv = ServerProcess("--workers", "2", "--queue", "8", "--max-batch", "3")
+    srv = ServerProcess("--workers", "2", "--queue", "8", "--max-batch", "3", "--expose-info")
     yield srv
     srv.stop()
 

@@ -5,7 +5,8 @@ Single turn (``--turns 1``): each prompt is a task's prompt (exactly what ``KBen
 env's reward (``kbench_training.rewards.KBenchReward``). Multi turn (``--turns N``): each answer starts an episode; the
 env's feedback goes back as the next user message, up to N attempts, and the episode earns
 ``best turn reward - turn_cost * (turns - 1)`` (``kbench_training.rollout``). The Evaluator runs in this process, or on a
-``kbench serve`` server (``--env-url``, ``--env-token``: ``kbench_env.serving.remote.RemoteEvaluator``), whose
+``kbench serve --expose-info`` server (``--env-url``, ``--env-token``:
+``kbench_env.serving.remote.RemoteEvaluator``), whose
 device, backend, reward and timing are then the ones the prompts name and the rewards pay. Evaluation metrics
 (compile, correctness, integrity-flag rates, speedups) are logged with the trainer's own metrics, and every log line
 is appended to ``<output-dir>/log.jsonl``.
@@ -48,8 +49,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--eval-workers", type=int, default=None,
                    help="candidates evaluated at once (default: one per CPU core)")
     p.add_argument("--env-url", default=None,
-                   help="evaluate on a `kbench serve` server (http://host:port) instead of in this process; its "
-                        "device, backend, reward and rules are the server's")
+                   help="evaluate on a `kbench serve --expose-info` server (http://host:port) instead of in this "
+                        "process; its device, backend, reward and rules are the server's")
     p.add_argument("--env-token", default=None, help="the server's token (default: $KBENCH_TOKEN)")
     # episodes
     p.add_argument("--turns", type=int, default=1, help="attempts per episode; >1 feeds the env's feedback back")

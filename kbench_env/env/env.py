@@ -17,8 +17,8 @@ from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.rules import check_rules
 from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
-from kbench_env.tasks.suite import load_suite, resolve_task
-from kbench_env.tasks.task import Task
+from kbench_env.tasks.suite import find_task, load_suite, resolve_task
+from kbench_env.tasks.task import Task, TaskError
 
 _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-",
                         "\u2014": "-", "\u2026": "...", "\u00a0": " "})
@@ -87,8 +87,8 @@ class KBenchEnv(gym.Env):
     action format and its rules, a one-shot example in that format). After ``step``: the feedback on the attempt
     (``pipeline.feedback.policy_feedback``): the stage reached, the compiler's or runtime's own error (trimmed),
     the first mismatching configuration with its error figures, or the timing table, speedup and kernel coverage.
-    A held-out configuration appears only as "held-out configuration k of n": whether it passed and how it failed
-    (wrong values with the error figures, a crash, a timeout), never its name, shapes, dtype or times.
+    A held-out configuration appears only as "held-out configuration k of n" with a verdict: whether it passed and
+    how it failed (wrong values, a crash, a timeout), never its name, shapes, dtype, error figures or times.
 
     ``info`` always holds ``task``, ``turn``, ``max_turns``, ``format`` and ``best_speedup`` (the best verified
     speedup of the episode, None until one); after ``step`` also ``eval``, the full ``EvalResult`` as a
@@ -104,7 +104,12 @@ class KBenchEnv(gym.Env):
 
     ## Starting State
     ``reset(seed=..., options={"task": name_or_Task})`` picks the named task, else the fixed ``task`` given to
-    the constructor, else a task of ``suite`` drawn with the env's random generator (``seed`` makes the draw and
+    the constructor, else a task of ``suite`` drawn with the env's random generator. A task name (here or as
+    ``task=``) is looked up in the env's ``suite`` first (a task's full name as ``kbench tasks --suite`` lists
+    it, or a tail only one of its tasks has: "level2/76_Gemm_Add_ReLU", "layernorm/backward"), then as
+    ``kbench eval --task`` takes it (a name under the tasks folder, a file, ``<robust-kbench folder>/backward``):
+    a name outside the suite is accepted when it names a task there, and refused (``TaskError``, saying where
+    it was looked for) when it names none (``seed`` makes the draw and
     the evaluation seeds of the episode reproducible; timings are not, hence ``nondeterministic=True``). A task
     with no configuration for the env's device is the task's error: ``reset`` raises ``TaskError``.
 
@@ -208,9 +213,9 @@ class KBenchEnv(gym.Env):
                                                 rules=check_rules(rules or "strict"),
                                                 format=format or "kernelbench", **evaluator_kwargs)
         self.dtype = dtype
-        self.fixed_task = resolve_task(task, dtype) if isinstance(task, str) else task
         self.suite_spec = suite
         self._suite: list[Task] | None = None
+        self.fixed_task = self._named_task(task) if isinstance(task, str) else task
         self.max_turns = max_turns
         self.target_speedup = target_speedup
         self.render_mode = render_mode
@@ -230,7 +235,7 @@ class KBenchEnv(gym.Env):
         options = options or {}
         if options.get("task"):
             t = options["task"]
-            self.task = resolve_task(t, self.dtype) if isinstance(t, str) else t
+            self.task = self._named_task(t) if isinstance(t, str) else t
         elif self.fixed_task is not None:
             self.task = self.fixed_task
         else:
@@ -283,6 +288,22 @@ class KBenchEnv(gym.Env):
             if not self._suite:
                 raise ValueError(f"suite {self.suite_spec!r} has no tasks")
         return self._suite
+
+    def _named_task(self, name: str) -> Task:
+        """The task ``name`` names: in the env's suite first, then anywhere ``resolve_task`` looks (see Starting
+        State). A suite that cannot load (a misspelt suite beside a ``task=``) leaves the name to the latter."""
+        try:
+            suite = self.suite_tasks()
+        except (ValueError, OSError):  # TaskError is a ValueError
+            suite = []
+        found = find_task(suite, name)
+        if found is not None:
+            return found
+        try:
+            return resolve_task(name, self.dtype)
+        except TaskError as exc:
+            raise TaskError(f"no task named {name!r} in the env's suite {self.suite_spec!r} ({len(suite)} tasks; "
+                            f"`kbench tasks --suite` lists them) nor elsewhere: {exc}") from None
 
     def _info(self, result: EvalResult | None) -> dict:
         info = {"task": self.task.name, "turn": self.turn, "max_turns": self.max_turns,

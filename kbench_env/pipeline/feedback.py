@@ -3,9 +3,10 @@
 - ``full_feedback``: the researcher's view (``EvalResult.feedback``, ``kbench eval``): every configuration as it
   is, held-out ones included, with its inputs and times.
 - ``policy_feedback``: what a policy reads (the env's step observation, the agents' prompts). A held-out
-  configuration appears only as "held-out configuration k of n": whether it passed and how it failed (wrong
-  values with the error figures, a crash, a timeout), never its name (a name may spell its sizes), input shapes,
-  dtype, per-configuration time or speedup, nor an error message or integrity flag text written about it.
+  configuration appears only as "held-out configuration k of n" with a verdict: whether it passed and how it
+  failed (wrong values, a crash, a timeout), never its name (a name may spell its sizes), input shapes, dtype,
+  error figures (how far off its values are tells about its sizes), per-configuration time or speedup, nor an
+  error message or integrity flag text written about it.
 
 Both lay the configuration table out with columns sized to their content: no input shape is ever cut.
 """
@@ -104,7 +105,7 @@ def _error(result, held: _HeldOut) -> str:
     if c is None:
         return result.error
     if result.error_stage == "correctness":
-        how = f"wrong values (norm err {_f(c.norm_err, '.2e')}, max err {_f(c.max_err, '.2e')})"
+        how = "wrong values"  # a verdict only: error figures would tell about the held-out sizes
     elif "timed out" in result.error.lower():
         how = "timed out" + (" while being timed" if result.error_stage == "timing" else "")
     elif result.error_stage == "timing":
@@ -122,7 +123,7 @@ def _table(configs, held: _HeldOut) -> list[str]:
     for c in configs:
         ok = "-" if c.correct is None else ("yes" if c.correct else "NO")
         if c.held_out and not held.reveal:
-            rows.append((_name(c, held), HIDDEN, ok, _f(c.norm_err, ".2e"), HIDDEN, HIDDEN, HIDDEN))
+            rows.append((_name(c, held), HIDDEN, ok, HIDDEN, HIDDEN, HIDDEN, HIDDEN))
             continue
         rows.append((_name(c, held), ", ".join(c.inputs), ok, _f(c.norm_err, ".2e"),
                      _ms(c.candidate_ms, c.candidate_spread_ms), _ms(c.reference_ms, None),

@@ -10,6 +10,14 @@ A correct candidate earns ``1 + clip(log(speedup) / log(cap), -0.95, 1)``: 1.0 a
 cannot dominate a batch. Other presets: "binary" (1 if correct), "speedup" (the capped speedup if correct, else 0;
 -1 for an exploit), "kevin" (Kevin-32B style: 0.3 for correctness plus the capped speedup). Any callable
 ``f(result) -> float`` works too.
+
+Under ``rules="kernelbench"`` PyTorch may do the work beside a token kernel of the candidate's own (rules.py), so
+every preset pays the speedup credited by kernel coverage (``credited_speedup``): a candidate whose own kernels
+take less than ``MIN_COVERAGE`` (half) of forward's time is credited with a speedup of at most its coverage. A
+token kernel at parity with PyTorch (coverage 0.18) is then paid as a 0.18x kernel (tiered 0.26), below any
+honest kernel at least that fast, never in the "faster" tier. Under "strict" rules forward runs only the
+candidate's kernels, and the speedup is paid as measured. Where coverage was not measured (None) it is paid as
+measured too.
 """
 
 from __future__ import annotations
@@ -34,9 +42,24 @@ def _failure(r: EvalResult) -> float | None:
     return None
 
 
+#: Under rules="kernelbench", the kernel coverage below which the speedup is credited at most the coverage.
+MIN_COVERAGE = 0.5
+
+
 def measured_speedup(r: EvalResult) -> float | None:
-    """The speedup against the baseline the evaluation names ("eager" or "compile")."""
-    return r.speedup_compile if r.baseline == "compile" and r.speedup_compile is not None else r.speedup
+    """The speedup against the baseline the evaluation names ("eager" or "compile"), as the presets credit it
+    (``credited_speedup``)."""
+    s = r.speedup_compile if r.baseline == "compile" and r.speedup_compile is not None else r.speedup
+    return credited_speedup(r, s)
+
+
+def credited_speedup(r: EvalResult, s: float | None) -> float | None:
+    """``s``, or under rules="kernelbench" with a kernel coverage below ``MIN_COVERAGE``, at most that coverage
+    (see the module docstring)."""
+    c = r.kernel_coverage
+    if s is None or r.rules != "kernelbench" or not isinstance(c, (int, float)) or c >= MIN_COVERAGE:
+        return s
+    return min(s, max(float(c), 0.0))
 
 
 def tiered(r: EvalResult, cap: float = 10.0) -> float:
@@ -44,7 +67,7 @@ def tiered(r: EvalResult, cap: float = 10.0) -> float:
     if bad is not None:
         return bad
     s = measured_speedup(r)
-    s = 1.0 if s is None else s
+    s = credited_speedup(r, 1.0) if s is None else s  # untimed: parity, credited as a timed one would be
     return 1.0 + max(-0.95, min(1.0, math.log(max(s, 1e-9)) / math.log(cap)))
 
 

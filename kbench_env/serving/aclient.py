@@ -4,7 +4,10 @@
 
     async with AsyncKBenchClient("http://host:8000", token) as client:
         async for line in client.batch([("level1/relu", source), ...]):
-            print(line["index"], line["reward"])
+            print(line["index"], line["reward"], line["feedback"])
+
+A result line holds the reward and the policy's feedback; the whole EvalResult (``researcher_record``) only from
+a server started with ``--expose-info`` (``wire.py``).
 """
 
 from __future__ import annotations

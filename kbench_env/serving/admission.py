@@ -10,6 +10,7 @@ evaluation still runs.
 
 from __future__ import annotations
 
+import base64
 import hmac
 import threading
 from collections import Counter
@@ -50,16 +51,34 @@ class Refused(Exception):
         self.reason = reason or REASONS.get(status, f"http_{status}")
 
 
-def check_token(header: str | None, token: str) -> None:
-    """Refuse (401) a request whose ``Authorization: Bearer`` token is missing or not ``token`` (constant time)."""
-    if not header:
-        raise Refused(401, "missing token: send 'Authorization: Bearer <token>' (kbench serve printed or was given "
-                           "the token: --token-file or $KBENCH_TOKEN)", "SESSION_ERROR",
-                      reason="token_missing")
-    scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
-        raise Refused(401, "wrong token: the Authorization header's bearer token is not this server's",
-                      "SESSION_ERROR", reason="token_wrong")
+def _given_token(header: str | None, query_token: str | None) -> str | None:
+    """The token a request carries: ``Authorization: Bearer <token>``, HTTP Basic with the token as password
+    (what a URL ``http://user:<token>@host`` makes clients send), or ``query_token`` (``?token=`` on the
+    WebSocket's URL); None when it carries none."""
+    if header:
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() == "bearer":
+            return value.strip()
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(value.strip(), validate=True).decode()
+            except (ValueError, UnicodeDecodeError):
+                return ""
+            return decoded.partition(":")[2]
+        return ""
+    return query_token
+
+
+def check_token(header: str | None, token: str, query_token: str | None = None) -> None:
+    """Refuse (401) a request whose token (``_given_token``) is missing or not ``token`` (constant time)."""
+    given = _given_token(header, query_token)
+    if given is None:
+        raise Refused(401, "missing token: send 'Authorization: Bearer <token>', or put it in the URL as "
+                           "http://kbench:<token>@host:port (kbench serve printed or was given the token: "
+                           "--token-file or $KBENCH_TOKEN)", "SESSION_ERROR", reason="token_missing")
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        raise Refused(401, "wrong token: the request's token (bearer, basic-auth password or ?token=) is not this "
+                           "server's", "SESSION_ERROR", reason="token_wrong")
 
 
 def check_source(source, limits: ServerLimits, where: str = "action.source"):

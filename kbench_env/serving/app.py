@@ -29,19 +29,22 @@ from kbench_env.serving.wire import RESET_OPTIONS
 class KBenchServer:
     """``executor``: what evaluates (``make_executor(...)``); ``evaluator``: whose device, backend and rules the
     prompts name (the local executor's first Evaluator, or the Ray executor itself: its actors'); ``token``: the
-    bearer token every route but /health needs."""
+    bearer token every route but /health needs; ``expose_info``: answers carry the researcher's record (the
+    EvalResult, held-out configurations named: ``kbench serve --expose-info``), off by default (wire.py)."""
 
-    def __init__(self, executor, evaluator, registry: TaskRegistry, token: str, limits: ServerLimits | None = None):
+    def __init__(self, executor, evaluator, registry: TaskRegistry, token: str, limits: ServerLimits | None = None,
+                 expose_info: bool = False):
         if not token:
             raise ValueError("the server needs a token (the code it runs comes from its callers)")
         self.token = token
         self.limits = limits or ServerLimits()
         self.registry = registry
         self.evaluator = evaluator
+        self.expose_info = bool(expose_info)
         self.metrics = Metrics()
         self.admission = Admission(self.limits)
         self.evaluations = Evaluations(executor, self.admission, self.metrics)
-        self.sessions = Sessions(registry, evaluator, self.evaluations, self.limits)
+        self.sessions = Sessions(registry, evaluator, self.evaluations, self.limits, self.expose_info)
         self.app = RequestLog(self._build())
         self._in_flight_at_stop: int | None = None  # evaluations holding a place when shutdown began
 
@@ -130,8 +133,9 @@ class KBenchServer:
                                                                        "maxLength": self.limits.max_source_chars}},
                            "required": ["source"]},
                 "observation": {"type": "object", "properties": {
-                    "text": {"type": "string"}, "info": {"type": "object"}, "terminated": {"type": "boolean"},
+                    "text": {"type": "string"}, "terminated": {"type": "boolean"},
                     "truncated": {"type": "boolean"}, "session_id": {"type": "string"}}},
+                "info": {"type": "object"}, "expose_info": self.expose_info,
                 "state": {"type": "object"}, "reset_options": list(RESET_OPTIONS),
                 "evaluator": {"device": ev.device, "backend": ev.backend_name, "rules": ev.rules,
                               "format": ev.format},

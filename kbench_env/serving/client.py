@@ -2,7 +2,9 @@
 the same Gymnasium env as the local one (same spaces, observations, rewards and info) whose episode lives on a
 ``kbench serve`` server. It needs httpx (the [serve] extra) and never imports torch itself.
 
-The server's Evaluator fixes device, backend, reward and rules: the client may repeat them only with the values
+Its ``info`` is the local env's, except that ``info["eval"]`` (the EvalResult, which names the held-out
+configurations) is there only when the server was started with ``--expose-info``: a server for agents keeps its
+held-out configurations to itself. The server's Evaluator fixes device, backend, reward and rules: the client may repeat them only with the values
 the server has (ValueError otherwise, as with a shared ``evaluator=``). Tasks are named ("level1/relu"), never
 given as paths or Task objects. A 429 (the server's queue is full) is retried after its ``Retry-After``, up to
 ``retries`` times.
@@ -19,7 +21,7 @@ from gymnasium import spaces
 
 from kbench_env.env.spaces import CHARSET, MAX_OBSERVATION_CHARS, OBSERVATION_CHARSET
 from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
-from kbench_env.serving.wire import TOKEN_ENV, auth_header
+from kbench_env.serving.wire import RECORD_FIELD, TOKEN_ENV, auth_header
 
 _JSON_TYPES = (str, int, float, bool, type(None), list, dict)
 
@@ -106,26 +108,30 @@ class RemoteKBenchEnv(gym.Env):
         return response.json()
 
     def _answer(self, payload: dict):
+        """``(observation, info)`` of an answer; ``info`` with ``eval`` where the server exposes its record."""
         obs = payload["observation"]
         self.session_id = obs["session_id"]
         self._last_obs = obs["text"]
-        return obs
+        info = dict(payload.get("info") or {})
+        if payload.get(RECORD_FIELD) is not None:
+            info["eval"] = payload[RECORD_FIELD]
+        return obs, info
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         body = dict(self.options, seed=seed, session_id=self.session_id)
         if options and options.get("task"):
             body["task"] = options["task"]
-        obs = self._answer(self._call("POST", "/reset", body))
-        return obs["text"], obs["info"]
+        obs, info = self._answer(self._call("POST", "/reset", body))
+        return obs["text"], info
 
     def step(self, action):
         if self.session_id is None:
             raise gym.error.ResetNeeded("call reset() before step()")
         source = action if isinstance(action, _JSON_TYPES) else repr(action)
         payload = self._call("POST", "/step", {"session_id": self.session_id, "action": {"source": source}})
-        obs = self._answer(payload)
-        return obs["text"], float(payload["reward"]), obs["terminated"], obs["truncated"], obs["info"]
+        obs, info = self._answer(payload)
+        return obs["text"], float(payload["reward"]), obs["terminated"], obs["truncated"], info
 
     def render(self):
         return self._last_obs if self.render_mode == "ansi" else None

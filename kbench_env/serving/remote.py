@@ -6,8 +6,9 @@ server's GPUs or Ray cluster instead of in the trainer's process (``python -m kb
 ``evaluate_many`` sends the items through ``POST /batch`` in chunks the server takes (``--max-batch``, and no more
 than its ``--workers + --queue`` places at once), a few chunks in flight, each retried after ``Retry-After`` while
 the server answers 429. Tasks travel by name: the server must serve every task the trainer's dataset names
-(``check_tasks``). An item the server could not evaluate (its line carries ``error``) raises ``ServerError``:
-a reward is never made up.
+(``check_tasks``), and expose its evaluation records (``kbench serve --expose-info``): the rollouts build the
+policy's feedback from them here, as a local Evaluator's caller does. An item the server could not evaluate (its
+line carries ``error``) raises ``ServerError``: a reward is never made up.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import httpx
 from kbench_env.backends import get_backend
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.serving.client import _JSON_TYPES, ServerError, raise_for, retry_after
-from kbench_env.serving.wire import TOKEN_ENV, auth_header
+from kbench_env.serving.wire import RECORD_FIELD, TOKEN_ENV, auth_header
 
 
 class RemoteEvaluator:
@@ -44,6 +45,10 @@ class RemoteEvaluator:
         self.backend = get_backend(self.backend_name)
         self.rules = schema["evaluator"]["rules"]
         self.format = schema["evaluator"].get("format", "kernelbench")
+        if not schema.get("expose_info"):
+            raise ValueError(f"the server at {url} keeps its evaluation records to itself: a trainer reads them "
+                             f"(the rollouts' feedback, the reward's inputs); start it with kbench serve "
+                             f"--expose-info")
         limits = schema["limits"]
         capacity = max(1, int(limits["workers"]) + int(limits["queue"]))
         self.chunk = max(1, min(int(limits["max_batch"]), capacity))
@@ -99,7 +104,7 @@ class RemoteEvaluator:
         chunks = [items[i:i + self.chunk] for i in range(0, len(items), self.chunk)]
         with ThreadPoolExecutor(max_workers=min(self.in_flight, max(1, len(chunks)))) as pool:
             answers = list(pool.map(lambda c: self._chunk(c, seed), chunks))
-        results = [EvalResult.from_dict(line["result"]) for chunk in answers for line in chunk]
+        results = [EvalResult.from_dict(line[RECORD_FIELD]) for chunk in answers for line in chunk]
         if progress is not None:
             for done, r in enumerate(results, 1):
                 progress(done, len(results), r)

@@ -38,8 +38,10 @@ def _int_option(data: dict, name: str, default, low: float, *, integer: bool = F
 
 
 class Sessions:
-    def __init__(self, registry: TaskRegistry, evaluator, evaluations: Evaluations, limits):
+    def __init__(self, registry: TaskRegistry, evaluator, evaluations: Evaluations, limits,
+                 expose_info: bool = False):
         self.registry = registry
+        self.expose_info = expose_info  # answers carry the researcher's record (wire.py)
         self.evaluator = evaluator  # prompts only; evaluations go through ``evaluations``
         self.evaluations = evaluations
         self.limits = limits
@@ -87,7 +89,7 @@ class Sessions:
             env.fixed_task = task
             env._suite = None if task else self.registry.suite(data.get("suite") or self.registry.default_spec)
             obs, info = env.reset(seed=seed)
-        return observation_payload(session.id, obs, info)
+        return observation_payload(session.id, obs, info, expose_info=self.expose_info)
 
     async def step(self, session: Session, action) -> dict:
         source = action.get("source") if isinstance(action, dict) else action
@@ -99,7 +101,7 @@ class Sessions:
             seed = int(env.np_random.integers(2**62))
             result = await self.evaluations.run(env.task, source, seed, origin(session=session.id[:8]))
             obs, reward, terminated, truncated, info = env.record(result)
-        return observation_payload(session.id, obs, info, reward, terminated, truncated)
+        return observation_payload(session.id, obs, info, reward, terminated, truncated, self.expose_info)
 
     def state(self, session: Session) -> dict:
         env = session.env

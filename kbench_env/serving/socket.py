@@ -1,7 +1,7 @@
 """``WS /ws``: OpenEnv's WebSocket session. Each connection is its own episode; messages
 ``{"type": "reset"|"step"|"state"|"close", "data": {...}}`` are answered with ``{"type": "observation"|"state"|
-"error", "data": ...}``. The token is checked before the connection is accepted (refused: HTTP 403); a connection
-idle longer than the session idle limit is closed."""
+"error", "data": ...}``. The token (a header as on every route, or ``?token=`` on the URL) is checked before the
+connection is accepted (refused: HTTP 403); a connection idle longer than the session idle limit is closed."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def websocket_route(server):
         server.metrics.requests["ws"] += 1
         client = client_key(websocket.scope.get("client"))
         try:
-            check_token(websocket.headers.get(TOKEN_HEADER), server.token)
+            check_token(websocket.headers.get(TOKEN_HEADER), server.token, websocket.query_params.get("token"))
             session = server.sessions.create()
         except Refused as exc:
             server.refuse(exc, client, "/ws")

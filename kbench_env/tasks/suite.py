@@ -83,11 +83,50 @@ def _task_path(name: str) -> Path | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def resolve_task(name: str, dtype: str | None = None) -> Task:
-    """A task by suite name ("level1/relu") or by path to a file."""
+def _robust_form(path: Path) -> Task | None:
+    """The task ``<robust-kbench folder>/forward`` or ``/backward`` names, None when ``path`` is no such name."""
+    if path.name not in ("forward", "backward") or not (path.parent / "func_forward.py").is_file():
+        return None
+    for t in load_robust_tasks(path.parent):
+        if t.name.endswith("/" + path.name):
+            return t
+    raise TaskError(f"{path.parent} has no {path.name} task (robust-kbench's func_{path.name}.py is not there)")
+
+
+def find_task(tasks: list[Task], name: str) -> Task | None:
+    """The task of ``tasks`` called ``name``: its full name, or a tail of it that only one task has
+    ("76_Gemm_Add_ReLU", "layernorm/backward"); None when none or several have it."""
+    exact = [t for t in tasks if t.name == name]
+    if exact:
+        return exact[0]
+    tails = [t for t in tasks if t.name.endswith("/" + name)]
+    return tails[0] if len(tails) == 1 else None
+
+
+def resolve_task(name: str, dtype: str | None = None, suite: str | None = None) -> Task:
+    """A task by name or path: in ``suite`` first when one is given (``find_task``: the names ``kbench tasks
+    --suite`` lists), then by suite name under the tasks folder ("level1/relu"), by path to a KernelBench file or
+    a robust-kbench task folder, or as ``<robust-kbench folder>/forward`` or ``/backward``. A robust-kbench folder
+    that has both forms is refused: name the form."""
+    if suite is not None:
+        found = find_task(load_suite(suite, dtype), name)
+        if found is not None:
+            return found
+    rk = _robust_form(Path(name))
+    if rk is not None:
+        return rk
     path = _task_path(name)
     if path is None:
-        raise TaskError(f"no task named {name!r} (try `kbench tasks`); tasks live under {tasks_root()}")
+        where = f"in suite {suite!r} nor " if suite is not None else ""
+        hint = ("; a robust-kbench name needs the folder it was listed from: --suite <that folder>"
+                if name.startswith("robust-kbench/") and suite is None else "")
+        raise TaskError(f"no task named {name!r} {where}under {tasks_root()} (try `kbench tasks`){hint}")
+    if path.is_dir() and (path / "func_forward.py").is_file():
+        forms = load_robust_tasks(path)
+        if len(forms) > 1:
+            raise TaskError(f"robust-kbench folder {path} holds {len(forms)} tasks: name one, as "
+                            + " or ".join(f"{path}/{t.name.rsplit('/', 1)[1]}" for t in forms))
+        return forms[0]
     return task_from_path(path, dtype)
 
 
@@ -119,6 +158,9 @@ def load_suite(spec: str = "default", dtype: str | None = None) -> list[Task]:
 
 def _task_or_refuse(part: str, dtype: str | None, suites: dict) -> Task:
     """A suite spec's part that is no suite or folder: a task, else an error naming the suites there are."""
+    rk = _robust_form(Path(part))
+    if rk is not None:
+        return rk
     path = _task_path(part)
     if path is None:
         names = ", ".join(["all", *SUITE_FOLDERS, *suites])

@@ -43,7 +43,7 @@ CPU_PARAM_CAP = 1 << 28
 #: Integer sizes at least this large are scaled (batch sizes, dimensions; not kernel sizes or strides) first.
 SCALE_MIN = 16
 #: Bump when the derivation changes: cached derivations of older versions are not used.
-DERIVE_VERSION = 4
+DERIVE_VERSION = 6
 
 _HUB_CALLS = ("from_pretrained", "hf_hub_download", "snapshot_download")
 
@@ -257,16 +257,18 @@ def derive(source: str, filename: str, budget: int = CPU_ELEMENT_BUDGET,
            param_budget: int = CPU_PARAM_BUDGET) -> list[dict]:
     """Configurations (as ``Config.to_dict`` dicts) for a plain KernelBench file.
 
-    - ``original``: the file's own sizes. When they are too large for the CPU it is for the GPU only and held out;
-      when they fit, it is shown, for both devices.
-    - ``small`` (shown, both devices): the sizes scaled down until the inputs hold at most ``budget`` elements and
-      the model at most ``param_budget`` parameters, checked to run.
-    - ``small-odd`` (held out, both devices; ``original-odd`` when the original is shown): odd, non-power-of-two
-      sizes near the shown ones whose input shapes differ from every shown configuration, so that a kernel
-      specialised to the shown shapes fails.
+    - ``original`` (shown): the file's own sizes, the ones its code (which the prompt shows) spells; for both
+      devices when they fit the CPU, else for the GPU only.
+    - ``original-odd`` (held out, the devices of ``original``): odd, non-power-of-two sizes near the file's whose
+      input shapes differ from the shown ones, so that a kernel specialised to the shown shapes fails.
+    - When the file's sizes are too large for the CPU: ``small`` (shown, CPU only), the sizes scaled down until
+      the inputs hold at most ``budget`` elements and the model at most ``param_budget`` parameters, checked to
+      run, and ``small-odd`` (held out, CPU only), odd sizes near those, as ``original-odd`` is near the file's
+      (``small-odd`` is the GPU's held-out one too where no odd sizes near the file's run).
 
-    A file whose sizes cannot be scaled for the CPU gets configurations for the GPU only (``original`` shown,
-    ``original-odd`` held out); the evaluator then reports that it has none for the CPU.
+    Each device is thus shown one configuration and holds out one of other input shapes. A file whose sizes
+    cannot be scaled for the CPU gets configurations for the GPU only; the evaluator then reports that it has
+    none for the CPU.
     """
     d = _Deriver(source, filename, budget, param_budget)
     s0 = d.p.inputs({})
@@ -279,18 +281,18 @@ def derive(source: str, filename: str, budget: int = CPU_ELEMENT_BUDGET,
         if odd is not None:
             configs.append({"name": "original-odd", "sizes": d.trim(odd), "held_out": True, "devices": both})
         return configs
+    configs = [{"name": "original", "sizes": {}, "held_out": False, "devices": gpu}]
+    gpu_odd = d.held_out({}, [s0[1]], for_cpu=False)
+    if gpu_odd is not None:
+        configs.append({"name": "original-odd", "sizes": d.trim(gpu_odd), "held_out": True, "devices": gpu})
     small = d.small()
     if small is None:
-        configs = [{"name": "original", "sizes": {}, "held_out": False, "devices": gpu}]
-        odd = d.held_out({}, [s0[1]], for_cpu=False)
-        if odd is not None:
-            configs.append({"name": "original-odd", "sizes": d.trim(odd), "held_out": True, "devices": gpu})
         return configs
-    configs = [{"name": "original", "sizes": {}, "held_out": True, "devices": gpu},
-               {"name": "small", "sizes": d.trim(small), "held_out": False, "devices": both}]
+    configs.append({"name": "small", "sizes": d.trim(small), "held_out": False, "devices": ["cpu"]})
     odd = d.held_out(small, [d.p.inputs(small)[1]], for_cpu=True)
-    if odd is not None:
-        configs.append({"name": "small-odd", "sizes": d.trim(odd), "held_out": True, "devices": both})
+    if odd is not None:  # also the GPU's held-out one where no odd sizes near the file's run (Swin's windows)
+        configs.append({"name": "small-odd", "sizes": d.trim(odd), "held_out": True,
+                        "devices": ["cpu"] if gpu_odd is not None else both})
     return configs
 
 

@@ -99,6 +99,41 @@ def _constants(init_keys: list, input_keys: list, filled: list, rk_source: str) 
     return const_of_init, const_of_input
 
 
+def _new_shapes(shown: dict, held: list) -> bool:
+    """Whether a held-out probe's input shapes differ from the shown one's."""
+    return any(p["in_shapes"] != shown["in_shapes"] for p in held)
+
+
+def _derive(rk, filled: list, probes: list, where: str) -> list:
+    """``[(init, inp, probe result, held_out, devices)]``: the configurations kbench adds to robust-kbench's own
+    so that each device is shown one and holds out one of other input shapes (robust-kbench's lists often vary
+    only settings the inputs do not see: an ``init_method``, a layer's ``out_channels``). The CPU: a small shown
+    and an odd held-out one where every configuration is sized for a GPU (``derive_cpu_settings``), else an odd
+    one near the shown CPU configuration if none held out has other input shapes. A GPU, which runs every
+    configuration (the first shown): an odd one near the first, sized on the meta device, if needed."""
+    def probe(i, j, devices, forward=True):
+        return _probe(rk, i, j, where, devices, forward)
+
+    out: list = []
+    cpu = [n for n, p in enumerate(probes) if p["numel"] <= CPU_ELEMENTS]
+    if cpu:
+        shown, held = (*filled[cpu[0]], probes[cpu[0]]), [probes[n] for n in cpu[1:]]
+    else:  # sized for a GPU only: derive small CPU ones
+        out = [(i, j, p, h, ["cpu"]) for i, j, p, h in derive_cpu_settings(rk, *filled[0], probe,
+                                                                           limit=CPU_ELEMENTS)]
+        shown, held = (out[0][:3] if out else None), [o[2] for o in out[1:]]
+    if shown is not None and not _new_shapes(shown[2], held):
+        out += [(i, j, p, True, ["cpu"]) for i, j, p, _ in derive_held_out(rk, shown[0], shown[1], probe)]
+    if _new_shapes(probes[0], probes[1:]):
+        return out
+    if cpu and cpu[0] == 0 and out and _new_shapes(probes[0], [out[-1][2]]):  # odd sizes near the GPU's shown one
+        out[-1][4].append("cuda")
+    else:
+        out += [(i, j, p, True, ["cuda"])
+                for i, j, p, _ in derive_held_out(rk, *filled[0], probe, devices=("meta",))]
+    return out
+
+
 def _plan(folder: Path, form: str, multi: bool) -> dict:
     """Everything the generated program and the submission adapter need, from the folder (runs the task code)."""
     func_path = _func_file(folder, form)
@@ -112,20 +147,11 @@ def _plan(folder: Path, form: str, multi: bool) -> dict:
     input_defaults = _signature_defaults(rk.get_inputs)
     init_keys, input_keys, filled = _fill(pairs, init_defaults, input_defaults, folder)
     probes = [_probe(rk, init, inp, str(func_path)) for init, inp in filled]
-    derived: list = []
-    if not any(p["numel"] <= CPU_ELEMENTS for p in probes):  # sized for a GPU only: derive small CPU ones
-        derived = derive_cpu_settings(
-            rk, *filled[0], lambda i, j, devices, forward=True: _probe(rk, i, j, str(func_path), devices, forward),
-            limit=CPU_ELEMENTS)
-    else:
-        cpu = [n for n, p in enumerate(probes) if p["numel"] <= CPU_ELEMENTS]
-        if len(cpu) == 1:  # the CPU is shown one configuration and holds none out: add an odd one
-            derived = derive_held_out(
-                rk, *filled[cpu[0]], lambda i, j, devices, forward=True: _probe(rk, i, j, str(func_path), devices))
+    derived = _derive(rk, filled, probes, str(func_path))
     if derived:
-        pairs = list(pairs) + [(i, j) for i, j, _, _ in derived]
+        pairs = list(pairs) + [(i, j) for i, j, _, _, _ in derived]
         init_keys, input_keys, filled = _fill(pairs, init_defaults, input_defaults, folder)
-        probes += [p for _, _, p, _ in derived]
+        probes += [p for _, _, p, _, _ in derived]
     const_of_init, const_of_input = _constants(init_keys, input_keys, filled, rk_source)
     n_inputs = probes[0]["n_inputs"]
     if any(p["n_inputs"] != n_inputs for p in probes):
@@ -159,8 +185,8 @@ def _plan(folder: Path, form: str, multi: bool) -> dict:
             sizes["grad_out_shape"] = probe["out_shape"]
         devices = ["cpu", "cuda"] if probe["numel"] <= CPU_ELEMENTS else ["cuda"]
         held_out = idx > 0
-        if idx >= len(merged) - len(derived):  # derived for the CPU (robust_kbench_cpu): the small one is shown
-            devices, held_out = ["cpu"], derived[idx - (len(merged) - len(derived))][3]
+        if idx >= len(merged) - len(derived):  # derived by kbench (``_derive``): its own devices
+            _, _, _, held_out, devices = derived[idx - (len(merged) - len(derived))]
         configs.append({"name": name, "sizes": sizes, "devices": devices, "held_out": held_out})
     if configs and "cpu" not in configs[0]["devices"]:  # show one CPU configuration too, if there is one
         for c in configs:

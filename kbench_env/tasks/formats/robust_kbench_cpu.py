@@ -93,7 +93,13 @@ def derive_cpu_settings(rk, init: dict, inp: dict, probe: Callable, budget: int 
         return []
     s_init, s_inp, s_probe = small
     scaled = {(w, k) for w, d, sd in (("init", init, s_init), ("input", inp, s_inp)) for k in d if d[k] != sd[k]}
-    return [(s_init, s_inp, s_probe, False)] + _held_out(s_init, s_inp, scaled, runs)
+
+    def other_shapes(i, j):  # a variant the inputs do not see (only out_channels odd) is no held-out one
+        got = runs(i, j)
+        same = got is not None and "in_shapes" in got and got["in_shapes"] == s_probe.get("in_shapes")
+        return None if same else got
+
+    return [(s_init, s_inp, s_probe, False)] + _held_out(s_init, s_inp, scaled, other_shapes)
 
 
 def _held_out(init: dict, inp: dict, keys: set, runs: Callable) -> list:
@@ -123,22 +129,34 @@ def _held_out(init: dict, inp: dict, keys: set, runs: Callable) -> list:
     return []
 
 
-def derive_held_out(rk, init: dict, inp: dict, probe: Callable) -> list:
-    """``[(init, inp, probe result, True)]``: for a task whose configurations give the CPU nothing held out, the
-    shown CPU configuration ``(init, inp)`` with odd sizes (as ``derive_cpu_settings``' held-out one; every integer
-    setting of 16 or more, the functions' integer defaults included), so that a kernel specialised to the one
-    shape it was shown fails; [] if no such variant runs."""
+def derive_held_out(rk, init: dict, inp: dict, probe: Callable, devices: tuple = ("cpu",)) -> list:
+    """``[(init, inp, probe result, True)]``: for a task whose configurations hold out no input shape the device
+    was not shown, the shown configuration ``(init, inp)`` with odd sizes (as ``derive_cpu_settings``' held-out
+    one; every integer setting of 16 or more, the functions' integer defaults included), so that a kernel
+    specialised to the one shape it was shown fails; [] if no such variant runs on ``devices`` (the CPU; for a
+    GPU, the meta device: shapes only, sizes a CPU would not hold) or changes no input shape."""
     init = {**int_defaults(rk.Model.__init__), **init}
     inp = {**int_defaults(rk.get_inputs), **inp}
-    keys = {(w, k) for w, d in (("init", init), ("input", inp)) for k, v in d.items() if _is_size(v)}
+    try:
+        shown = probe(init, inp, devices)["in_shapes"]
+    except TaskError:  # the forward does not run there (``.item()`` on the meta device): nothing derived
+        return []
 
     def runs(i, j):
         try:
-            return probe(i, j, ("cpu",))
+            got = probe(i, j, devices)
         except TaskError:
             return None
+        return got if got["in_shapes"] != shown else None  # a variant the inputs do not see is no held-out one
 
-    return _held_out(init, inp, keys, runs) if keys else []
+    # the sizes first; where those do not reach the inputs (a small configuration: 4 x 8 x 8), smaller settings
+    for least in (SCALE_FROM, MIN_SIZE):
+        keys = {(w, k) for w, d in (("init", init), ("input", inp)) for k, v in d.items()
+                if type(v) is int and v >= least}
+        found = _held_out(init, inp, keys, runs) if keys else []
+        if found:
+            return found
+    return []
 
 
 def _common_factor(init, inp, size_of, runs, budget, lo):

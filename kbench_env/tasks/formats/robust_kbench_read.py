@@ -122,9 +122,11 @@ def _probe(rk, init_kw: dict, input_kw: dict, filename: str, devices=("meta", "c
             with seeded(0), torch.device(device):  # the lock: evaluations in other threads draw seeded
                 inputs = list(rk.get_inputs(**input_kw))
                 model = rk.Model(**init_kw)
+                in_shapes = tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor))
                 if not forward:
                     params = [p for p in model.parameters() if p.requires_grad]
-                    return {"numel": sum(x.numel() for x in [*inputs, *params] if isinstance(x, torch.Tensor))}
+                    return {"numel": sum(x.numel() for x in [*inputs, *params] if isinstance(x, torch.Tensor)),
+                            "in_shapes": in_shapes}
                 with torch.no_grad():
                     out = model(*[x.detach() if isinstance(x, torch.Tensor) else x for x in inputs], fn=rk.forward_fn)
             if not isinstance(out, torch.Tensor):
@@ -136,6 +138,7 @@ def _probe(rk, init_kw: dict, input_kw: dict, filename: str, devices=("meta", "c
                 "grad_mask": [isinstance(x, torch.Tensor) and x.requires_grad and x.is_floating_point() for x in inputs],
                 "float_mask": [isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs],
                 "out_shape": tuple(out.shape),
+                "in_shapes": in_shapes,  # of the tensor inputs: what a held-out configuration must change
                 "numel": numel + out.numel(),
                 "n_params": len(params),
             }
