@@ -38,7 +38,9 @@
 #   bash bench/gpu_session.sh steady  # #36: rl_batch cold then steady (empty build cache, the cold pass's
 #                                     # references) on $TASKS x $PER (default 24 x 2), FORMAT (default
 #                                     # kernelbench), cut to end by $END (default 590) seconds: rate, exclusive
-#                                     # hold per candidate, GPU idle while candidates wait (hold log), re-timings
+#                                     # hold per candidate, GPU idle while candidates wait (hold log), re-timings;
+#                                     # PASSES=cold in one call then PASSES=steady in the next: the same cache
+#                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -214,7 +216,8 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} \
-    --out "$OUT/rl_batch_steady_${FORMAT:-kernelbench}.md" 2>&1 | tee "$OUT/rl_batch_steady.log" \
+    --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
+    --out "$OUT/rl_batch_${PASSES:-cold,steady}_${FORMAT:-kernelbench}.md" 2>&1 | tee "$OUT/rl_batch_steady.log" \
     | grep -v "^  \[" | tail -40
   python3 bench/hold_overlap.py "$OUT/holds_steady.jsonl" | tee "$OUT/holds_steady.txt"
   ;;
