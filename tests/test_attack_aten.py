@@ -6,7 +6,8 @@
   coverage no longer counts the library's GEMM as the candidate's own (the sampled time in its own library).
 - A candidate that switches PyTorch's operator records off in forward, runs ``torch.addmm`` unseen and switches
   them on again, spelt plainly (the screen flags it) and obfuscated (the worker refuses the switch: it is gone from
-  the worker's torch; a ``sandbox_violation`` flag).
+  the worker's torch; a ``sandbox_violation`` flag); and one that runs it through the dispatcher's record-free entry
+  (``torch.ops.aten.addmm.default.redispatch``), which the worker now gives a record.
 
 The symbol check itself, on libraries built here: tests/test_attack_aten.py's unit tests below; every shipped
 solution passes it (bench/false_positives.py).
@@ -59,7 +60,8 @@ def test_direct_aten_call_is_not_own_coverage_under_kernelbench(kernelbench_eval
 
 
 @pytest.mark.parametrize("name, kinds", [("record_switch_plain", ("audit_blinded", "sandbox_violation")),
-                                         ("record_switch_obfuscated", ("sandbox_violation",))])
+                                         ("record_switch_obfuscated", ("sandbox_violation",)),
+                                         ("redispatch_addmm", ("pytorch_compute_in_forward",))])
 def test_record_switch_from_python_is_flagged(evaluator, name, kinds):
     ev = _evaluator(evaluator.cache_dir, "strict")
     r = ev.evaluate(LINEAR_RELU, read(ATTACKS / f"{name}.py"), seed=SEED)

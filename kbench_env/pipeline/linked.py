@@ -106,6 +106,8 @@ def flags(linked: list) -> list[str]:
     out, compute, controls = [], [], []
     for library, scan in linked:
         name = os.path.basename(library)
+        if scan.get("mapped"):  # a library's own copy of a math library is judged where the builder made it
+            scan = {**scan, "suspects": [s for s in scan.get("suspects", []) if not s.get("defined")]}
         if "unreadable" in scan:
             compute.append(f"{name} (its symbol table could not be read: {scan['unreadable']})")
             continue

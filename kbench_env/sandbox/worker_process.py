@@ -28,6 +28,7 @@ import contextlib
 import json
 import multiprocessing.connection as mpc
 import os
+import re
 import signal
 import tempfile
 import time
@@ -46,6 +47,11 @@ from kbench_env.sandbox.reports import ReportChannel
 from kbench_env.sandbox.samples import executable_files
 from kbench_env.sandbox.worker_build import WorkerBuilds, scan_library
 from kbench_env.worker import loop as worker_mod
+
+
+#: Vendors' libraries (CUDA's, cuDNN's, NCCL's, MKL's, OpenMP runtimes) that a worker may map from outside the system
+#: and Python directories (an image with CUDA under /opt): not judged as the candidate's builds unless in its scratch.
+VENDOR_LIBRARY = re.compile(r"^lib(?:cu|nv|nccl|cudnn|cublas|cusparse|cusolver|cufft|curand|cupti|mkl|iomp|gomp|omp)")
 
 
 class Worker:
@@ -93,9 +99,14 @@ class Worker:
             return given
         known = {os.path.realpath(p) for p, _ in given}
         for path in executable_files(self.proc.pid):
-            if not path.startswith(tuple(mapped_from)) and os.path.realpath(path) not in known:
-                known.add(os.path.realpath(path))
-                given.append((path, {**scan_library(path), "mapped": True}))
+            real = os.path.realpath(path)
+            if path.startswith(tuple(mapped_from)) or real in known:
+                continue
+            # a vendor's library installed elsewhere (/opt) is not the candidate's; one in its scratch always is
+            if VENDOR_LIBRARY.match(os.path.basename(path)) and not real.startswith(self.scratch + "/"):
+                continue
+            known.add(real)
+            given.append((path, {**scan_library(path), "mapped": True}))
         return given
 
     @property

@@ -36,7 +36,7 @@ from kbench_env.tasks.task import DTYPES
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.confine import confinement
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
-from kbench_env.worker import record_switches
+from kbench_env.worker import dispatch_records, record_switches
 from kbench_env.worker.builds import BuildClient
 
 CANDIDATE_FILE = "candidate.py"
@@ -261,6 +261,7 @@ def _set_up(conn, job: dict) -> None:
     tempfile.tempdir = None  # re-read TMPDIR, which the confinement pointed at the scratch directory
     integrity.pin_precision_flags()
     record_switches.remove()  # after the audit hook is installed: a refused switch is reported through it
+    dispatch_records.install()  # the dispatcher's record-free entries from Python get a record
 
 
 def _await_source(conn, job: dict) -> str | None:
