@@ -1,15 +1,23 @@
-"""The local executor: one Evaluator per device (all GPUs, or the CPU), candidates spread over them."""
+"""The local executor: one Evaluator per device (all GPUs, or the CPU), candidates spread over them.
+
+Each evaluation runs on a thread of this process under the Evaluator's own deadlines (the worker's build, run and
+timing timeouts); waiting for them has one more: a candidate still running after ``stuck_after`` seconds ends the
+batch with an error naming it (its thread cannot be stopped from here; it is left to its Evaluator's deadlines)."""
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import torch
 
 from kbench_env.device import Device
 from kbench_env.executors.options import check_arguments
 from kbench_env.pipeline.evaluator import Evaluator
+
+#: A candidate still running after this long is stuck: far above an evaluation's own deadlines (sandbox.Limits).
+STUCK_AFTER_S = 3600.0
 
 
 def local_devices(device: str | list[str] = "auto") -> list[str]:
@@ -31,8 +39,10 @@ class LocalExecutor:
     builds of the candidates in flight overlap on the CPU cores (``workers`` at once). Arguments: see
     ``kbench_env.executors.options``."""
 
-    def __init__(self, device: str | list[str] = "auto", workers: int | None = None, **evaluator_kwargs):
+    def __init__(self, device: str | list[str] = "auto", workers: int | None = None, *,
+                 stuck_after: float = STUCK_AFTER_S, **evaluator_kwargs):
         check_arguments("local", evaluator_kwargs)
+        self.stuck_after = float(stuck_after)
         self.devices = local_devices(device)
         self.evaluators = [Evaluator(device=d, **evaluator_kwargs) for d in self.devices]
         self.workers = workers or self.evaluators[0].build_workers
@@ -54,16 +64,36 @@ class LocalExecutor:
                 self._load[i] -= 1
 
     def evaluate_many(self, items: list, seed: int | None = None) -> list:
-        with ThreadPoolExecutor(max_workers=max(1, self.workers)) as pool:
-            return list(pool.map(lambda ta: self._run(ta[0], ta[1], seed), items))
+        out = [None] * len(items)
+        for i, r in self.evaluate_iter(items, seed=seed):
+            out[i] = r
+        return out
 
     def evaluate_iter(self, items: list, max_workers: int | None = None, seed: int | None = None):
         """Yield ``(index, EvalResult)`` for ``[(task, action), ...]`` as the evaluations finish, spread over the
-        devices (each result's ``device`` says which ran it)."""
-        with ThreadPoolExecutor(max_workers=max(1, max_workers or self.workers)) as pool:
-            futures = {pool.submit(self._run, t, a, seed): i for i, (t, a) in enumerate(items)}
-            for fut in as_completed(futures):
-                yield futures[fut], fut.result()
+        devices (each result's ``device`` says which ran it). Raises RuntimeError if one runs over
+        ``stuck_after`` seconds."""
+        started: dict = {}
+
+        def run(i, task, action):
+            started[i] = time.monotonic()
+            return self._run(task, action, seed)
+
+        pool = ThreadPoolExecutor(max_workers=max(1, max_workers or self.workers))
+        try:
+            pending = {pool.submit(run, i, t, a): i for i, (t, a) in enumerate(items)}
+            while pending:
+                done, _ = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield pending.pop(fut), fut.result()
+                now = time.monotonic()
+                stuck = [i for i in pending.values() if i in started and now - started[i] > self.stuck_after]
+                if stuck:
+                    raise RuntimeError(f"LocalExecutor: candidate {stuck[0]} of the batch has run over "
+                                       f"{self.stuck_after:g} s (stuck_after): its evaluation is left to its "
+                                       f"Evaluator's deadlines")
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def evaluate(self, task, action, seed: int | None = None):
         return self._run(task, action, seed)

@@ -9,6 +9,10 @@ Both executors are built as ``make_executor(kind, device=..., workers=..., **eva
 - everything else goes to each ``Evaluator`` (``cache_dir``, ``timing``, ``reward``, ``rules``, ``remote_builds``:
   builds as Ray tasks on a cluster's CPU nodes, builder/remote.py, ...).
 
+Every executor also takes ``stuck_after`` (by name): seconds an evaluation may run before it counts as stuck (the
+processes executor kills its device process and sends its candidates elsewhere; Ray kills and restarts the actor
+and sends the evaluation again; the local executor ends the batch with an error), so no wait is without a deadline.
+
 The Ray executor also takes its cluster's options (``address``, ``cpus_per_actor``, ``max_concurrency``,
 ``retries``).
 """

@@ -7,7 +7,9 @@ address is understood).
 An actor that dies (its worker process killed, its node gone) loses no evaluation: Ray restarts the actor
 (``max_restarts=-1``, on another node when its own is gone) and the evaluation is sent again to another live actor,
 up to ``retries`` times; its result then says so (``RetriedResult``: ``retries`` and ``retried_because``). Ray's own
-task retries stay off so that a retry is never silent."""
+task retries stay off so that a retry is never silent. An actor that has not answered within ``stuck_after``
+seconds is stuck: it is killed (Ray restarts it) and the evaluation is sent again the same way: no wait here is
+without a deadline."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kbench_env.backends import get_backend
 from kbench_env.device import Device
+from kbench_env.executors.local import STUCK_AFTER_S
 from kbench_env.executors.options import check_arguments
 from kbench_env.executors.retried import RetriedResult
 from kbench_env.pipeline import formats
@@ -57,12 +60,14 @@ class RayExecutor:
         cpus_per_actor: CPUs reserved per actor for its builds.
         max_concurrency: evaluations one actor takes at once.
         retries: times an evaluation is sent again after its actor died.
+        stuck_after: seconds an actor may take to answer before it is killed as stuck (and restarted).
     ``device``, ``backend``, ``backend_name``, ``rules`` and ``format`` are what the actors evaluate with: the prompts of a
     server in front of this executor name them.
     """
 
     def __init__(self, device: str = "auto", workers: int | None = None, *, address: str | None = None,
-                 cpus_per_actor: float = 1, max_concurrency: int = 2, retries: int = 3, **evaluator_kwargs):
+                 cpus_per_actor: float = 1, max_concurrency: int = 2, retries: int = 3,
+                 stuck_after: float = STUCK_AFTER_S, **evaluator_kwargs):
         check_arguments("ray", evaluator_kwargs)
         actor_device(device, 0)  # a bad device fails before Ray starts
         local_cpus = max(os.cpu_count() or 1, int((workers or 1) * cpus_per_actor + 0.999))
@@ -82,6 +87,7 @@ class RayExecutor:
         self.backend = get_backend(self.backend_name)
         self.rules = check_rules(evaluator_kwargs.get("rules") or DEFAULT_RULES)
         self.retries = retries
+        self.stuck_after = float(stuck_after)
         self.workers = n * max_concurrency
         self._ray = ray
         self._lost = _lost_actor_errors(ray)
@@ -102,8 +108,11 @@ class RayExecutor:
         while True:
             i = self._pick(avoid)
             try:
-                d = self._ray.get(self.actors[i].evaluate.remote(task, action, seed))
-            except self._lost as exc:
+                d = self._ray.get(self.actors[i].evaluate.remote(task, action, seed), timeout=self.stuck_after)
+            except (*self._lost, self._ray.exceptions.GetTimeoutError) as exc:
+                if isinstance(exc, self._ray.exceptions.GetTimeoutError):  # stuck: killed, and Ray restarts it
+                    self._ray.kill(self.actors[i], no_restart=False)
+                    exc = RuntimeError(f"no answer within {self.stuck_after:g} s (stuck: the actor was killed)")
                 if len(lost) >= self.retries:
                     raise RuntimeError(f"task {getattr(task, 'name', task)}: {len(lost) + 1} Ray actors died "
                                        f"evaluating it (--ray-address cluster; last: {type(exc).__name__}: "
