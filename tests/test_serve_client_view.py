@@ -157,9 +157,10 @@ def test_no_held_out_name_or_shape_reaches_a_client_without_the_option(server):
 def test_the_record_travels_only_with_expose_info_and_never_inside_the_observation():
     srv = ServerProcess("--suite", "level1/relu", "--workers", "1", "--expose-info")
     try:
-        schema = httpx.get(srv.url + "/schema", headers=AUTH).json()
+        schema = httpx.get(srv.url + "/schema", headers=AUTH, timeout=120).json()
         assert schema["expose_info"] is True and "info" not in schema["observation"]["properties"]
-        sid = httpx.post(srv.url + "/reset", headers=AUTH, json={"seed": 0}).json()["observation"]["session_id"]
+        reset = httpx.post(srv.url + "/reset", headers=AUTH, json={"seed": 0}, timeout=120)
+        sid = reset.json()["observation"]["session_id"]
         step = httpx.post(srv.url + "/step", headers=AUTH, timeout=600,
                           json={"session_id": sid, "action": {"source": WRONG}}).json()
         assert set(step["observation"]) == OBSERVATION_KEYS
@@ -259,8 +260,8 @@ def test_openenv_generic_client_messages_work_with_a_url_and_a_token(server):
     with pytest.raises((InvalidStatus, ConnectionError)):
         asyncio.run(episode(_with_token(server.url, "wrong")))
     # and the same URL works over plain HTTP (httpx sends the user part as basic auth)
-    assert httpx.get(_with_token(server.url, TOKEN) + "/tasks").status_code == 200
-    assert httpx.get(_with_token(server.url, "wrong") + "/tasks").status_code == 401
+    assert httpx.get(_with_token(server.url, TOKEN) + "/tasks", timeout=120).status_code == 200
+    assert httpx.get(_with_token(server.url, "wrong") + "/tasks", timeout=120).status_code == 401
 
 
 # ---------------------------------------------------------------------- /batch is not all or nothing
