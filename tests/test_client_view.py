@@ -164,7 +164,7 @@ def test_a_token_kernel_under_kernelbench_rules_is_paid_below_parity(kernelbench
     r = kernelbench_evaluator.evaluate(CONV, KERNEL + INIT + ONE_ELEMENT + ALL_TORCH, seed=7)
     assert r.correct and not r.integrity_flags and r.kernel_coverage < MIN_COVERAGE, r.feedback()
     # credited at most its coverage as a speedup: tiered's 1 + log10(coverage), floored at 0.05
-    assert r.reward < 1.0 and r.reward <= 1 + max(-0.95, math.log10(r.kernel_coverage)) + 1e-9, r.feedback()
+    assert r.reward < 1.0 and r.reward <= 1 + max(-0.95, math.log10(max(r.kernel_coverage, 1e-9))) + 1e-9, r.feedback()
 
 
 # ---------------------------------------------------------------------- 8: kbench eval --timeout
