@@ -59,16 +59,14 @@ class Evaluator:
         input_sets: accepted and kept on the evaluator; it does not shape the timing: every timed call's inputs
             are drawn per block by this side (revealed_inputs.py, gpu_blocks.py).
         noise: relative size of the per-call perturbation of the timed inputs.
-        check_calls: timed calls per timed block whose outputs this side reads and checks (chosen once the block
-            has run), on the CPU and on a GPU.
+        check_calls: timed calls per block whose outputs this side reads and checks (chosen after the block ran).
         timing: the timing's stopping rule (warmup, min_reps, max_reps, min_seconds; blocks.py, gpu_blocks.py).
         time_candidates: set False to skip timing (correctness only; speedup stays None).
         compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU;
             the environment variable KBENCH_COMPILE_BASELINE=0 or 1 sets the default).
         reverify_above: speedups above this are re-timed by an independent method (wall clock from this process).
         roofline: flag times below the device's measured bandwidth / FLOP-rate floor.
-        build_workers: candidates in flight at once in ``evaluate_many`` (builds overlap; the device is shared
-            one candidate at a time). Default: the number of CPU cores.
+        build_workers: candidates in flight at once in ``evaluate_many`` (default: the number of CPU cores).
         spare_worker: keep started, confined, idle workers ready for the next candidates, one per evaluation in
             flight (sandbox.SpareWorkers; on a GPU they have CUDA started), at most a number that the host's cores
             and memory allow (``KBENCH_SPARE_WORKERS`` sets it), or at most this number when it is one. Each serves

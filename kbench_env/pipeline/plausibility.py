@@ -30,7 +30,7 @@ from kbench_env.tasks.task import DTYPES, Config, Task
 FOOTPRINT_BYTES = 2 * CALIBRATION_COPY_BYTES
 #: Fresh calibrations at most before a time under the floor is flagged: on a loaded machine two calibrations back
 #: to back can differ several times over, and an honest write timed at a quiet moment came near half the floor of
-#: one taken at a busy moment (bench/results/integer_inputs_roofline_cpu.md): one recalibration may not suffice.
+#: one taken at a busy moment: one recalibration may not suffice.
 RECALIBRATIONS = 3
 
 

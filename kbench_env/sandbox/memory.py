@@ -115,7 +115,7 @@ class Freezer:
 
         The signal comes first for speed alone: the kernel reports a cgroup frozen about a scheduler tick late
         when its tasks are still running (3.0 ms median on a loaded 2-core VM) but at once when they are stopped
-        already (0.3 ms for both steps; bench/results/freezer_cpu.md)."""
+        already (a fraction of a millisecond for both steps)."""
         os.killpg(self.pid, signal.SIGSTOP)
         self.frozen = True
         pids = self._signalled()
