@@ -320,7 +320,7 @@ def serve_pass(items: list, devices: list[str], cache_dir: Path, seed: int, timi
         wall, res = asyncio.run(go())
     finally:
         srv.stop()
-    ok = sum(bool((r or {}).get("result", {}).get("correct")) for r in res)
+    ok = sum(bool((r or {}).get("correct")) for r in res)  # a result line says whether it was correct
     print(f"  [served] {len(res)} results in {wall:.1f} s, {ok} correct", flush=True)
     return {"pass": "warm, served", "candidates": len(res), "wall_s": round(wall, 2),
             "per_minute": round(60 * len(res) / wall, 2), "correct": ok}
