@@ -111,6 +111,7 @@ class _Run:
         self.addresses: list = []
         self.rng = random.SystemRandom()
         self.check_seconds = 0.0
+        self.placement = None  # sandbox/placement.py: where the worker runs its timed blocks (paired.py sets it)
 
     def request(self, header: dict, what: str) -> dict:
         """A request answered while the worker runs (it is stopped again after)."""
@@ -136,6 +137,8 @@ class _Run:
                 if isinstance(x, torch.Tensor) and x.numel():
                     self.mem.write(int(address), _tensor_bytes(x))
         self.worker.send({"type": msg.BLOCK, "config": self.config, "calls": calls})
+        if self.placement is not None:
+            self.placement.apply(self.freezer.pids())
         t0 = time.perf_counter()
         self.freezer.thaw()
         header, payload = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
@@ -172,6 +175,40 @@ class _Run:
     def release(self) -> None:
         self.request({"type": msg.RELEASE, "config": self.config}, "release of a timed block's outputs")
 
+    def warm(self, p: dict) -> tuple[float, int, tuple[int, str] | None]:
+        """The warm-up block (not a sample: it warms caches) and a sizing block of about ``block_seconds`` by the
+        warm-up's measure: (the lower of their seconds per call, the bytes of a call's inputs and outputs, and the
+        first wrong checked call as (its index, why) or None). The lower: a short block's fixed cost and a load
+        only ever add to its time (under load a 3-call warm-up alone read up to 10x a call's time)."""
+        calls, per_call, done = p["warmup"], math.inf, 0
+        for _ in range(2):
+            self.slots(calls)
+            seconds, keys, layout, table = self.block(calls)
+            wrong = self.verdict(keys, layout, table)
+            if wrong is not None:
+                return per_call, 0, (done + wrong[0], wrong[1])
+            self.release()
+            per_call, done = min(per_call, seconds / calls), done + calls
+            bytes_per_call = _bytes_per_call(self.inputs, layout, table[0])
+            calls = _block_size(per_call, bytes_per_call, p)
+            if calls <= 2 * p["warmup"]:
+                break
+        return per_call, bytes_per_call, None
+
+    def size(self, k: int) -> None:
+        """Input buffers for timed blocks of ``k`` calls."""
+        if k != len(self.addresses):
+            self.slots(k)
+
+    def timed(self, k: int) -> tuple[float, tuple[int, str] | None]:
+        """One timed block of ``k`` calls, its outputs checked and released: (seconds by this side's clock, the
+        first wrong checked call as (its index in the block, why), or None)."""
+        seconds, keys, layout, table = self.block(k)
+        wrong = self.verdict(keys, layout, table)
+        if wrong is None:
+            self.release()
+        return seconds, wrong
+
 
 def _block_size(seconds_per_call: float, bytes_per_call: int, p: dict) -> int:
     k = math.ceil(p["block_seconds"] / max(seconds_per_call, 1e-9))
@@ -203,23 +240,17 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
     run = _Run(worker, config, RevealedInputs(originals, noise), timeout, check, max(1, check_calls))
     run.freezer.freeze()
     try:
-        run.slots(p["warmup"])
-        seconds, keys, layout, table = run.block(p["warmup"])
-        wrong = run.verdict(keys, layout, table)
+        per_call, per_call_bytes, wrong = run.warm(p)
         if wrong is not None:
             return BlockTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=run.check_seconds)
-        run.release()
-        k = _block_size(seconds / p["warmup"], _bytes_per_call(run.inputs, layout, table[0]), p)
-        if k != p["warmup"]:
-            run.slots(k)
+        k = _block_size(per_call, per_call_bytes, p)
+        run.size(k)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
         while True:
-            seconds, keys, layout, table = run.block(k)
-            wrong = run.verdict(keys, layout, table)
+            seconds, wrong = run.timed(k)
             if wrong is not None:
                 return BlockTiming(wrong=wrong[1], wrong_call=calls + wrong[0], blocks=len(times),
                                    check_seconds=run.check_seconds)
-            run.release()
             times.append(seconds * 1e3 / k)
             calls, total = calls + k, total + seconds
             enough = len(times) >= p["min_blocks"] and calls >= p["min_reps"] and total >= p["min_seconds"]

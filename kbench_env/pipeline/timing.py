@@ -1,27 +1,43 @@
 """The timing stage: the candidate timed configuration by configuration under the reference's conditions, every
 timed call on fresh inputs written by this side, the outputs of calls chosen after each block read and checked
-here (blocks.py on the CPU, gpu_blocks.py on a GPU); the speedups over the reference's times (baseline). Also the
-wall-clock re-timing from this process that plausibility and baseline use."""
+here. On the CPU the reference and the candidate are timed together, in alternating blocks (paired.py, on
+blocks.py's exchange), and each speedup comes with its confidence interval (pair_stats.py); on a GPU the candidate
+(gpu_blocks.py) is timed against the reference's times (baseline). Also the wall-clock re-timing from this process
+that plausibility and baseline use."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import time
 
 from kbench_env.device import Device
-from kbench_env.pipeline import blocks, gpu_blocks
+from kbench_env.pipeline import blocks, gpu_blocks, pair_stats, paired
 from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.sandbox.placement import Placement, timing_cores
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task, geomean
 
 
+#: Paired blocks run at a raised priority where this process may set it (sandbox/placement.py);
+#: KBENCH_TIMING_BOOST=0 turns it off.
+PRIORITY_BOOST = os.environ.get("KBENCH_TIMING_BOOST", "1") != "0"
+
+
 def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
                result: EvalResult) -> None:
-    """Time the reference (cached by ``ev.baselines``), then the candidate, into ``result``."""
+    """Time the candidate against the reference into ``result``: on the CPU paired, reference and candidate in
+    alternating blocks of one session (paired.py), every other worker of this process stopped meanwhile (quiet.py);
+    on a GPU the reference first (cached by ``ev.baselines``), then the candidate."""
+    if Device.parse(ev.device).is_cpu:
+        time_paired_stage(ev, task, configs, prepared, seed, worker, result)
+        return
     with phase(result, "reference_timing"):
         ref_times = ev.baselines.times(task, configs, prepared, seed)
     with phase(result, "timing"):
@@ -38,17 +54,61 @@ def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: 
     _summarise(result)
 
 
+def time_paired_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
+                      result: EvalResult) -> None:
+    """The CPU's timing: per configuration, reference and candidate interleaved (paired.time_paired) in a
+    reference worker of this evaluation's own; each configuration's interval at the confidence that makes the
+    evaluation's hold at pair_stats.CONFIDENCE. With ``compile_baseline`` the torch.compile reference is timed
+    apart (unpaired, as on a GPU) for ``speedup_compile``."""
+    base = ev.baselines
+    confidence = pair_stats.config_confidence(len(configs))
+    with contextlib.ExitStack() as stack:
+        with phase(result, "reference_timing"):
+            ref_worker = stack.enter_context(base.session(task, configs))
+            compile_ms = base.times(task, configs, prepared, seed) if ev.compile_baseline else {}
+        stack.enter_context(LIVE.others_stopped([worker, ref_worker]))
+        for cfg, cr in zip(configs, result.configs):
+            with phase(result, "reference_timing"):
+                ref_name = base.prepare(ref_worker, task, cfg, prepared)
+            with phase(result, "timing"):
+                pt = _time_one_paired(ev, task, cfg, cr, prepared, worker, ref_worker, ref_name, confidence, result)
+            if pt is None:
+                return
+            cr.candidate_ms, cr.candidate_spread_ms = pt.candidate.median_ms, pt.candidate.iqr_ms
+            cr.reference_ms, cr.reference_spread_ms = pt.reference.median_ms, pt.reference.iqr_ms
+            cr.speedup, cr.speedup_ci, cr.timed_pairs = pt.speedup, list(pt.ci), pt.pairs
+            cr.compile_ms = (compile_ms.get(cfg.name) or {}).get("compile_ms")
+    _summarise(result)
+    result.speedup_ci = pair_stats.combined([c.speedup_ci for c in result.configs])
+
+
+def _time_one_paired(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker, ref_worker: Worker,
+                     ref_name: str, confidence: float, result: EvalResult):
+    """One configuration's paired timing, or None when the candidate failed or a checked output was wrong
+    (``result`` says why)."""
+    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+    try:
+        pt = paired.time_paired(worker, ref_worker, cfg.name, ref_name, inputs, ev.noise, ev.timing,
+                                ev.limits.time_timeout, _checker(ev, task, cfg, prepared), ev.check_calls, confidence,
+                                Placement(timing_cores(ev.limits.threads), boost=PRIORITY_BOOST))
+    except blocks.TimedCallFailed as exc:
+        _failed(result, cfg, cr, exc)
+        return None
+    add_phase(result, "timed_output_checks", pt.check_seconds)
+    if pt.wrong is not None:
+        _wrong(result, cfg, pt.wrong_call, pt.wrong)
+        return None
+    return pt
+
+
 def _speedup(cr, rt: dict) -> None:
     cr.reference_ms, cr.reference_spread_ms = rt["median_ms"], rt["iqr_ms"]
     cr.compile_ms = rt.get("compile_ms")
     cr.speedup = cr.reference_ms / max(cr.candidate_ms, 1e-9)
 
 
-def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
-                           result: EvalResult, ref: dict) -> bool:
-    """Time one configuration with its outputs read and checked here: on the CPU by this side's clock
-    (blocks.py), on a GPU by device events bounded by this side's clock (gpu_blocks.py). False when the
-    candidate failed or a checked output was wrong (``result`` says why)."""
+def _checker(ev, task: Task, cfg: Config, prepared: dict):
+    """``check(out, call_inputs)``: why a timed call's output is wrong for its inputs, or None."""
     mod, init_inputs, init_seed, inputs = prepared[cfg.name]
     reference = task.reference_runner(mod, init_inputs, cfg, init_seed, ev.device)
     dtype = DTYPES[cfg.dtype]
@@ -57,24 +117,38 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         mismatch, _ = compare_outputs(out, reference(call_inputs), dtype, task.tolerance)
         return None if mismatch is None else mismatch.message
 
+    return check
+
+
+def _failed(result: EvalResult, cfg: Config, cr, exc: Exception) -> None:
+    result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
+    result.error_stage, result.correct = "timing", False
+
+
+def _wrong(result: EvalResult, cfg: Config, call: int, why: str) -> None:
+    flag(result, f"timed_output_wrong: the output of timed call {call} on configuration {cfg.name!r} "
+                 f"does not match the reference for its inputs, although the correctness run passed (cached, "
+                 f"stale or deferred results): {why}")
+    result.correct = False
+
+
+def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
+                           result: EvalResult, ref: dict) -> bool:
+    """Time one configuration with its outputs read and checked here: on a GPU by device events bounded by this
+    side's clock (gpu_blocks.py). False when the candidate failed or a checked output was wrong (``result`` says
+    why)."""
+    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+    check = _checker(ev, task, cfg, prepared)
     try:
-        if Device.parse(ev.device).is_cpu:
-            bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                    check=check, check_calls=ev.check_calls)
-        else:
-            bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                             ev.device, check=check, check_calls=ev.check_calls,
-                                             reference=ref.get("gpu"), backward=task.backward)
+        bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
+                                         ev.device, check=check, check_calls=ev.check_calls,
+                                         reference=ref.get("gpu"), backward=task.backward)
     except blocks.TimedCallFailed as exc:
-        result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
-        result.error_stage, result.correct = "timing", False
+        _failed(result, cfg, cr, exc)
         return False
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if bt.wrong is not None:
-        flag(result, f"timed_output_wrong: the output of timed call {bt.wrong_call} on configuration {cfg.name!r} "
-                     f"does not match the reference for its inputs, although the correctness run passed (cached, "
-                     f"stale or deferred results): {bt.wrong}")
-        result.correct = False
+        _wrong(result, cfg, bt.wrong_call, bt.wrong)
         return False
     if getattr(bt, "flagged", False):
         flag(result, f"device_time_outside_trusted_bound: on configuration {cfg.name!r} the worker reported "
