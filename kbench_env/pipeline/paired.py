@@ -65,6 +65,7 @@ def time_paired(candidate, reference, config: str, reference_config: str, origin
     p = paired_params(params, confidence)
     cand = _Run(candidate, config, RevealedInputs(originals, noise), timeout, check, max(1, check_calls))
     ref = _Run(reference, reference_config, RevealedInputs(originals, noise), timeout, None, 1)
+    ref.same_inputs = True
     cand.placement = ref.placement = placement
     cand.freezer.freeze()
     ref.freezer.freeze()
