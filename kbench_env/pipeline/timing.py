@@ -34,8 +34,11 @@ def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int,
                result: EvalResult) -> None:
     """Time the candidate against the reference into ``result``: on the CPU paired, reference and candidate in
     alternating blocks of one session (paired.py), every other worker of this process stopped meanwhile (quiet.py);
-    on a GPU the reference first (cached by ``ev.baselines``), then the candidate."""
-    if Device.parse(ev.device).is_cpu:
+    on a GPU the reference first (cached by ``ev.baselines``), then the candidate. A CPU evaluator given a
+    reference cache (opted into where the machine is known to be quiet: reference_cache.resolve_root) uses its
+    stored reference timings as a GPU does, unpaired and without an interval: re-timing the reference beside each
+    candidate is what pairing is, and what a cache is there to avoid."""
+    if Device.parse(ev.device).is_cpu and ev.baselines.disk_root is None:
         time_paired_stage(ev, task, configs, prepared, seed, worker, result)
         return
     with phase(result, "reference_timing"):
@@ -135,14 +138,18 @@ def _wrong(result: EvalResult, cfg: Config, call: int, why: str) -> None:
 def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
                            result: EvalResult, ref: dict) -> bool:
     """Time one configuration with its outputs read and checked here: on a GPU by device events bounded by this
-    side's clock (gpu_blocks.py). False when the candidate failed or a checked output was wrong (``result`` says
-    why)."""
+    side's clock (gpu_blocks.py), on the CPU (unpaired, with a reference cache) by this side's clock (blocks.py).
+    False when the candidate failed or a checked output was wrong (``result`` says why)."""
     mod, init_inputs, init_seed, inputs = prepared[cfg.name]
     check = _checker(ev, task, cfg, prepared)
     try:
-        bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                         ev.device, check=check, check_calls=ev.check_calls,
-                                         reference=ref.get("gpu"), backward=task.backward)
+        if Device.parse(ev.device).is_cpu:
+            bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
+                                    check=check, check_calls=ev.check_calls)
+        else:
+            bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
+                                             ev.device, check=check, check_calls=ev.check_calls,
+                                             reference=ref.get("gpu"), backward=task.backward)
     except blocks.TimedCallFailed as exc:
         _failed(result, cfg, cr, exc)
         return False
