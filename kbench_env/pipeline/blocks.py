@@ -112,11 +112,6 @@ class _Run:
         self.rng = random.SystemRandom()
         self.check_seconds = 0.0
         self.placement = None  # sandbox/placement.py: where the worker runs its timed blocks (paired.py sets it)
-        # Only for the reference (nothing checked): each block's inputs are the first block's, written again before
-        # it runs (so they are where fresh ones would be in the caches), not made again: paired timing spends its
-        # time on blocks rather than on making the reference's inputs.
-        self.same_inputs = False
-        self.written: list = []
 
     def request(self, header: dict, what: str) -> dict:
         """A request answered while the worker runs (it is stopped again after)."""
@@ -137,15 +132,12 @@ class _Run:
     def block(self, calls: int) -> tuple[float, list, list, list]:
         """Run one block of ``calls`` calls: (seconds by this side's clock, keys, layout, table)."""
         keys = [self.inputs.draw() for _ in range(calls)]
-        for j, key in enumerate(keys):
-            if self.same_inputs and j < len(self.written):
-                made = self.written[j]  # a trusted reference's inputs: written afresh, made once
-            else:
-                made = [_tensor_bytes(x) if isinstance(x, torch.Tensor) and x.numel() else None
-                        for x in self.inputs.make(key)]
-                if self.same_inputs:
-                    self.written.append(made)
-            for data, address in zip(made, self.addresses[j]):
+        made = [[_tensor_bytes(x) if isinstance(x, torch.Tensor) and x.numel() else None for x in self.inputs.make(key)]
+                for key in keys]
+        # All made first, then all written in one pass: the block starts with its inputs where the writes left
+        # them in the caches, the same for every worker (making them between the writes evicted the first ones).
+        for j, one in enumerate(made):
+            for data, address in zip(one, self.addresses[j]):
                 if data is not None:
                     self.mem.write(int(address), data)
         self.worker.send({"type": msg.BLOCK, "config": self.config, "calls": calls})

@@ -13,6 +13,7 @@ blocks.py (a sample of each block's outputs read and compared here); the referen
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -60,16 +61,21 @@ def time_paired(candidate, reference, config: str, reference_config: str, origin
                 placement: Placement | None = None) -> PairedTiming:
     """Time configuration ``config`` in worker ``candidate`` against ``reference_config`` in worker ``reference``
     (both already run once on it), interleaved. ``check(out_leaves, inputs)`` says why a candidate output is wrong
-    for its inputs, or None. ``placement`` puts both workers on the same cores before each of their blocks. Raises blocks.TimedCallFailed if either fails in a timed call, WorkerError if a worker
-    breaks the exchange."""
+    for its inputs, or None. ``placement`` puts both workers on the same cores before each of their blocks. Raises
+    blocks.TimedCallFailed if either fails in a timed call, WorkerError if a worker breaks the exchange."""
     p = paired_params(params, confidence)
     cand = _Run(candidate, config, RevealedInputs(originals, noise), timeout, check, max(1, check_calls))
     ref = _Run(reference, reference_config, RevealedInputs(originals, noise), timeout, None, 1)
-    ref.same_inputs = True
     cand.placement = ref.placement = placement
-    cand.freezer.freeze()
-    ref.freezer.freeze()
+    with placement.boosted_here() if placement is not None else contextlib.nullcontext():
+        return _session(cand, ref, p, confidence, placement)
+
+
+def _session(cand: _Run, ref: _Run, p: dict, confidence: float, placement: Placement | None) -> PairedTiming:
+    """Both workers stopped, warmed up and sized alike, then interleaved; both resumed and unplaced after."""
     try:
+        cand.freezer.freeze()
+        ref.freezer.freeze()
         per_call, per_call_bytes, wrong = cand.warm(p)
         if wrong is not None:
             return PairedTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=cand.check_seconds)

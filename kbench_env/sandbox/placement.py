@@ -12,7 +12,9 @@ conditions: the next block places it again.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 
 #: The nice value a timed block's threads get where this process may set it (-20 is the highest priority).
 BOOST = -10
@@ -55,6 +57,23 @@ class Placement:
                         self.boost = False  # not allowed here: pinned only
                     except OSError:
                         pass
+
+    @contextlib.contextmanager
+    def boosted_here(self):
+        """This thread (the one that runs the clock, writes the inputs and reads the outputs) at the timed blocks'
+        priority while the block runs: under load its wake-up at a block's end is part of the block's time."""
+        tid = threading.get_native_id()
+        before = os.getpriority(os.PRIO_PROCESS, tid) if self.boost else None
+        try:
+            if before is not None:
+                os.setpriority(os.PRIO_PROCESS, tid, BOOST)
+        except OSError:
+            before = None
+        try:
+            yield
+        finally:
+            if before is not None:
+                os.setpriority(os.PRIO_PROCESS, tid, before)
 
     def restore(self, pids: list[int]) -> None:
         """The threads of ``pids`` back on every core this process may use, at the default priority."""
