@@ -67,9 +67,10 @@ class Busy:
 
 def row(condition: str, task: str, kind: str, i: int, r) -> dict:
     return {"condition": condition, "task": task, "kind": kind, "i": i, "correct": r.correct,
-            "speedup": r.speedup, "speedup_ci": r.speedup_ci, "reward": r.reward, "flags": r.integrity_flags,
-            "error": r.error, "eval_seconds": r.eval_seconds, "timing_seconds": r.phase_seconds.get("timing"),
-            "pairs": [c.timed_pairs for c in r.configs]}
+            "speedup": r.speedup, "speedup_ci": getattr(r, "speedup_ci", None), "reward": r.reward,
+            "flags": r.integrity_flags, "error": r.error, "eval_seconds": r.eval_seconds,
+            "timing_seconds": r.phase_seconds.get("timing"),
+            "pairs": [getattr(c, "timed_pairs", None) for c in r.configs]}  # (getattr: also runs on unpaired code)
 
 
 def run_condition(ev: Evaluator, condition: str, tasks: list, evals: int, rounds: int, out) -> list[dict]:

@@ -6,7 +6,7 @@ neither can slow the other's blocks, and a change of the machine's load lands on
 Each side's blocks are sized from its own warm-up block to about ``block_seconds`` (so a block's fixed cost, the
 freeze and thaw around it, weighs the same on both sides). Pairs are added until the speedup's interval
 (pair_stats.py) is no wider than ``ci_width`` (its upper over its lower end, minus one) or ``pair_seconds`` have
-passed, and never fewer than the interval needs (``pair_stats.min_pairs``) nor than ``min_reps`` candidate calls;
+passed since the pairing began, and never fewer than the interval needs (``pair_stats.min_pairs``) nor than ``min_reps`` candidate calls;
 ``max_reps`` caps the candidate's calls once the interval exists. The candidate's timed calls are checked as in
 blocks.py (a sample of each block's outputs read and compared here); the reference's are not (trusted code).
 """
@@ -26,8 +26,12 @@ from kbench_env.worker.timing import Timing, summarize
 
 #: Width (upper over lower end, minus one) at which a configuration's interval is narrow enough to stop.
 CI_WIDTH = 0.04
-#: Seconds of paired blocks per configuration past the fewest the interval needs.
-PAIR_SECONDS = 2.5
+#: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs.
+PAIR_SECONDS = 1.5
+#: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
+#: write than its blocks take to run (a loaded 2-core machine: 1.2 s of 6 s in blocks), so shorter blocks make more
+#: pairs in the same time.
+PAIRED_BLOCK_SECONDS = 0.025
 
 
 @dataclass
@@ -49,7 +53,7 @@ class PairedTiming:
 def paired_params(params: dict, confidence: float) -> dict:
     """The timing parameters (blocks.py's) with the pairing's: ``ci_width``, ``pair_seconds``, and ``min_blocks``
     raised to the pairs the interval needs at ``confidence``."""
-    p = _params(params)
+    p = _params({"block_seconds": PAIRED_BLOCK_SECONDS, **params})
     p["min_blocks"] = max(p["min_blocks"], pair_stats.min_pairs(confidence))
     p["ci_width"] = float(params.get("ci_width", CI_WIDTH))
     p["pair_seconds"] = float(params.get("pair_seconds", PAIR_SECONDS))
