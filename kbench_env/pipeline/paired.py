@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from kbench_env.pipeline import pair_stats
-from kbench_env.pipeline.blocks import _block_size, _params, _Run
+from kbench_env.pipeline.blocks import TimedCallFailed, _block_size, _params, _Run
 from kbench_env.pipeline.revealed_inputs import RevealedInputs
 from kbench_env.sandbox.placement import Placement
 from kbench_env.worker.timing import Timing, summarize
@@ -83,7 +83,7 @@ def _session(cand: _Run, ref: _Run, p: dict, confidence: float, placement: Place
         per_call, per_call_bytes, wrong = cand.warm(p)
         if wrong is not None:
             return PairedTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=cand.check_seconds)
-        ref_per_call, ref_bytes, _ = ref.warm(p)
+        ref_per_call, ref_bytes, _ = _reference(ref.warm, p)
         k = _block_size(math.sqrt(per_call * ref_per_call), max(per_call_bytes, ref_bytes), p)
         cand.size(k)
         ref.size(k)
@@ -96,8 +96,17 @@ def _session(cand: _Run, ref: _Run, p: dict, confidence: float, placement: Place
                 run.freezer.thaw()
 
 
+def _reference(step, *args):
+    """A step of the reference's worker: its failure is this side's (the reference is trusted code that ran
+    before), never charged to the candidate as a failed timed call."""
+    try:
+        return step(*args)
+    except TimedCallFailed as exc:
+        raise RuntimeError(f"the reference failed while being timed: {exc}") from None
+
+
 def _interleave(cand: _Run, ref: _Run, kc: int, kr: int, p: dict, confidence: float) -> PairedTiming:
-    ref_ms = [ref.timed(kr)[0] * 1e3 / kr]
+    ref_ms = [_reference(ref.timed, kr)[0] * 1e3 / kr]
     cand_ms: list[float] = []
     calls, start = 0, time.monotonic()
     while True:
@@ -106,7 +115,7 @@ def _interleave(cand: _Run, ref: _Run, kc: int, kr: int, p: dict, confidence: fl
             return PairedTiming(wrong=wrong[1], wrong_call=calls + wrong[0], pairs=len(cand_ms),
                                 check_seconds=cand.check_seconds)
         cand_ms.append(seconds * 1e3 / kc)
-        ref_ms.append(ref.timed(kr)[0] * 1e3 / kr)
+        ref_ms.append(_reference(ref.timed, kr)[0] * 1e3 / kr)
         calls += kc
         logs = pair_stats.log_ratios(ref_ms, cand_ms)
         if _enough(logs, calls, time.monotonic() - start, p, confidence):
