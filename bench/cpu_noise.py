@@ -41,7 +41,8 @@ from kbench_env.tasks.suite import load_suite, resolve_task, solution_path  # no
 
 TARGETS = {"idle": 0.05, "loaded": 0.15}
 BURNER_TARGET = 0.05
-SPIN = "import time\nend = time.monotonic() + float(__import__('sys').argv[1])\nwhile time.monotonic() < end:\n    pass\n"
+SPIN = ("import sys, time\nend = time.monotonic() + float(sys.argv[1])\n"
+        "while time.monotonic() < end:\n    pass\n")
 
 
 def spread(xs: list[float]) -> float:
@@ -122,7 +123,8 @@ def record(path: Path, args, rows: list[dict], wall: dict) -> str:
     dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
     head = ["# CPU timing noise: the same source evaluated again and again (bench/cpu_noise.py)", "",
-            f"- machine: {cpu_description()}; load average at the start {os.getloadavg()[0]:.2f}",
+            f"- machine: {cpu_description()}; load average (1 min) at the start {args.load_at_start:.2f}, at the "
+            f"end {os.getloadavg()[0]:.2f}",
             f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; commit {commit}"
             + (" (with uncommitted changes)" if dirty else ""),
             f"- command: `python bench/cpu_noise.py {' '.join(sys.argv[1:])}`; {args.evals} evaluations per task, "
@@ -153,6 +155,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="4 evaluations per task, 3 burner rounds")
     ap.add_argument("--out", default=str(ROOT / "bench/results/cpu_noise_cpu"), help="path without extension")
     args = ap.parse_args()
+    args.load_at_start = os.getloadavg()[0]
     if args.quick:
         args.evals, args.burner_rounds = 4, 3
     tasks = load_suite(args.tasks) if "," not in args.tasks else [resolve_task(t) for t in args.tasks.split(",")]

@@ -8,9 +8,9 @@ One configuration's timing, driven from this side (the worker is an executor: wo
    (BLOCK); at DONE it stops the clock and stops the worker, reads the outputs of ``check_calls`` calls chosen now
    out of the block straight from the worker's memory and compares them with the reference for those calls'
    inputs; the block's time over its number of calls is one sample;
-3. the first block (``warmup`` calls) is not a sample: it warms caches and sizes the later blocks so that each
-   runs about ``block_seconds`` (the exchange around a block stays under 1 % of it),
-   within ``BLOCK_BYTES`` of inputs and outputs.
+3. the first block (``warmup`` calls) and a sizing block after it are not samples: they warm caches and size the
+   later blocks so that each runs about ``block_seconds`` (the exchange around a block stays under 1 % of it),
+   within ``BLOCK_BYTES`` of inputs and outputs (paired.py sizes a pair's two sides alike).
 
 The count of calls, the clock and the comparison are this side's; the worker reports nothing that is believed.
 """
@@ -183,7 +183,7 @@ class _Run:
         """The warm-up block (not a sample: it warms caches) and a sizing block of about ``block_seconds`` by the
         warm-up's measure: (the lower of their seconds per call, the bytes of a call's inputs and outputs, and the
         first wrong checked call as (its index, why) or None). The lower: a short block's fixed cost and a load
-        only ever add to its time (under load a 3-call warm-up alone read up to 10x a call's time)."""
+        only ever add to its time (under load a 3-call warm-up alone can read many times a call's time)."""
         calls, per_call, done = p["warmup"], math.inf, 0
         for _ in range(2):
             self.slots(calls)

@@ -3,12 +3,16 @@
 stopped while a block runs: the candidate's worker is frozen while the reference's block runs and the reverse, so
 neither can slow the other's blocks, and a change of the machine's load lands on both sides of each pair.
 
-Each side's blocks are sized from its own warm-up block to about ``block_seconds`` (so a block's fixed cost, the
-freeze and thaw around it, weighs the same on both sides). Pairs are added until the speedup's interval
-(pair_stats.py) is no wider than ``ci_width`` (its upper over its lower end, minus one) or ``pair_seconds`` have
-passed since the pairing began, and never fewer than the interval needs (``pair_stats.min_pairs``) nor than ``min_reps`` candidate calls;
-``max_reps`` caps the candidate's calls once the interval exists. The candidate's timed calls are checked as in
-blocks.py (a sample of each block's outputs read and compared here); the reference's are not (trusted code).
+Both sides' blocks have the same number of calls, sized from their warm-ups so that a block lasts about
+``block_seconds`` at the geometric mean of the two per-call times: the same inputs' bytes pass through the caches
+on both sides (blocks of different sizes timed the same code far apart: bench/results/cpu_noise_cpu.md), and a block's fixed cost (the thaw
+and the wake-ups around it) is spread over as many calls. Both workers are placed alike before each block
+(sandbox/placement.py: the same cores, the same raised priority where allowed). Pairs are added until the
+speedup's interval (pair_stats.py) is no wider than ``ci_width`` (its upper over its lower end, minus one) or
+``pair_seconds`` have passed since the pairing began, and never fewer than the interval needs
+(``pair_stats.min_pairs``) nor than ``min_reps`` candidate calls; ``max_reps`` caps the candidate's calls once the
+interval exists. The candidate's timed calls are checked as in blocks.py (a sample of each block's outputs read
+and compared here); the reference's are not (trusted code).
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ CI_WIDTH = 0.04
 #: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs.
 PAIR_SECONDS = 1.5
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
-#: write than its blocks take to run (a loaded 2-core machine: 1.2 s of 6 s in blocks), so shorter blocks make more
-#: pairs in the same time.
+#: write than its blocks take to run (bench/results/cpu_noise_cpu.md), so shorter blocks make more pairs in the
+#: same time.
 PAIRED_BLOCK_SECONDS = 0.025
 
 
