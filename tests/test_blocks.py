@@ -128,23 +128,28 @@ def test_read_outputs_refuses_impossible_layouts(child):
 
 
 def test_an_honest_candidate_is_timed_by_this_sides_clock(evaluator, monkeypatch):
-    """Every configuration timed in blocks of calls counted here; the times are this side's clock (a worker that
-    sent times would not be read: the DONE reply carries none)."""
+    """Every configuration timed in blocks of calls counted here, paired with the reference's blocks
+    (pipeline/paired.py); the times are this side's clock (a worker that sent times would not be read: the DONE
+    reply carries none)."""
+    from kbench_env.pipeline import pair_stats, paired
+
     seen = []
-    real = blocks.time_blocks
+    real = paired.time_paired
 
     def spy(*a, **k):
-        bt = real(*a, **k)
-        seen.append(bt)
-        return bt
+        pt = real(*a, **k)
+        seen.append(pt)
+        return pt
 
-    monkeypatch.setattr(blocks, "time_blocks", spy)
+    monkeypatch.setattr(paired, "time_paired", spy)
     task = resolve_task("level1/relu")
     r = evaluator.evaluate(task, solution_path(task, "cpu").read_text(), seed=3)
     assert r.correct and not r.integrity_flags, r.feedback()
-    cand = seen[-len(r.configs):]
-    assert all(bt.timing is not None and bt.blocks >= blocks.MIN_BLOCKS for bt in cand)
-    assert [c.candidate_ms for c in r.configs] == [bt.timing.median_ms for bt in cand]
+    need = pair_stats.min_pairs(pair_stats.config_confidence(len(r.configs)))
+    assert len(seen) == len(r.configs) and all(pt.candidate is not None and pt.pairs >= need for pt in seen)
+    assert [c.candidate_ms for c in r.configs] == [pt.candidate.median_ms for pt in seen]
+    assert [c.reference_ms for c in r.configs] == [pt.reference.median_ms for pt in seen]
+    assert [c.speedup for c in r.configs] == [pt.speedup for pt in seen]
 
 
 _STALE = r'''

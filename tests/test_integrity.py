@@ -124,8 +124,9 @@ MAY_BE_HONEST = {"cache_by_pointer"}
 def test_exploit_is_flagged(results, name):
     r = results[0][name]
     if name in MAY_BE_HONEST and r.correct and not r.integrity_flags:
-        honest = results[1]
-        assert r.speedup <= 2 * honest.speedup, f"{name}: unflagged and faster than the honest kernel\n{r.feedback()}"
+        honest = results[1]  # compared by intervals, as in test_a_patched_harness_earns_nothing
+        assert r.speedup_ci[0] <= 2 * honest.speedup_ci[1], \
+            f"{name}: unflagged and faster than the honest kernel\n{r.feedback()}"
         return
     expected = CASES[name][1] if results[2] == "strict" else KERNELBENCH_EXPECTED.get(name, CASES[name][1])
     expected = expected if isinstance(expected, tuple) else (expected,)
@@ -137,9 +138,10 @@ def test_exploit_is_flagged(results, name):
 
 
 def _honest_best(evaluator, first, seed: int | None = None) -> float:
-    """The better of ``first``'s speedup and a second honest evaluation's (one evaluation's spread is wide)."""
+    """The upper end of the better of ``first``'s speedup interval and a second honest evaluation's (paired
+    timing, pipeline/pair_stats.py: with the tests' short timing one evaluation's interval is wide)."""
     again = evaluator.evaluate(RELU, HONEST, seed=seed)
-    return max(first.speedup or 0.0, again.speedup or 0.0)
+    return max((r.speedup_ci or [0.0, r.speedup or 0.0])[1] for r in (first, again))
 
 
 @pytest.mark.parametrize("name", list(HARNESS_PATCHES))
@@ -150,10 +152,14 @@ def test_a_patched_harness_earns_nothing(results, name):
         assert r.reward <= 0, r.feedback()
         return
     if r.speedup > MARGIN * (honest.speedup or 0.0):
+        # Compared by intervals: the attack earned something only if its speedup's interval lies wholly above MARGIN
+        # times the honest kernel's (each holds at 95 %); a point estimate against a point estimate compared noise
+        # (failed under load: 0.85x against 0.47x, for the same kernel timed at two moments).
         best = _honest_best(evaluator, honest, seed=99)
-        assert r.speedup <= MARGIN * best, (
-            f"{name}: unflagged, correct and paid {r.speedup:.2f}x against the honest kernel's {best:.2f}x\n"
-            f"{r.feedback()}")
+        lo = r.speedup_ci[0]
+        assert lo <= MARGIN * best, (
+            f"{name}: unflagged, correct and paid {r.speedup:.2f}x (interval from {lo:.2f}x) against the honest "
+            f"kernel's interval up to {best:.2f}x\n{r.feedback()}")
 
 
 def test_honest_solution_is_not_flagged(results):

@@ -6,6 +6,7 @@ runs, checked against this evaluator's device calibration before use)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 from kbench_env.device import Device
@@ -127,6 +128,25 @@ class Baselines:
             ready, self._ready = list(self._ready.values()), {}
         for w, _, _ in ready:
             w.close()
+
+    @contextlib.contextmanager
+    def session(self, task: Task, configs: list[Config]):
+        """A reference worker for paired timing on the CPU (paired.py), with the reference loaded and the device
+        calibrated once per evaluator; ``prepare_paired`` runs a configuration in it before its blocks."""
+        with self.worker(task) as w:
+            expect(w.recv(self.limits.build_timeout, "reference load"), task)
+            if self.calibration is None:
+                self._calibrate_once(w, task, configs)
+            yield w
+
+    def prepare_paired(self, w: Worker, task: Task, cfg: Config, prepared: dict) -> str:
+        """Run configuration ``cfg`` (eager) once in reference worker ``w``; the name its blocks go by."""
+        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        name = f"{cfg.name}#eager"
+        w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": False,
+                "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
+        expect(w.recv(self.limits.run_timeout, "reference run (eager)"), task)
+        return name
 
     def disk_fields(self, task: Task, cfg: Config) -> dict:
         """What a stored timing of ``cfg`` is keyed by besides the machine (reference_cache.py)."""

@@ -11,9 +11,9 @@ One configuration's timing, driven from this side (the worker is an executor: wo
 3. a configuration none of whose inputs can vary between calls (revealed_inputs.py ``varies``) has every output of
    a block overwritten with garbage once the block is checked (``poison_outputs``): an output kept from an earlier
    call and returned again reads as garbage when checked, as a stale one does when the inputs change;
-4. the first block (``warmup`` calls) is not a sample: it warms caches and sizes the later blocks so that each
-   runs about ``block_seconds`` (the exchange around a block stays under 1 % of it),
-   within ``BLOCK_BYTES`` of inputs and outputs.
+4. the first block (``warmup`` calls) and a sizing block after it are not samples: they warm caches and size the
+   later blocks so that each runs about ``block_seconds`` (the exchange around a block stays under 1 % of it),
+   within ``BLOCK_BYTES`` of inputs and outputs (paired.py sizes a pair's two sides alike).
 
 The count of calls, the clock and the comparison are this side's; the worker reports nothing that is believed.
 """
@@ -136,6 +136,7 @@ class _Run:
         self.addresses: list = []
         self.rng = random.SystemRandom()
         self.check_seconds = 0.0
+        self.placement = None  # sandbox/placement.py: where the worker runs its timed blocks (paired.py sets it)
 
     def request(self, header: dict, what: str) -> dict:
         """A request answered while the worker runs (it is stopped again after)."""
@@ -156,13 +157,19 @@ class _Run:
     def block(self, calls: int) -> tuple[float, list, list, list]:
         """Run one block of ``calls`` calls: (seconds by this side's clock, keys, layout, table)."""
         keys = [self.inputs.draw() for _ in range(calls)]
-        for j, key in enumerate(keys):
-            for x, address in zip(self.inputs.make(key), self.addresses[j]):
-                if isinstance(x, torch.Tensor) and x.numel():
-                    self.mem.write(int(address), _tensor_bytes(x))
+        made = [[_tensor_bytes(x) if isinstance(x, torch.Tensor) and x.numel() else None for x in self.inputs.make(key)]
+                for key in keys]
+        # All made first, then all written in one pass: the block starts with its inputs where the writes left
+        # them in the caches, the same for every worker (making them between the writes evicted the first ones).
+        for j, one in enumerate(made):
+            for data, address in zip(one, self.addresses[j]):
+                if data is not None:
+                    self.mem.write(int(address), data)
         if self.sampler is not None:
             self.sampler.attach()  # threads started since the last block (the worker is stopped)
         self.worker.send({"type": msg.BLOCK, "config": self.config, "calls": calls})
+        if self.placement is not None:
+            self.placement.apply(self.freezer.pids())
         t0 = time.perf_counter()
         self.freezer.thaw()
         header, payload = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
@@ -213,6 +220,40 @@ class _Run:
 
     def release(self) -> None:
         self.request({"type": msg.RELEASE, "config": self.config}, "release of a timed block's outputs")
+
+    def warm(self, p: dict) -> tuple[float, int, tuple[int, str] | None]:
+        """The warm-up block (not a sample: it warms caches) and a sizing block of about ``block_seconds`` by the
+        warm-up's measure: (the lower of their seconds per call, the bytes of a call's inputs and outputs, and the
+        first wrong checked call as (its index, why) or None). The lower: a short block's fixed cost and a load
+        only ever add to its time (under load a 3-call warm-up alone can read many times a call's time)."""
+        calls, per_call, done = p["warmup"], math.inf, 0
+        for _ in range(2):
+            self.slots(calls)
+            seconds, keys, layout, table = self.block(calls)
+            wrong = self.verdict(keys, layout, table) or self.poison(layout, table)
+            if wrong is not None:
+                return per_call, 0, (done + wrong[0], wrong[1])
+            self.release()
+            per_call, done = min(per_call, seconds / calls), done + calls
+            bytes_per_call = _bytes_per_call(self.inputs, layout, table[0])
+            calls = _block_size(per_call, bytes_per_call, p)
+            if calls <= 2 * p["warmup"]:
+                break
+        return per_call, bytes_per_call, None
+
+    def size(self, k: int) -> None:
+        """Input buffers for timed blocks of ``k`` calls."""
+        if k != len(self.addresses):
+            self.slots(k)
+
+    def timed(self, k: int) -> tuple[float, tuple[int, str] | None]:
+        """One timed block of ``k`` calls, its outputs checked and released: (seconds by this side's clock, the
+        first wrong checked call as (its index in the block, why), or None)."""
+        seconds, keys, layout, table = self.block(k)
+        wrong = self.verdict(keys, layout, table) or self.poison(layout, table)
+        if wrong is None:
+            self.release()
+        return seconds, wrong
 
 
 def _block_size(seconds_per_call: float, bytes_per_call: int, p: dict) -> int:
@@ -271,24 +312,17 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
     run = _Run(worker, config, RevealedInputs(originals, noise, draws), timeout, check, max(1, check_calls))
     run.freezer.freeze()
     try:
-        run.slots(p["warmup"])
-        seconds, keys, layout, table = run.block(p["warmup"])
-        wrong = run.verdict(keys, layout, table) or run.poison(layout, table)
+        per_call, per_call_bytes, wrong = run.warm(p)
         if wrong is not None:
             return BlockTiming(wrong=wrong[1], wrong_call=wrong[0], check_seconds=run.check_seconds)
-        run.release()
-        per_call_bytes = _bytes_per_call(run.inputs, layout, table[0])
-        k = _block_size(seconds / p["warmup"], per_call_bytes, p)
-        if k != p["warmup"]:
-            run.slots(k)
+        k = _block_size(per_call, per_call_bytes, p)
+        run.size(k)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
         while True:
-            seconds, keys, layout, table = run.block(k)
-            wrong = run.verdict(keys, layout, table) or run.poison(layout, table)
+            seconds, wrong = run.timed(k)
             if wrong is not None:
                 return BlockTiming(wrong=wrong[1], wrong_call=calls + wrong[0], blocks=len(times),
                                    check_seconds=run.check_seconds)
-            run.release()
             times.append(seconds * 1e3 / k)
             calls, total = calls + k, total + seconds
             enough = len(times) >= p["min_blocks"] and calls >= p["min_reps"] and total >= p["min_seconds"]

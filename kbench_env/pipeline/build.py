@@ -4,16 +4,29 @@ hit, the worker's warm-up phases). Builds run concurrently with other candidates
 
 from __future__ import annotations
 
+import contextlib
+
+from kbench_env.device import Device
+from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.result import EvalResult, add_phase, trim_log
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.worker_process import Worker
 
 
-def start_worker(ev, source: str) -> Worker:
-    """The worker that builds, runs and times ``source`` for evaluator ``ev``."""
+@contextlib.contextmanager
+def start_worker(ev, source: str):
+    """The worker that builds, runs and times ``source`` for evaluator ``ev``, closed at the end of the block; on
+    the CPU registered as a live worker (quiet.py: stopped while another evaluation times)."""
     if ev._spares is not None:
-        return ev._spares.take(source)
-    return Worker(source, ev.backend_name, ev.device, ev.build_root, ev.limits, builder=ev.builder)
+        worker = ev._spares.take(source)
+    else:
+        worker = Worker(source, ev.backend_name, ev.device, ev.build_root, ev.limits, builder=ev.builder)
+    with worker:
+        if not Device.parse(ev.device).is_cpu:
+            yield worker
+            return
+        with LIVE.member(worker):
+            yield worker
 
 
 def build(worker: Worker, result: EvalResult, timeout: float) -> None:

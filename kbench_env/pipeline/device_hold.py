@@ -34,14 +34,23 @@ def shared_checks_setting(setting, device: str) -> bool:
     return bool(setting)
 
 
+#: The CPU's lock, one per process whichever Evaluator holds it, in either mode (exclusive holds without
+#: ``shared_checks``): while one evaluation times, every other evaluation's worker in the process is stopped
+#: (quiet.py), which is safe only while none of them is being checked.
+CPU_LOCK = SharedDeviceLock(None)
+
+
 def make_device_lock(device: str, lock_dir, shared_checks: bool):
     """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across processes too (devicelock.py), on
-    the CPU this process's. ``slots`` (shared_checks only, else None) bounds the candidates between the start of
-    their checks and the end of their timing, so that what they keep on the device while waiting for the timing
-    (inputs, reference modules, the worker's state) is bounded as well as the checks running at once."""
+    the CPU this process's, shared by its Evaluators (``CPU_LOCK``). ``slots`` (shared_checks only, else None)
+    bounds the candidates between the start of their checks and the end of their timing, so that what they keep on
+    the device while waiting for the timing (inputs, reference modules, the worker's state) is bounded as well as
+    the checks running at once."""
     path = (lambda: gpu_lock_path(lock_dir, device)) if Device.parse(device).is_cuda else None
+    if path is None:
+        return CPU_LOCK, (threading.BoundedSemaphore(CPU_LOCK.max_shared + 1) if shared_checks else None)
     if not shared_checks:
-        return (DeviceLock(path) if path else threading.Lock()), None
+        return DeviceLock(path), None
     lock = SharedDeviceLock(path)
     # as many again as may check at once: checked candidates queued for their timing (the queue that keeps the
     # device's timing fed) and timed ones whose read outputs wait to be judged (deferred_checks.py)

@@ -60,7 +60,8 @@ class Evaluator:
             are drawn per block by this side (revealed_inputs.py, gpu_blocks.py).
         noise: relative size of the per-call perturbation of the timed inputs.
         check_calls: timed calls per block whose outputs this side reads and checks (chosen after the block ran).
-        timing: the timing's stopping rule (warmup, min_reps, max_reps, min_seconds; blocks.py, gpu_blocks.py).
+        timing: the timing's stopping rule (warmup, min_reps, max_reps, min_seconds; blocks.py, gpu_blocks.py;
+            on the CPU, paired: ci_width, pair_seconds, block_seconds, paired.py).
         time_candidates: set False to skip timing (correctness only; speedup stays None).
         compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU;
             the environment variable KBENCH_COMPILE_BASELINE=0 or 1 sets the default).

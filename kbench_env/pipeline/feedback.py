@@ -81,7 +81,8 @@ def _render(result, held: _HeldOut) -> str:
     if result.correct and result.speedup is not None:
         lines.append("")
         extra = f", {result.speedup_compile:.2f}x vs torch.compile" if result.speedup_compile else ""
-        lines.append(f"Correct on all configurations. Speedup {result.speedup:.3f}x vs eager PyTorch{extra}.")
+        lines.append(f"Correct on all configurations. Speedup {_speedup(result.speedup, _ci(result), '.3f')} vs "
+                     f"eager PyTorch{extra}.{_not_shown(result)}")
     lines.append(f"Reward: {result.reward:.3f}")
     return "\n".join(lines)
 
@@ -127,13 +128,33 @@ def _table(configs, held: _HeldOut) -> list[str]:
             continue
         rows.append((_name(c, held), ", ".join(c.inputs), ok, _f(c.norm_err, ".2e"),
                      _ms(c.candidate_ms, c.candidate_spread_ms), _ms(c.reference_ms, None),
-                     _f(c.speedup, ".2f", "x")))
+                     _speedup(c.speedup, _ci(c), ".2f")))
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
 
     def line(cells) -> str:
         return "  ".join(cell.ljust(w) if lj else cell.rjust(w) for cell, w, lj in zip(cells, widths, left)).rstrip()
 
     return [line(head), *(line(r) for r in rows)]
+
+
+def _ci(obj):
+    """A result's or configuration's speedup interval [lo, hi] (the CPU's paired timing), or None."""
+    ci = getattr(obj, "speedup_ci", None)
+    return ci if ci and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci) else None
+
+
+def _speedup(v, ci, fmt: str) -> str:
+    """``1.31x (1.24-1.38)``: the speedup and, where measured, its 95 % interval."""
+    text = _f(v, fmt, "x")
+    return text if ci is None or v is None else f"{text} ({ci[0]:.2f}-{ci[1]:.2f})"
+
+
+def _not_shown(result) -> str:
+    """Why a speedup above 1 is paid as parity (pipeline/reward.py), if it is."""
+    ci = _ci(result)
+    if ci is None or not (result.speedup or 0) > 1.0 or ci[0] > 1.0 or getattr(result, "baseline", "") == "compile":
+        return ""
+    return " Not shown faster: the 95 % interval reaches down to 1, so the reward pays it as parity."
 
 
 def _indent(text: str, pad: str = "  ") -> str:

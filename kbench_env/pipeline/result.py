@@ -37,6 +37,11 @@ class ConfigResult:
     reference_spread_ms: float | None = None
     compile_ms: float | None = None  # torch.compile baseline, when measured
     speedup: float | None = None
+    # On the CPU (paired timing, pipeline/paired.py): the speedup's confidence interval [lo, hi], taken at the
+    # confidence that makes the evaluation's ``speedup_ci`` hold at 95 % (pair_stats.py), and the pairs of blocks
+    # it rests on; None on a GPU
+    speedup_ci: list | None = None
+    timed_pairs: int | None = None
     # share of forward's device time (CPU time on the CPU) in the candidate's own kernels, from the audited
     # correctness call (coverage.py); None where not measured
     kernel_coverage: float | None = None
@@ -63,6 +68,9 @@ class EvalResult:
     candidate_ms: float | None = None  # geometric mean over timed configurations
     reference_ms: float | None = None
     speedup: float | None = None  # geometric mean of per-configuration speedups vs eager
+    # 95 % confidence interval [lo, hi] of ``speedup`` (the CPU's paired timing, pipeline/pair_stats.py; None on a
+    # GPU): the reward pays "faster" only when lo > 1 (pipeline/reward.py)
+    speedup_ci: list | None = None
     speedup_compile: float | None = None  # vs torch.compile, when measured
     baseline: str = "eager"
     rules: str = "strict"  # what forward may run besides the candidate's own kernels (rules.py)

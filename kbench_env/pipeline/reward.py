@@ -18,6 +18,11 @@ token kernel at parity with PyTorch (coverage 0.18) is then paid as a 0.18x kern
 honest kernel at least that fast, never in the "faster" tier. Under "strict" rules forward runs only the
 candidate's kernels, and the speedup is paid as measured. Where coverage was not measured (None) it is paid as
 measured too.
+
+Every preset pays "faster" only for a speedup its measurement shows: where the result carries the speedup's
+confidence interval (``speedup_ci``, the CPU's paired timing: pipeline/pair_stats.py, 95 %), a speedup above 1 whose
+interval's lower end is not above 1 is paid as parity (1.0), so noise alone is not paid as speed; a slower one is
+paid as measured. Without an interval (a GPU's timing, or the torch.compile baseline) the measured speedup is paid.
 """
 
 from __future__ import annotations
@@ -62,11 +67,22 @@ def credited_speedup(r: EvalResult, s: float | None) -> float | None:
     return min(s, max(float(c), 0.0))
 
 
+def paid_speedup(r: EvalResult) -> float | None:
+    """The speedup the presets pay: the measured one, but parity (1.0) for one above 1 whose confidence interval
+    reaches down to 1 or below (module docstring)."""
+    s = measured_speedup(r)
+    eager = not (r.baseline == "compile" and r.speedup_compile is not None)
+    ci = r.speedup_ci if eager else None  # the interval is the eager speedup's
+    if s is not None and ci and s > 1.0 and not ci[0] > 1.0:
+        return 1.0
+    return s
+
+
 def tiered(r: EvalResult, cap: float = 10.0) -> float:
     bad = _failure(r)
     if bad is not None:
         return bad
-    s = measured_speedup(r)
+    s = paid_speedup(r)
     s = credited_speedup(r, 1.0) if s is None else s  # untimed: parity, credited as a timed one would be
     return 1.0 + max(-0.95, min(1.0, math.log(max(s, 1e-9)) / math.log(cap)))
 
@@ -82,7 +98,7 @@ def speedup(r: EvalResult, cap: float = 10.0) -> float:
         return -1.0
     if not r.correct:
         return 0.0
-    return min(cap, measured_speedup(r) or 0.0)
+    return min(cap, paid_speedup(r) or 0.0)
 
 
 def kevin(r: EvalResult, cap: float = 10.0) -> float:
@@ -90,7 +106,7 @@ def kevin(r: EvalResult, cap: float = 10.0) -> float:
         return -1.0
     if not r.correct:
         return 0.0
-    return 0.3 + min(cap, measured_speedup(r) or 0.0)
+    return 0.3 + min(cap, paid_speedup(r) or 0.0)
 
 
 PRESETS: dict[str, Callable[[EvalResult], float]] = {"tiered": tiered, "default": tiered, "binary": binary,

@@ -1,22 +1,28 @@
 """The timing stage: the candidate timed configuration by configuration under the reference's conditions, every
 timed call on fresh inputs written by this side, the outputs of calls chosen after each block read and checked
-here (blocks.py on the CPU, gpu_blocks.py on a GPU); the speedups over the reference's times (baseline). Also the
-wall-clock re-timing from this process that plausibility and baseline use."""
+here. On the CPU the reference and the candidate are timed together, in alternating blocks (paired.py, on
+blocks.py's exchange), and each speedup comes with its confidence interval (pair_stats.py); on a GPU the candidate
+(gpu_blocks.py) is timed against the reference's times (baseline). Also the wall-clock re-timing from this process
+that plausibility and baseline use."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
 import time
 
 from kbench_env.device import Device
 from kbench_env.pipeline import audit_threads as _threads
-from kbench_env.pipeline import blocks, coverage, gpu_blocks
+from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
 from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox import samples
 from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.sandbox.placement import Placement, timing_cores
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.task import DTYPES, Config, Task, geomean
@@ -25,13 +31,23 @@ from kbench_env.tasks.task import DTYPES, Config, Task, geomean
 #: CPU time between two samples of the worker's threads in the sampled blocks (blocks._sample): ~500 samples a
 #: thread in a 50 ms block, within a sample buffer (sandbox/samples.py).
 SAMPLE_PERIOD_NS = 100_000
+#: Paired blocks run at a raised priority where this process may set it (sandbox/placement.py);
+#: KBENCH_TIMING_BOOST=0 turns it off.
+PRIORITY_BOOST = os.environ.get("KBENCH_TIMING_BOOST", "1") != "0"
 
 
 def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
                result: EvalResult) -> list:
-    """Time the reference (cached by ``ev.baselines``), then the candidate, into ``result``. Returns the timings
-    whose read outputs are still to be judged (``judge_deferred``: under shared checks, out of the exclusive
-    hold)."""
+    """Time the candidate against the reference into ``result``: on the CPU paired, reference and candidate in
+    alternating blocks of one session (paired.py), every other worker of this process stopped meanwhile (quiet.py);
+    on a GPU the reference first (cached by ``ev.baselines``), then the candidate. A CPU evaluator given a
+    reference cache (opted into where the machine is known to be quiet: reference_cache.resolve_root) uses its
+    stored reference timings as a GPU does, unpaired and without an interval: re-timing the reference beside each
+    candidate is what pairing is, and what a cache is there to avoid. Returns the timings whose read outputs are
+    still to be judged (``judge_deferred``: under shared checks, out of the exclusive hold)."""
+    if Device.parse(ev.device).is_cpu and ev.baselines.disk_root is None:
+        time_paired_stage(ev, task, configs, prepared, seed, worker, result)
+        return []
     with phase(result, "reference_timing"):
         ref_times = ev.baselines.times(task, configs, prepared, seed)
     deferred: list = []
@@ -58,18 +74,65 @@ def judge_deferred(deferred: list, result: EvalResult) -> None:
         for cfg, bt in deferred:
             wrong = bt.deferred.judge()
             if wrong is not None:
-                _timed_output_wrong(result, cfg, *wrong)
+                _wrong(result, cfg, *wrong)
                 result.stage, result.speedup, result.speedup_compile = "correct", None, None
                 return
     finally:
         add_phase(result, "deferred_output_checks", time.perf_counter() - t0)
 
 
-def _timed_output_wrong(result: EvalResult, cfg: Config, call: int, why: str) -> None:
-    flag(result, f"timed_output_wrong: the output of timed call {call} on configuration {cfg.name!r} "
-                 f"does not match the reference for its inputs, although the correctness run passed (cached, "
-                 f"stale or deferred results): {why}")
-    result.correct = False
+def time_paired_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
+                      result: EvalResult) -> None:
+    """The CPU's timing: per configuration, reference and candidate interleaved (paired.time_paired) in a
+    reference worker of this evaluation's own; each configuration's interval at the confidence that makes the
+    evaluation's hold at pair_stats.CONFIDENCE. With ``compile_baseline`` the torch.compile reference is timed
+    apart (unpaired, as on a GPU) for ``speedup_compile``."""
+    base = ev.baselines
+    confidence = pair_stats.config_confidence(len(configs))
+    with contextlib.ExitStack() as stack:
+        with phase(result, "reference_timing"):
+            ref_worker = stack.enter_context(base.session(task, configs))
+            compile_ms = base.times(task, configs, prepared, seed) if ev.compile_baseline else {}
+        stack.enter_context(LIVE.others_stopped([worker, ref_worker]))
+        for cfg, cr in zip(configs, result.configs):
+            with phase(result, "reference_timing"):
+                ref_name = base.prepare_paired(ref_worker, task, cfg, prepared)
+            with phase(result, "timing"):
+                pt = _time_one_paired(ev, task, cfg, cr, prepared, worker, ref_worker, ref_name, confidence, result)
+            if pt is None:
+                return
+            cr.candidate_ms, cr.candidate_spread_ms = pt.candidate.median_ms, pt.candidate.iqr_ms
+            cr.reference_ms, cr.reference_spread_ms = pt.reference.median_ms, pt.reference.iqr_ms
+            cr.speedup, cr.speedup_ci, cr.timed_pairs = pt.speedup, list(pt.ci), pt.pairs
+            cr.compile_ms = (compile_ms.get(cfg.name) or {}).get("compile_ms")
+    _summarise(result)
+    result.speedup_ci = pair_stats.combined([c.speedup_ci for c in result.configs])
+
+
+def _time_one_paired(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker, ref_worker: Worker,
+                     ref_name: str, confidence: float, result: EvalResult):
+    """One configuration's paired timing, or None when the candidate failed or a checked output was wrong
+    (``result`` says why)."""
+    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+    own, sampler = _cpu_sampler(ev, worker)
+    try:
+        pt = paired.time_paired(worker, ref_worker, cfg.name, ref_name, inputs, ev.noise, ev.timing,
+                                ev.limits.time_timeout, _checker(ev, task, cfg, prepared), ev.check_calls, confidence,
+                                Placement(timing_cores(ev.limits.threads), boost=PRIORITY_BOOST),
+                                draws=input_draws(task, cfg), sampler=sampler)
+    except blocks.TimedCallFailed as exc:
+        _failed(result, cfg, cr, exc)
+        return None
+    finally:
+        if sampler is not None:
+            sampler.close()
+    if pt.samples:
+        _bound_coverage(cr, result, coverage.sampled_share(pt.samples, own, _threads.trusted_prefixes()))
+    add_phase(result, "timed_output_checks", pt.check_seconds)
+    if pt.wrong is not None:
+        _wrong(result, cfg, pt.wrong_call, pt.wrong)
+        return None
+    return pt
 
 
 def _speedup(cr, rt: dict) -> None:
@@ -78,22 +141,48 @@ def _speedup(cr, rt: dict) -> None:
     cr.speedup = cr.reference_ms / max(cr.candidate_ms, 1e-9)
 
 
-def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
-                           result: EvalResult, ref: dict, deferred: list | None = None) -> bool:
-    """Time one configuration with its outputs read and checked here: on the CPU by this side's clock
-    (blocks.py), on a GPU by device events bounded by this side's clock (gpu_blocks.py). False when the
-    candidate failed or a checked output was wrong (``result`` says why)."""
+def _checker(ev, task: Task, cfg: Config, prepared: dict):
+    """``check(out, call_inputs)``: why a timed call's output is wrong for its inputs, or None."""
     mod, init_inputs, init_seed, inputs = prepared[cfg.name]
     reference = task.reference_runner(mod, init_inputs, cfg, init_seed, ev.device)
     dtype = DTYPES[cfg.dtype]
-    draws = input_draws(task, cfg)
 
     def check(out, call_inputs):
         mismatch, _ = compare_outputs(out, reference(call_inputs), dtype, task.tolerance)
         return None if mismatch is None else mismatch.message
 
-    own = [path for path, _ in worker.linked()]  # the candidate's own libraries: their samples are its own
-    sampler = samples.Sampler(worker.proc.pid, SAMPLE_PERIOD_NS) if own and Device.parse(ev.device).is_cpu else None
+    return check
+
+
+def _failed(result: EvalResult, cfg: Config, cr, exc: Exception) -> None:
+    result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
+    result.error_stage, result.correct = "timing", False
+
+
+def _wrong(result: EvalResult, cfg: Config, call: int, why: str) -> None:
+    flag(result, f"timed_output_wrong: the output of timed call {call} on configuration {cfg.name!r} "
+                 f"does not match the reference for its inputs, although the correctness run passed (cached, "
+                 f"stale or deferred results): {why}")
+    result.correct = False
+
+
+def _cpu_sampler(ev, worker: Worker):
+    """``(own libraries, a Sampler of the worker)`` on the CPU where the candidate brought libraries of its own
+    (their samples are its own: the kernel coverage's bound, coverage.sampled_share), else ``(own, None)``."""
+    own = [path for path, _ in worker.linked()]
+    return own, (samples.Sampler(worker.proc.pid, SAMPLE_PERIOD_NS) if own and Device.parse(ev.device).is_cpu
+                 else None)
+
+
+def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
+                           result: EvalResult, ref: dict, deferred: list | None = None) -> bool:
+    """Time one configuration with its outputs read and checked here: on a GPU by device events bounded by this
+    side's clock (gpu_blocks.py), on the CPU (unpaired, with a reference cache) by this side's clock (blocks.py).
+    False when the candidate failed or a checked output was wrong (``result`` says why)."""
+    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+    check = _checker(ev, task, cfg, prepared)
+    draws = input_draws(task, cfg)
+    own, sampler = _cpu_sampler(ev, worker)
     try:
         if Device.parse(ev.device).is_cpu:
             bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
@@ -104,8 +193,7 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
                                              reference=ref.get("gpu"), backward=task.backward,
                                              defer=deferred is not None and ev.shared_checks, draws=draws)
     except blocks.TimedCallFailed as exc:
-        result.error = f"configuration {config_label(cfg, cr)} failed while being timed: {exc}"
-        result.error_stage, result.correct = "timing", False
+        _failed(result, cfg, cr, exc)
         return False
     finally:
         if sampler is not None:
@@ -114,7 +202,7 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, _threads.trusted_prefixes()))
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if bt.wrong is not None:
-        _timed_output_wrong(result, cfg, bt.wrong_call, bt.wrong)
+        _wrong(result, cfg, bt.wrong_call, bt.wrong)
         return False
     if getattr(bt, "deferred", None) is not None and len(bt.deferred):
         deferred.append((cfg, bt))

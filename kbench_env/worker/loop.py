@@ -28,7 +28,7 @@ import torch
 
 from kbench_env.device import Device
 from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
-from kbench_env.worker import executor, gpu_executor, timing
+from kbench_env.worker import allocator, executor, gpu_executor, timing
 from kbench_env.backends import get_backend
 from kbench_env.builder.errors import trim_compiler_output
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
@@ -256,6 +256,8 @@ _ERROR_STAGE = {msg.RUN: "run", msg.CALIBRATE: "calibrate"}
 def _set_up(conn, job: dict) -> None:
     """Confine the process and pin what candidate code must find as it is."""
     _confine(job, conn)
+    if Device.parse(job["device"]).is_cpu:
+        allocator.hold_steady()  # every timed block's outputs in pages already mapped (allocator.py)
     # torch.compile (the reference's baseline) writes its caches under TMPDIR: keep them in the scratch directory.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(job["scratch"], "inductor"))
     tempfile.tempdir = None  # re-read TMPDIR, which the confinement pointed at the scratch directory
