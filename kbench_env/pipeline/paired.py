@@ -5,7 +5,7 @@ neither can slow the other's blocks, and a change of the machine's load lands on
 
 Both sides' blocks have the same number of calls, sized from their warm-ups so that a block lasts about
 ``block_seconds`` at the geometric mean of the two per-call times: the same inputs' bytes pass through the caches
-on both sides (blocks of different sizes timed the same code far apart: bench/results/cpu_noise_cpu.md), and a block's fixed cost (the thaw
+on both sides (blocks of different sizes timed the same code far apart), and a block's fixed cost (the thaw
 and the wake-ups around it) is spread over as many calls. Both workers are placed alike before each block
 (sandbox/placement.py: the same cores, the same raised priority where allowed). Pairs are added until the
 speedup's interval (pair_stats.py) is no wider than ``ci_width`` (its upper over its lower end, minus one) or
@@ -33,7 +33,7 @@ CI_WIDTH = 0.04
 #: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs.
 PAIR_SECONDS = 1.5
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
-#: write than its blocks take to run (bench/results/cpu_noise_cpu.md), so shorter blocks make more pairs in the
+#: write than its blocks take to run, so shorter blocks make more pairs in the
 #: same time.
 PAIRED_BLOCK_SECONDS = 0.025
 

@@ -3,7 +3,7 @@ chose, and (where this process may) given a higher scheduling priority than the 
 
 Paired timing on the CPU (pipeline/paired.py) places the reference's and the candidate's workers alike before each
 of their blocks: the same cores, so that a core busier than another cannot favour one side (two workers left to
-the scheduler can sit on different cores for seconds: bench/results/cpu_noise_cpu.md), and, when the trusted
+the scheduler can sit on different cores for seconds), and, when the trusted
 side may raise priorities (root, or CAP_SYS_NICE), a nice value of ``BOOST``, so that a block takes its cores from
 background jobs rather than sharing them. The worker, without capabilities, cannot raise its own priority further;
 it can move its threads to other cores during its own block (sched_setaffinity), which only changes its side's
