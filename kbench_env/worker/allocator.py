@@ -4,8 +4,8 @@ A timed block keeps its calls' outputs until the trusted side has read them, the
 By default glibc gives each allocation over its mmap threshold its own mapping and returns freed memory at the top
 of the heap to the system: then every call of every block faults in its output's pages afresh, a cost that can
 outweigh a small kernel many times over under load and that depends on the threshold glibc has adapted to from each
-process's past allocations (bench/results/cpu_noise_cpu.md). With no mmap'd allocations and no trimming, the memory a block's outputs took is kept for the next
-block: from the second block on, reference and candidate alike write their outputs into pages already mapped.
+process's past allocations. With no mmap'd allocations and no trimming, the memory a block's outputs took is kept
+for the next block: from the second block on, reference and candidate alike write their outputs into pages already mapped.
 The candidate may change these settings in its own process; that changes only its own side's allocations.
 """
 
