@@ -35,6 +35,8 @@ import os
 import re
 from functools import lru_cache
 
+import torch.utils.cpp_extension as cpp
+
 IDENT = re.compile(r"[A-Za-z_]\w*")
 # The candidate's own includes that the narrow head stands in for (no-ops after load_inline's <torch/types.h>).
 REPLACED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"](?:torch/extension\.h|torch/types\.h|ATen/ATen\.h)'
@@ -60,8 +62,6 @@ _FACTORY = re.compile(r"^inline at::Tensor (\w+)\(")
 
 
 def _include_dir() -> str:
-    import torch.utils.cpp_extension as cpp
-
     return cpp.include_paths()[0]
 
 
