@@ -1,8 +1,9 @@
 """Which CUDA solutions' device code compiles with the narrow torch head (backends/narrow_head.py), checked without
 a GPU and more cheaply than a build: each solution's request goes through the builder's plans
-(builder/torch_ext._plans), and the narrow plan's ``.cu`` goes through nvcc's front end only (``nvcc -cuda``:
-preprocessing and cudafe++, where an undeclared torch name is an error) with the flags of torch's ninja file, the
-stubbed CUDA-only torch headers of bench/build_cost.py. A solution that fails here is not broken: its build falls
+(builder/torch_ext._plans), and the narrow plan's ``.cu`` goes through nvcc's first two steps only (the
+preprocessor and cudafe++, the host-side front end, where an undeclared torch name is an error: the commands of
+``nvcc --dryrun`` up to cudafe++'s), with the flags of torch's ninja file and the stubbed CUDA-only torch headers of
+bench/build_cost.py. A solution that fails here is not broken: its build falls
 back to <torch/types.h>, paying for the narrow attempt.
 
     python bench/narrow_head_check.py [solution.py ...]     # default: tasks/solutions/cuda/** and the KB sample
@@ -49,18 +50,23 @@ def check(path: Path, workdir: Path) -> str:
     def stop(command, cwd, timeout, what):
         seen["ninja"] = (Path(cwd) / "build.ninja").read_text()
 
-    saved = torch_ext.run
-    torch_ext.run = stop
+    saved = build_cost.stepwise_run
+    build_cost.stepwise_run = lambda label: stop  # compile_fn runs this in place of ninja
     try:
         build_cost.compile_fn(workdir, path.stem)(req["name"], [str(d / f) for f in files], options, str(d), 600.0)
     finally:
-        torch_ext.run = saved
+        build_cost.stepwise_run = saved
     flags = re.search(r"^cuda_cflags = (.*)$", seen["ninja"], re.M).group(1)
+    dry = subprocess.run(["nvcc", *shlex.split(flags), "-c", str(d / "cuda.cu"), "-o", str(d / "cuda.o"), "--dryrun"],
+                         capture_output=True, text=True, timeout=60)
+    steps = [ln[3:] for ln in (dry.stdout + dry.stderr).splitlines() if ln.startswith("#$ ")
+             and (ln.startswith("#$ PATH=") or not re.match(r"#\$ \w+=", ln))]  # the commands come expanded
+    upto = next(i for i, ln in enumerate(steps) if ln.startswith("cudafe++"))
     c0 = _cpu()
-    p = subprocess.run(["nvcc", *shlex.split(flags), "-cuda", str(d / "cuda.cu"), "-o", str(d / "cuda.ii")],
-                       capture_output=True, text=True, timeout=900)
+    p = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(steps[:upto + 1])], capture_output=True, text=True,
+                       timeout=900, cwd=str(d))
     cpu = _cpu() - c0
-    errors = [ln for ln in (p.stdout + p.stderr).splitlines() if "error" in ln][:2]
+    errors = [ln for ln in (p.stdout + p.stderr).splitlines() if "error" in ln][:2] or [(p.stdout + p.stderr)[-300:]]
     verdict = "front end ok" if p.returncode == 0 else "FAILS: " + " / ".join(errors).replace("|", "/")[:300]
     return f"| {path.relative_to(ROOT)} | {verdict} | {cpu:.1f} | {len(files['cuda.cu'].splitlines())} |"
 
