@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import cuda_compile_check as ccc  # noqa: E402
 
+from kbench_env.backends import narrow_head  # noqa: E402
 from kbench_env.backends.cuda import CudaBackend  # noqa: E402
 from kbench_env.builder import compiler, pch, requests, torch_ext  # noqa: E402
 from kbench_env.builder.store import Store  # noqa: E402
@@ -61,10 +62,20 @@ def stepwise_run(label: str):
             c0, w0 = _cpu(), time.perf_counter()
             p = subprocess.run(["ninja", "-v"] + ([target] if target else []), cwd=cwd, capture_output=True,
                                text=True, timeout=timeout)
-            STEPS.append((label, target or "link", _cpu() - c0, time.perf_counter() - w0))
+            STEPS.append((label, (target or "link") + _head(cwd, target), _cpu() - c0, time.perf_counter() - w0))
             if p.returncode != 0:
                 raise torch_ext.CompileError(f"{what}: {p.stdout[-4000:]}")
     return run
+
+
+def _head(directory: str, target: str | None) -> str:
+    """Which torch head the device code of a .cu target was built with."""
+    if not target or not target.endswith(".cuda.o"):
+        return ""
+    with open(os.path.join(directory, target[:-len(".cuda.o")] + ".cu")) as f:
+        first = f.readline()
+    return " (narrow head)" if first.startswith(narrow_head.MARK) else " (<torch/types.h>)" if "torch/types.h" in \
+        first else ""
 
 
 def measured_run(label: str, step: str):
@@ -152,7 +163,7 @@ def build_one(path: Path, store_root: str, workdir: Path, salt: str = "", label:
     manifest = torch_ext.build(req, CudaBackend(), Store(store_root), ctx, 1800.0, 1 << 31,
                                compile_fn=compile_fn(workdir, label), pch=headers)
     return {"label": label, "cpu": _cpu() - c0, "wall": time.perf_counter() - w0, "cached": manifest["cached"],
-            "check": check_library(manifest["path"], manifest["module"])}
+            "plan": manifest.get("plan", "?"), "check": check_library(manifest["path"], manifest["module"])}
 
 
 def main(argv=None) -> int:
@@ -162,7 +173,13 @@ def main(argv=None) -> int:
     ap.add_argument("--warm", action="store_true", help="build each a second time with a changed kernel")
     ap.add_argument("--title", default="")
     ap.add_argument("--no-pch", action="store_true", help="no precompiled binding head (as the builder was)")
+    ap.add_argument("--no-narrow", action="store_true", help="no narrow head for the device code (as it was)")
+    ap.add_argument("--no-object-reuse", action="store_true", help="the binding compiled for every build (as it was)")
     args = ap.parse_args(argv)
+    if args.no_narrow:
+        CudaBackend.narrow_cuda_sources = lambda self, cuda_sources: None
+    if args.no_object_reuse:
+        pch.BindingHeaders.binding_object = lambda self, key: None
     paths = args.paths or [ROOT / p for p in DEFAULT]
     results = []
     with tempfile.TemporaryDirectory(prefix="kb-buildcost-") as d:
@@ -179,8 +196,13 @@ def main(argv=None) -> int:
              f"`python bench/build_cost.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
              "| build | step | CPU s (user+sys) | wall s |", "| --- | --- | --- | --- |"]
     lines += [f"| {lab} | {tgt} | {cpu:.1f} | {wall:.1f} |" for lab, tgt, cpu, wall in STEPS]
-    lines += ["", "| build | CPU s | wall s | library |", "| --- | --- | --- | --- |"]
-    lines += [f"| {r['label']} | {r['cpu']:.1f} | {r['wall']:.1f} | {r['check']} |" for r in results]
+    lines += ["", "| build | CPU s | wall s | built with | library |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['label']} | {r['cpu']:.1f} | {r['wall']:.1f} | {r['plan']} | {r['check']} |" for r in results]
+    later = [r["cpu"] for r in results if "(2nd" in r["label"]]
+    if later:
+        lines += ["", f"Distinct candidates (2nd builds): {len(later)}, CPU s mean {sum(later) / len(later):.1f}, "
+                  f"min {min(later):.1f}, max {max(later):.1f}; load average at the end "
+                  f"{os.getloadavg()[0]:.1f}."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -20,6 +20,13 @@ torch::Tensor copy(torch::Tensor x) { auto y = torch::empty_like(x); return y; }
 """
 
 
+class LightOnly(CudaBackend):
+    """The CUDA backend without its narrow device-code plan (tried before these; tests/test_build_narrow.py)."""
+
+    def narrow_cuda_sources(self, cuda_sources):
+        return None
+
+
 def test_light_plan_device_code_keeps_the_implicit_header(tmp_path):
     built = []
 
@@ -29,7 +36,7 @@ def test_light_plan_device_code_keeps_the_implicit_header(tmp_path):
 
     req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "torch::Tensor copy(torch::Tensor x);",
                               "cuda_sources": DEVICE_CODE, "functions": ["copy"]})
-    torch_ext.build(req, CudaBackend(), Store(str(tmp_path)), {}, 60.0, 1 << 30, compile_fn=recorder)
+    torch_ext.build(req, LightOnly(), Store(str(tmp_path)), {}, 60.0, 1 << 30, compile_fn=recorder)
     assert len(built) == 1
     assert built[0]["main.cpp"].startswith(pch.HEADS[0])  # the light binding file
     assert built[0]["cuda.cu"].startswith("#include <torch/types.h>\n")  # as load_inline gives the device code
@@ -45,7 +52,7 @@ def test_a_candidates_own_no_implicit_headers_is_kept(tmp_path):
     req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "#include <torch/types.h>\n",
                               "cuda_sources": DEVICE_CODE, "functions": ["copy"],
                               "options": {"no_implicit_headers": True}})
-    torch_ext.build(req, CudaBackend(), Store(str(tmp_path)), {}, 60.0, 1 << 30, compile_fn=recorder)
+    torch_ext.build(req, LightOnly(), Store(str(tmp_path)), {}, 60.0, 1 << 30, compile_fn=recorder)
     assert [b["cuda.cu"] for b in built] == [DEVICE_CODE]
 
 

@@ -41,7 +41,8 @@ from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
 from kbench_env.backends.gpu_calibration import calibrate_gpu
 from kbench_env.device import Device
-from kbench_env.backends.extension import ExtensionBackend, _with_opt, lighten
+from kbench_env.backends import narrow_head
+from kbench_env.backends.extension import NEEDS_EXTENSION_H, ExtensionBackend, _with_opt, lighten
 
 _LOADERS = {"load_inline", "load"}
 L2_FLUSH_BYTES = 256 << 20
@@ -115,6 +116,15 @@ class CudaBackend(ExtensionBackend):
         a build that then fails for want of a declaration from torch is rebuilt as written (needs_full_headers)."""
         light = lighten(cuda_sources)
         return light if light is not None and light != cuda_sources else None  # nothing replaced: as written
+
+    def narrow_cuda_sources(self, cuda_sources):
+        """The device code with the narrow head (backends/narrow_head.py: what <torch/types.h> declares for the
+        names the source uses; a build that fails with it is built again with <torch/types.h>), or None where the
+        source uses what only <torch/extension.h> declares, or what the narrow head leaves out."""
+        texts = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources or [])
+        if not all(isinstance(t, str) for t in texts) or NEEDS_EXTENSION_H.search("\n".join(texts)):
+            return None
+        return narrow_head.narrow_sources(cuda_sources)
 
     def sync(self) -> None:
         torch.cuda.synchronize()

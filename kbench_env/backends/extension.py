@@ -79,6 +79,11 @@ class ExtensionBackend(Backend):
         Only the CUDA backend has any (backends/cuda.py)."""
         return None
 
+    def narrow_cuda_sources(self, cuda_sources):
+        """(head, sources): a narrower torch head for the device code and its sources, to try before the light
+        build, or None. Only the CUDA backend has one (backends/cuda.py, narrow_head.py)."""
+        return None
+
     def lighter_cpp_sources(self, cpp_sources, kwargs: dict):
         """``(cpp_sources, kwargs)`` to build in place of the candidate's, or None (build as written).
 

@@ -19,12 +19,15 @@ import hashlib
 import os
 import re
 import shlex
+import shutil
 import threading
 
 from kbench_env.builder.compiler import CompileError, run
 
 HEADER = "kb_binding.h"
 MAX_HEADERS = 4
+OBJECTS = "objects"
+MAX_OBJECTS = 256  # binding objects kept (a few MB each)
 #: The heads builder/torch_ext.py and backends/extension.py put on top of main.cpp, longest first.
 HEADS = ("#include <torch/types.h>\n#include <torch/python.h>\n", "#include <torch/extension.h>\n",
          "#include <torch/types.h>\n")
@@ -34,6 +37,20 @@ _EXTENSION_NAME = re.compile(r"(?:^|\s)-DTORCH_EXTENSION_NAME=\S+")
 def head_of(text: str) -> str | None:
     """The builder-written head ``text`` starts with, or None (nothing to precompile)."""
     return next((h for h in HEADS if text.startswith(h)), None)
+
+
+def binding_key(ninja_file: str, text: str) -> str:
+    """What the binding object of a torch build.ninja's C++ compile depends on: the compiler, its whole flag lines
+    (the module's name, the precompiled head's path, the include paths among them) and the file's text; the
+    torch and compiler versions are the builder's (its build store's units name them too)."""
+    values = {}
+    with open(ninja_file) as f:
+        for line in f:
+            key, eq, value = line.partition(" = ")
+            if eq and key in ("cxx", "cflags", "post_cflags"):
+                values[key] = value.strip()
+    spec = "\n".join([values.get("cxx", ""), values.get("cflags", ""), values.get("post_cflags", ""), text])
+    return hashlib.sha256(spec.encode()).hexdigest()[:32]
 
 
 def ninja_flags(ninja_file: str) -> tuple[str, str, str]:
@@ -57,7 +74,7 @@ class BindingHeaders:
 
     def __init__(self, root: str, background: bool = False):
         self.root, self.background = os.path.realpath(root), background
-        self.made = self.reused = 0
+        self.made = self.reused = self.objects_reused = 0
         self._lock = threading.Lock()
         self._making: dict = {}  # key -> the thread making it
 
@@ -78,6 +95,31 @@ class BindingHeaders:
                                                      daemon=True, name="kbench-pch")
                 self._making[key].start()
         return None
+
+    def binding_object(self, key: str) -> str | None:
+        """The path of the binding object compiled before under ``key`` (binding_key), or None."""
+        path = os.path.join(self.root, OBJECTS, key + ".o")
+        if os.path.isfile(path):
+            self._count("objects_reused")
+            return path
+        return None
+
+    def keep_binding_object(self, key: str, path: str) -> None:
+        """Keep a copy of the binding object ``path`` under ``key``, the oldest dropped past MAX_OBJECTS."""
+        directory = os.path.join(self.root, OBJECTS)
+        os.makedirs(directory, exist_ok=True)
+        tmp = os.path.join(directory, f".{key}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, os.path.join(directory, key + ".o"))  # whole, or not at all
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return
+        kept = sorted((e.stat().st_mtime, e.path) for e in os.scandir(directory) if e.name.endswith(".o"))
+        for _, old in kept[:max(0, len(kept) - MAX_OBJECTS)]:
+            with contextlib.suppress(OSError):
+                os.unlink(old)
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for the heads being made in the background."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
+import shutil
 import time
 
 import torch
@@ -25,6 +27,9 @@ from kbench_env.builder.compiler import CompileError, run
 from kbench_env.builder.pch import BindingHeaders
 
 _LIB_EXT = ".so"
+#: Units whose narrow build failed in this process (a repeat goes straight to <torch/types.h>), at most this many.
+_NARROW_FAILED: dict = {}
+_NARROW_FAILED_MAX = 4096
 
 
 def _call(fn, **kwargs):
@@ -59,9 +64,46 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
     header = _precompiled_head(sources, ninja_file, pch, timeout) if pch is not None else None
     if header is not None:
         write(cflags + ["-include", header])
+    kept = _reuse_binding(sources, ninja_file, directory, pch) if pch is not None else None
     jobs = os.environ.get("MAX_JOBS", "")
-    run(["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else []), directory, deadline - time.monotonic(),
-        f"Error building extension '{name}'")
+    try:
+        run(["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else []), directory, deadline - time.monotonic(),
+            f"Error building extension '{name}'")
+    finally:  # a binding compiled whole is kept even when the device code failed (the next plan reuses it)
+        if kept is not None and _finished(directory, "main.o"):
+            pch.keep_binding_object(kept, os.path.join(directory, "main.o"))
+
+
+def _finished(directory: str, target: str) -> bool:
+    """Whether ninja finished ``target`` in ``directory`` (it logs a target once its command has succeeded)."""
+    try:
+        with open(os.path.join(directory, ".ninja_log")) as f:
+            return any(line.rstrip("\n").split("\t")[3:4] == [target] for line in f if not line.startswith("#"))
+    except OSError:
+        return False
+
+
+def _reuse_binding(sources: list, ninja_file: str, directory: str, pch: BindingHeaders) -> str | None:
+    """Put the binding object (main.cpp's) compiled before with the same text and flags in the build directory
+    and take its compile out of the ninja file (distinct candidates of one task often share their binding file);
+    returns None then, or the key to keep the object under once built."""
+    main = next((s for s in sources if os.path.basename(s) == "main.cpp"), None)
+    if main is None:
+        return None
+    with open(main) as f:
+        key = pch_heads.binding_key(ninja_file, f.read())
+    found = pch.binding_object(key)
+    if found is None:
+        return key
+    with open(ninja_file) as f:
+        text = f.read()
+    rule = re.compile(r"^build main\.o: compile [^\n]*\n", re.M)
+    if len(rule.findall(text)) != 1:
+        return None
+    shutil.copyfile(found, os.path.join(directory, "main.o"))
+    with open(ninja_file, "w") as f:
+        f.write(rule.sub("", text))  # main.o is now an input that exists, not a target
+    return None
 
 
 def _precompiled_head(sources: list, ninja_file: str, pch: BindingHeaders, timeout: float) -> str | None:
@@ -76,10 +118,11 @@ def _precompiled_head(sources: list, ninja_file: str, pch: BindingHeaders, timeo
 
 
 def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options: dict,
-                 cuda_implicit: bool | None = None) -> dict:
+                 cuda_implicit: bool | None = None, cuda_head: str | None = None) -> dict:
     """{file name: text} of a load_inline call, as load_inline writes them (implicit headers, bindings);
     ``cuda_implicit`` says whether the device code gets load_inline's implicit headers where it is not the same
-    as for the C++ file (the light plan: its C++ file brings its own)."""
+    as for the C++ file (the light plan: its C++ file brings its own); ``cuda_head`` stands in for the implicit
+    <torch/types.h> of the device code (the narrow plan: backends/narrow_head.py)."""
     cpp_sources = list(cpp_sources)
     implicit = not options.get("no_implicit_headers")
     cuda_implicit = implicit if cuda_implicit is None else cuda_implicit
@@ -94,33 +137,46 @@ def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options:
         cpp_sources.append("}")
     files = {"main.cpp": "\n".join(cpp_sources)}
     if cuda_sources:
-        head = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] if cuda_implicit else []
+        head = [cuda_head or "#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] \
+            if cuda_implicit else []
         files["cuda.cu"] = "\n".join(head + list(cuda_sources))
     return files
 
 
 def _plans(req: dict, backend, light_headers: bool) -> list:
-    """The builds to try in order, each (sources for the key, {file: text}, options): the lighter one first."""
+    """The builds to try in order, each (kind, sources for the key, {file: text}, options), the lightest first:
+    "narrow" (device code with the narrow torch head), "light" (<torch/types.h>), "written" (as written)."""
     options = backend.adjust_kwargs(dict(req["options"]))
     name = req["name"]
     if req["kind"] == "load":
         files = {f["name"]: f["text"] for f in req["files"]}
-        return [(list(files.items()), files, options)]
+        return [("written", list(files.items()), files, options)]
     cpp, cuda, functions = req["cpp_sources"], req["cuda_sources"], req["functions"]
     plans = []
     if light_headers:
         light_cuda = backend.lighter_cuda_sources(cuda) if cuda else None
         light_cpp = backend.lighter_cpp_sources(cpp, options)
+        cpp2, opt2 = light_cpp if light_cpp is not None else (cpp, options)
+        implicit = not options.get("no_implicit_headers")
+        narrow = backend.narrow_cuda_sources(cuda) if cuda and implicit else None
+        if narrow is not None:
+            head, cuda_n = narrow
+            files = inline_files(name, cpp2, cuda_n, functions, opt2, cuda_implicit=True, cuda_head=head)
+            plans.append(("narrow", sorted(files.items()), files, opt2))
         if light_cuda is not None or light_cpp is not None:
-            cpp2, opt2 = light_cpp if light_cpp is not None else (cpp, options)
-            cuda2 = light_cuda if light_cuda is not None else cuda
             # The light C++ file brings its own headers; the device code keeps what load_inline would give it.
-            files = inline_files(name, cpp2, cuda2, functions, opt2,
-                                 cuda_implicit=not options.get("no_implicit_headers"))
-            plans.append((sorted(files.items()), files, opt2))
+            files = inline_files(name, cpp2, light_cuda if light_cuda is not None else cuda, functions, opt2,
+                                 cuda_implicit=implicit)
+            plans.append(("light", sorted(files.items()), files, opt2))
     files = inline_files(name, cpp, cuda, functions, options)
-    plans.append((sorted(files.items()), files, options))
+    plans.append(("written", sorted(files.items()), files, options))
     return plans
+
+
+def _remember_narrow_failure(unit: str) -> None:
+    if len(_NARROW_FAILED) >= _NARROW_FAILED_MAX:
+        _NARROW_FAILED.pop(next(iter(_NARROW_FAILED)))
+    _NARROW_FAILED[unit] = True
 
 
 def build_context(backend, build_env: dict) -> dict:
@@ -133,7 +189,7 @@ def plan_units(req: dict, backend, context: dict, light_headers: bool) -> list:
     """The units ``build`` tries for ``req`` (requests.normalise'd), in order: a remote build must come back as one
     of them (builder/remote.py)."""
     return [requests.extension_unit(req["kind"], req["name"], key_sources, options, context)
-            for key_sources, _, options in _plans(req, backend, light_headers)]
+            for _, key_sources, _, options in _plans(req, backend, light_headers)]
 
 
 def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: int, light_headers: bool = True,
@@ -145,8 +201,10 @@ def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: i
     deadline = time.monotonic() + timeout
     name = req["name"]
     plans = _plans(req, backend, light_headers)
-    for i, (key_sources, files, options) in enumerate(plans):
+    for i, (kind, key_sources, files, options) in enumerate(plans):
         unit = requests.extension_unit(req["kind"], name, key_sources, options, context)
+        if unit in _NARROW_FAILED:
+            continue  # its narrow build failed before: straight to the next
 
         def make(directory, files=files, options=options):
             for fname, text in files.items():
@@ -161,8 +219,14 @@ def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: i
 
         try:
             manifest, cached = store.get_or_build(unit, make, max_bytes)
-            return {**manifest, "cached": cached, "python_module": options.get("is_python_module", True)}
+            return {**manifest, "cached": cached, "python_module": options.get("is_python_module", True),
+                    "plan": kind}
         except CompileError as exc:
+            if kind == "narrow":
+                # Any failure: the narrow head is the builder's choice, never a reason for the candidate's build
+                # to fail, so the build with <torch/types.h> decides.
+                _remember_narrow_failure(unit)
+                continue
             if i + 1 < len(plans) and backend.needs_full_headers(str(exc)):
                 continue  # the lighter headers lacked a declaration: built as written next
             hint = backend.build_error_hint(str(exc))
