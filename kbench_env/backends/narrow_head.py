@@ -2,7 +2,7 @@
 in place of <torch/types.h> itself, built from the installed torch's own header text.
 
 Why: nvcc parses the torch head of a ``.cu`` in cudafe++, in cicc and again in the host compile, and takes no
-precompiled header; the head is most of a candidate's build (bench/results/build_cost_cpu.md). Most of it is
+precompiled header; the head is most of a candidate's build. Most of it is
 ``<ATen/Functions.h>`` (a header for each of ~1,300 operators), ``<ATen/NativeFunctions.h>`` (``at::native``),
 the ~130 autograd-aware factories of ``variable_factories.h`` and ``<torch/library.h>`` (operator registration).
 
