@@ -13,7 +13,10 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -165,6 +168,8 @@ LATE_IMPORTS = {
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",
     ("kbench_env.builder.torch_ext", "torch.utils.cpp_extension"):
         "the fork server imports the builder's server, and must not import cpp_extension (sandbox/forkserver.py)",
+    ("kbench_env.backends.narrow_head", "torch.utils.cpp_extension"):
+        "the fork server imports the CUDA backend, and must not import cpp_extension (sandbox/forkserver.py)",
     ("kbench_env.worker.builds", "torch.utils.cpp_extension"):
         "the fork server imports the worker loop, and must not import cpp_extension (sandbox/forkserver.py)",
     ("kbench_env.pipeline.integrity", "torch.utils.flop_counter"):
@@ -263,3 +268,17 @@ def test_library_code_cites_no_bench_record_gpu_figure_date_or_change_log():
            for i, line in enumerate(path.read_text().splitlines(), 1) if NOT_IN_LIBRARY.search(line)]
     assert not bad, ("figures and their sources belong in bench/ records (bench/RESULTS.md), history in the git "
                      "log; comments say why the code is so:\n" + "\n".join(bad))
+
+
+def test_the_fork_servers_preloads_do_not_import_cpp_extension():
+    """With a CUDA build of torch, importing torch.utils.cpp_extension in the fork server makes every forked worker
+    fail "Cannot re-initialize CUDA in forked subprocess" (sandbox/forkserver.py): no preload may pull it in."""
+    from kbench_env.sandbox import forkserver
+
+    code = ("import sys, importlib\n"
+            f"for m in {forkserver._PRELOAD!r}: importlib.import_module(m)\n"
+            "print('torch.utils.cpp_extension' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False", "a fork-server preload imports torch.utils.cpp_extension"

@@ -35,7 +35,6 @@ import os
 import re
 from functools import lru_cache
 
-import torch.utils.cpp_extension as cpp
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
 # The candidate's own includes that the narrow head stands in for (no-ops after load_inline's <torch/types.h>).
@@ -62,6 +61,8 @@ _FACTORY = re.compile(r"^inline at::Tensor (\w+)\(")
 
 
 def _include_dir() -> str:
+    import torch.utils.cpp_extension as cpp  # late: the fork server imports this module (sandbox/forkserver.py)
+
     return cpp.include_paths()[0]
 
 
