@@ -13,16 +13,19 @@ cuda_source = r"""
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/addmm_cuda_dispatch.h>
 
-__global__ void kb_relu_inplace(float* __restrict__ y, int64_t n) {
+template <typename T>
+__global__ void kb_relu_inplace(T* __restrict__ y, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-    y[i] = y[i] > 0.f ? y[i] : 0.f;
+    y[i] = static_cast<float>(y[i]) > 0.f ? y[i] : T(0.f);
 }
 
 torch::Tensor linear_relu(torch::Tensor x, torch::Tensor weight, torch::Tensor bias) {
   torch::Tensor y = at::cuda::addmm(bias, x, weight.t());  // cuBLAS, past the dispatcher
   const int64_t n = y.numel();
-  kb_relu_inplace<<<(unsigned)std::min<int64_t>((n + 255) / 256, 65535), 256, 0,
-                    at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>(), n);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, y.scalar_type(), "kb_relu", [&] {
+    kb_relu_inplace<scalar_t><<<(unsigned)std::min<int64_t>((n + 255) / 256, 65535), 256, 0,
+                                at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<scalar_t>(), n);
+  });
   return y;
 }
 """
