@@ -156,10 +156,19 @@ def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusi
 
     like = cpu_evaluator()  # the test suite's short timing settings
     like.close()
+    # the GPU's flow, on the CPU: a reference cache makes the CPU's timing unpaired, as a GPU's is (timing.is_paired)
     ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
-                   reference_cache=False, cache_dir=tmp_path)
+                   reference_cache=tmp_path / "references", cache_dir=tmp_path)
     task = resolve_task("level1/relu")
     good = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
+    paired = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
+                       reference_cache=False, cache_dir=tmp_path)
+    try:
+        r = paired.evaluate(task, good, seed=3)  # paired timing starts its own reference worker: nothing prepared
+        assert r.correct and r.speedup_ci and "reference_prepare" not in r.phase_seconds, r.feedback()
+        assert paired.baselines.timed == 0 and not paired.baselines._ready  # noqa: SLF001
+    finally:
+        paired.close()
     try:
         first = ev.evaluate(task, good, seed=3)
         assert first.correct and first.speedup, first.feedback()

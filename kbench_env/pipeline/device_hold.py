@@ -16,7 +16,7 @@ from kbench_env.devicelock import DeviceLock, gpu_lock_path, log_hold
 from kbench_env.pipeline.check import check
 from kbench_env.pipeline.plausibility import plausibility
 from kbench_env.pipeline.result import EvalResult, phase
-from kbench_env.pipeline.timing import judge_deferred, time_stage
+from kbench_env.pipeline.timing import is_paired, judge_deferred, time_stage
 from kbench_env.shared_devicelock import SharedDeviceLock
 from kbench_env.tasks.task import Config, Task
 
@@ -92,7 +92,7 @@ def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int,
         try:
             with ev._trusted_threads(), phase(result, "check"):
                 prepared = check(ev, task, configs, seed, worker, result)
-            if result.correct and ev.time_candidates:
+            if result.correct and ev.time_candidates and not is_paired(ev):
                 with phase(result, "reference_prepare"):  # the reference's start and runs, beside others' checks
                     ev.baselines.prepare(task, configs, prepared)
         finally:

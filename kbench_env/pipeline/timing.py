@@ -36,6 +36,12 @@ SAMPLE_PERIOD_NS = 100_000
 PRIORITY_BOOST = os.environ.get("KBENCH_TIMING_BOOST", "1") != "0"
 
 
+def is_paired(ev) -> bool:
+    """Whether ``ev`` times a candidate paired with its reference (the CPU without a reference cache: time_stage):
+    then the reference's worker is its own, started by the pairing, and ``ev.baselines.prepare`` has no use."""
+    return Device.parse(ev.device).is_cpu and ev.baselines.disk_root is None
+
+
 def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
                result: EvalResult) -> list:
     """Time the candidate against the reference into ``result``: on the CPU paired, reference and candidate in
@@ -45,7 +51,7 @@ def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int,
     stored reference timings as a GPU does, unpaired and without an interval: re-timing the reference beside each
     candidate is what pairing is, and what a cache is there to avoid. Returns the timings whose read outputs are
     still to be judged (``judge_deferred``: under shared checks, out of the exclusive hold)."""
-    if Device.parse(ev.device).is_cpu and ev.baselines.disk_root is None:
+    if is_paired(ev):
         time_paired_stage(ev, task, configs, prepared, seed, worker, result)
         return []
     with phase(result, "reference_timing"):
