@@ -11,6 +11,8 @@ cpp_source = r"""
 #include <cstring>
 #include <vector>
 
+constexpr int64_t ROWS_PER_CHUNK = 16;  // kbench-tune: 1 4 16 64 256
+
 at::Tensor embedding_forward(const at::Tensor& ids, const at::Tensor& weight) {
   TORCH_CHECK(ids.scalar_type() == at::kLong, "embedding_forward: int64 ids expected");
   TORCH_CHECK(weight.scalar_type() == at::kFloat && weight.dim() == 2, "embedding_forward: float32 table expected");
@@ -25,7 +27,7 @@ at::Tensor embedding_forward(const at::Tensor& ids, const at::Tensor& weight) {
   float* o = out.data_ptr<float>();
   for (int64_t i = 0; i < n; ++i)  // checked before the parallel loop: an exception must not leave an OpenMP region
     TORCH_CHECK(id[i] >= 0 && id[i] < rows, "embedding_forward: id ", id[i], " out of range [0, ", rows, ")");
-  #pragma omp parallel for schedule(static)
+  #pragma omp parallel for schedule(static, ROWS_PER_CHUNK)
   for (int64_t i = 0; i < n; ++i) std::memcpy(o + i * dim, src + id[i] * dim, dim * sizeof(float));
   return out;
 }
