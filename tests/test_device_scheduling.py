@@ -165,7 +165,7 @@ def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusi
                        reference_cache=False, cache_dir=tmp_path)
     try:
         r = paired.evaluate(task, good, seed=3)  # paired timing starts its own reference worker: nothing prepared
-        assert r.correct and r.speedup_ci and "reference_prepare" not in r.phase_seconds, r.feedback()
+        assert r.correct and r.speedup_ci, r.feedback()
         assert paired.baselines.timed == 0 and not paired.baselines._ready  # noqa: SLF001
     finally:
         paired.close()

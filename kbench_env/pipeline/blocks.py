@@ -281,6 +281,13 @@ def _bytes_per_call(inputs: RevealedInputs, layout: list, row: list) -> int:
 SAMPLES_WANTED, SAMPLE_SECONDS = 400, 0.25
 
 
+def sample_block_calls(k: int, bytes_per_call: int, per_call_ms: float, block_seconds: float) -> int:
+    """Calls per sampled block: at least ``k`` and about ``block_seconds`` long, within the block limits (in a
+    block of a few calls the call's way through torch outweighs the candidate's kernel in the samples)."""
+    return min(MAX_BLOCK_CALLS, max(1, BLOCK_BYTES // max(1, bytes_per_call)),
+               max(k, math.ceil(block_seconds / max(per_call_ms / 1e3, 1e-9))))
+
+
 def _sample(run: _Run, k: int, sampler, bt: BlockTiming) -> None:
     """Blocks of ``k`` calls after the timed ones, sampled by ``sampler``: untimed, so the samples' interrupts
     cost the timing nothing; a wrong output is wrong as in a timed block. ``bt.samples``: what was sampled."""
@@ -333,10 +340,8 @@ def time_blocks(worker, config: str, originals: list, noise: float, params: dict
         bt = BlockTiming(timing=Timing(t.median_ms, t.iqr_ms, calls, t.times_ms), blocks=len(times),
                          check_seconds=run.check_seconds)
         if sampler is not None:  # blocks of block_seconds, whatever max_reps capped the timed ones to
-            ks = min(MAX_BLOCK_CALLS, max(1, BLOCK_BYTES // max(1, per_call_bytes)),
-                     max(k, math.ceil(p["block_seconds"] / max(t.median_ms / 1e3, 1e-9))))
-            if ks != k:
-                run.slots(ks)
+            ks = sample_block_calls(k, per_call_bytes, t.median_ms, p["block_seconds"])
+            run.size(ks)
             _sample(run, ks, sampler, bt)
         return bt
     finally:

@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass
 
 from kbench_env.pipeline import pair_stats
-from kbench_env.pipeline.blocks import (BLOCK_BYTES, BLOCK_SECONDS, MAX_BLOCK_CALLS, BlockTiming, TimedCallFailed, _block_size,
-                                        _params, _Run, _sample)
+from kbench_env.pipeline.blocks import (BLOCK_SECONDS, BlockTiming, TimedCallFailed, _block_size, _params, _Run,
+                                        _sample, sample_block_calls)
 from kbench_env.pipeline.revealed_inputs import RevealedInputs
 from kbench_env.sandbox.placement import Placement
 from kbench_env.worker.timing import Timing, summarize
@@ -98,10 +98,8 @@ def _session(cand: _Run, ref: _Run, p: dict, confidence: float, placement: Place
         ref.size(k)
         pt = _interleave(cand, ref, k, k, p, confidence)
         if sampler is not None and pt.wrong is None:
-            # blocks of the unpaired timing's length (blocks.BLOCK_SECONDS), whatever the pairs' size: in a
-            # block of a few calls the call's way through torch outweighs the candidate's kernel in the samples
-            ks = min(MAX_BLOCK_CALLS, max(1, BLOCK_BYTES // max(1, per_call_bytes)),
-                     max(k, math.ceil(BLOCK_SECONDS / max(pt.candidate.median_ms / 1e3, 1e-9))))
+            # blocks of the unpaired timing's length (blocks.BLOCK_SECONDS), whatever the pairs' size
+            ks = sample_block_calls(k, per_call_bytes, pt.candidate.median_ms, BLOCK_SECONDS)
             cand.size(ks)
             sampled = BlockTiming(timing=pt.candidate)
             _sample(cand, ks, sampler, sampled)
