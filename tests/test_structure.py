@@ -282,3 +282,87 @@ def test_the_fork_servers_preloads_do_not_import_cpp_extension():
                          cwd=str(ROOT), env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False", "a fork-server preload imports torch.utils.cpp_extension"
+
+
+#: The modules that read ``KBENCH_*`` environment variables: config/environ.py alone, each exception with its reason.
+ENVIRON_READERS = {"kbench_env.config.environ": "the one place: its table names each variable, its type and default"}
+_KBENCH_NAME = re.compile(r"^KBENCH_[A-Z0-9_]+$")
+
+
+def _names_kbench_variable(node: ast.AST) -> bool:
+    """Whether ``node`` is a string naming a KBENCH_ variable, or a tuple, list or set holding one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and bool(_KBENCH_NAME.match(node.value))
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_names_kbench_variable(e) for e in node.elts)
+
+
+def _kbench_constants(sources: list[str]) -> set[str]:
+    """Module-level names bound to a KBENCH_ variable's name (``TOKEN_ENV = "KBENCH_TOKEN"``) in any of
+    ``sources``, and the names they are imported as."""
+    found: set[str] = set()
+    trees = [ast.parse(s) for s in sources]
+    for tree in trees:
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and _names_kbench_variable(node.value):
+                found.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                found.update(a.asname for a in node.names if a.asname and a.name in found)
+    return found
+
+
+def _environment_reads(source: str, constants: set[str]) -> list[int]:
+    """Lines that read a KBENCH_ variable from the process environment: ``os.environ.get(k)``, ``os.getenv(k)``,
+    ``os.environ[k]``, ``k in os.environ``, where ``k`` is such a name, a constant of one (``constants``) or a loop
+    variable over them."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def kbench_key(key: ast.AST) -> bool:
+        if _names_kbench_variable(key) or (isinstance(key, ast.Name) and key.id in constants):
+            return True
+        if not isinstance(key, ast.Name):
+            return False
+        node = key
+        while node in parents:  # a loop variable: ``for k in ("KBENCH_A", ...)`` or over a constant
+            node = parents[node]
+            for loop in ([node] if isinstance(node, ast.For) else getattr(node, "generators", [])):
+                if isinstance(loop.target, ast.Name) and loop.target.id == key.id:
+                    it = loop.iter
+                    return _names_kbench_variable(it) or (isinstance(it, ast.Name) and it.id in constants)
+        return False
+
+    lines = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv") and node.args:
+            key = node.args[0]
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ" \
+                and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
+                and any(ast.unparse(c) == "os.environ" for c in node.comparators):
+            key = node.left
+        if key is not None and kbench_key(key):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_checker_finds_environment_reads():
+    src = ('import os\nTOKEN = "KBENCH_TOKEN"\nA = os.environ.get("KBENCH_X", "1")\nB = os.getenv(TOKEN)\n'
+           'C = [os.environ.get(k) for k in ("KBENCH_Y", "OTHER")]\nfor v in ("KBENCH_Z",):\n    D = os.environ[v]\n'
+           'E = "KBENCH_W" in os.environ\nF = os.environ.get("HOME")\nG = environ.get("KBENCH_X")\n')
+    assert _environment_reads(src, _kbench_constants([src])) == [3, 4, 5, 7, 8]
+    assert _kbench_constants(["A = ('KBENCH_A', 'B')\n", "from m import A as ENV_VARS\n"]) == {"A", "ENV_VARS"}
+
+
+def test_kbench_environment_variables_are_read_in_one_module():
+    """config/environ.py reads the KBENCH_* variables (its table says what each is); everything else asks it."""
+    sources = {name: path.read_text() for name, path in SIZED.items()}
+    constants = _kbench_constants(list(sources.values()))
+    bad = [f"{SIZED[name].relative_to(ROOT)}:{line}" for name, src in sorted(sources.items())
+           if name not in ENVIRON_READERS for line in _environment_reads(src, constants)]
+    assert not bad, ("KBENCH_ variables read outside kbench_env/config/environ.py (read them with "
+                     "environ.get(name), adding the variable to its table): " + "; ".join(bad))
+    assert set(ENVIRON_READERS) <= set(SIZED)

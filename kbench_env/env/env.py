@@ -148,7 +148,6 @@ class KBenchEnv(gym.Env):
     | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.policy`)      |
     | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
     |                    |                 |             | `~/.cache/kbench`                                          |
-    | `input_sets`       | int             | `3`         | Kept on the evaluator; does not shape the timing           |
     | `noise`            | float           | `1e-2`      | Relative size of the per-call perturbation of timed inputs |
     | `check_calls`      | int             | `4`         | Timed calls per block, drawn afterwards, whose outputs are |
     |                    |                 |             | checked by the trusted side                                |

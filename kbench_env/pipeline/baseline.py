@@ -33,9 +33,9 @@ class Baselines:
     ``disk_root``: the reference cache's folder (reference_cache.py), or None to keep timings in memory only."""
 
     def __init__(self, device: str, backend_name: str, build_root: str, limits: Limits, timing: dict,
-                 compile_baseline: bool, noise: float, input_sets: int, disk_root=None):
+                 compile_baseline: bool, noise: float, disk_root=None):
         self.device, self.backend_name, self.build_root, self.limits = device, backend_name, build_root, limits
-        self.timing, self.compile_baseline, self.noise, self.input_sets = timing, compile_baseline, noise, input_sets
+        self.timing, self.compile_baseline, self.noise = timing, compile_baseline, noise
         self.times_by_key: dict = {}
         self.floors: dict = {}
         self.calibration: dict | None = None
@@ -44,8 +44,8 @@ class Baselines:
         self.cal_lock = threading.Lock()
         # The settings a stored timing must have been made with (the measured graph gap, added to ``timing`` by the
         # calibration, is the drift check's to compare, not the key's).
-        self.settings = {"timing": dict(timing), "noise": noise, "input_sets": input_sets,
-                         "compile_baseline": compile_baseline, "threads": limits.threads}
+        self.settings = {"timing": dict(timing), "noise": noise, "compile_baseline": compile_baseline,
+                         "threads": limits.threads}
         self.disk_root, self.disk = disk_root, None
         self.timed = 0  # configurations timed here (not found in memory or on disk)
         # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``

@@ -7,7 +7,6 @@ goes through the lock, in this process or another.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -22,15 +21,15 @@ from kbench_env.tasks.task import Config, Task
 
 
 def shared_checks_setting(setting, device: str) -> bool:
-    """Whether an evaluator on ``device`` shares the device between checks: ``setting`` (True/False) if given,
-    else ``KBENCH_SHARED_CHECKS`` (0 or 1), else on for GPUs and off on the CPU. On a GPU the checks of several
+    """Whether an evaluator on ``device`` shares the device between checks: ``setting`` (True/False) if given
+    (``KBENCH_SHARED_CHECKS``, 0 or 1, is the setting of an EvaluatorConfig made without one), else on for GPUs
+    and off on the CPU. On a GPU the checks of several
     candidates run as separate processes on the device while timing holds it alone (the hold log shows no timing
     overlapping anything that goes through the lock); on the CPU a check's threads would take the cores that the
     timing of another candidate is measured on (the CPU's timing stops every other worker instead), so the CPU
     keeps one candidate at a time."""
     if setting is None:
-        env = os.environ.get("KBENCH_SHARED_CHECKS", "")
-        setting = env == "1" if env in ("0", "1") else Device.parse(device).is_cuda
+        setting = Device.parse(device).is_cuda
     return bool(setting)
 
 

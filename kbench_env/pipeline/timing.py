@@ -8,10 +8,10 @@ that plausibility and baseline use."""
 from __future__ import annotations
 
 import contextlib
-import os
 import statistics
 import time
 
+from kbench_env.config import environ
 from kbench_env.device import Device
 from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
@@ -33,7 +33,7 @@ from kbench_env.tasks.task import DTYPES, Config, Task, geomean
 SAMPLE_PERIOD_NS = 100_000
 #: Paired blocks run at a raised priority where this process may set it (sandbox/placement.py);
 #: KBENCH_TIMING_BOOST=0 turns it off.
-PRIORITY_BOOST = os.environ.get("KBENCH_TIMING_BOOST", "1") != "0"
+PRIORITY_BOOST = environ.get("KBENCH_TIMING_BOOST")
 
 
 def is_paired(ev) -> bool:

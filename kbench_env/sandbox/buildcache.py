@@ -23,6 +23,8 @@ import stat
 import time
 import uuid
 
+from kbench_env.config import environ
+
 #: What one worker's new builds may add (bytes) and the whole cache's bound, where ``Limits`` does not say.
 BUILD_BYTES = 256 << 20
 CACHE_BYTES = 10 << 30
@@ -34,10 +36,7 @@ _STALE_S = 3600.0  # a build or eviction left half-done this long ago was cut by
 
 def cache_bytes_default() -> int:
     """The cache bound: $KBENCH_CACHE_MAX_BYTES, else ``CACHE_BYTES``."""
-    try:
-        return int(os.environ.get("KBENCH_CACHE_MAX_BYTES", "")) or CACHE_BYTES
-    except ValueError:
-        return CACHE_BYTES
+    return environ.get("KBENCH_CACHE_MAX_BYTES") or CACHE_BYTES
 
 
 def _same_file(path: str, fd: int) -> bool:
