@@ -32,7 +32,7 @@ def cmd_baseline(args) -> int:
         for n, task in enumerate(tasks, 1):
             t0 = time.perf_counter()
             try:
-                timed, cached = time_reference(ev, task, args.seed)
+                timed, cached = time_reference(ev.baselines, ev.device_hold(), task, args.seed)
             except ValueError as exc:  # no configuration for this device (TaskError)
                 totals["skipped"] += 1
                 print(f"[{n}/{len(tasks)}] {task.name}: skipped ({exc})", flush=True)

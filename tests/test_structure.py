@@ -366,3 +366,39 @@ def test_kbench_environment_variables_are_read_in_one_module():
     assert not bad, ("KBENCH_ variables read outside kbench_env/config/environ.py (read them with "
                      "environ.get(name), adding the variable to its table): " + "; ".join(bad))
     assert set(ENVIRON_READERS) <= set(SIZED)
+
+
+#: The Evaluator's own state, which evaluator.py alone touches: the stages get a StageContext (pipeline/context.py).
+EVALUATOR_PRIVATE = ("_spares", "_device_lock", "_device_slots", "_trusted_threads")
+
+
+def _takes_the_evaluator(source: str) -> list[str]:
+    """Functions of ``source`` with a parameter that is the Evaluator (named ``ev`` or ``evaluator``, or annotated
+    ``Evaluator``), and reads of the Evaluator's private state."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            for arg in a.posonlyargs + a.args + a.kwonlyargs:
+                annotation = ast.unparse(arg.annotation) if arg.annotation else ""
+                if arg.arg in ("ev", "evaluator") or re.search(r"\bEvaluator\b", annotation):
+                    found.append(f"{node.name}({arg.arg})")
+        elif isinstance(node, ast.Attribute) and node.attr in EVALUATOR_PRIVATE:
+            found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def test_the_checker_finds_a_stage_that_takes_the_evaluator():
+    assert _takes_the_evaluator("def check(ev, task):\n    ev._device_lock.acquire()\n") == [
+        "check(ev)", "line 2: ._device_lock"]
+    assert _takes_the_evaluator("def time(x: 'Evaluator'):\n    pass\n") == ["time(x)"]
+    assert _takes_the_evaluator("def check(ctx: StageContext):\n    ctx.hold.lock.acquire()\n") == []
+
+
+def test_no_stage_function_takes_the_evaluator():
+    """The stages (every pipeline module but evaluator.py) take a StageContext, never the Evaluator: what a stage
+    reads of the evaluator is in the context, and the Evaluator's state is its own."""
+    bad = {name: found for name, path in MODULES.items()
+           if name.startswith("kbench_env.pipeline.") and name != "kbench_env.pipeline.evaluator"
+           for found in [_takes_the_evaluator(path.read_text())] if found}
+    assert not bad, f"pipeline modules that take the Evaluator or reach its private state: {bad}"

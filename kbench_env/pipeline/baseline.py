@@ -141,10 +141,10 @@ class Baselines:
 
     def prepare_paired(self, w: Worker, task: Task, cfg: Config, prepared: dict) -> str:
         """Run configuration ``cfg`` (eager) once in reference worker ``w``; the name its blocks go by."""
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        p = prepared[cfg.name]
         name = f"{cfg.name}#eager"
-        w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": False,
-                "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
+        w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": p.init_seed, "compile": False,
+                "backward": task.backward, "reply": "none"}, {"init_inputs": p.init_inputs, "inputs": p.inputs})
         expect(w.recv(self.limits.run_timeout, "reference run (eager)"), task)
         return name
 
@@ -211,15 +211,15 @@ class Baselines:
 
     def _run_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, label: str, compiled: bool) -> None:
         """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing."""
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-        w.send({"type": msg.RUN, "config": f"{cfg.name}#{label}", "dtype": cfg.dtype, "init_seed": init_seed,
+        p = prepared[cfg.name]
+        w.send({"type": msg.RUN, "config": f"{cfg.name}#{label}", "dtype": cfg.dtype, "init_seed": p.init_seed,
                 "compile": compiled, "backward": task.backward, "reply": "none"},
-               {"init_inputs": init_inputs, "inputs": inputs})
+               {"init_inputs": p.init_inputs, "inputs": p.inputs})
         expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
 
     def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set) -> dict:
         """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it)."""
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        inputs = prepared[cfg.name].inputs
         out = {}
         for label, compiled in self._labels():
             name = f"{cfg.name}#{label}"
@@ -244,13 +244,13 @@ class Baselines:
         cached = self.times_by_key[self.key(task, cfg)].get("wall_ms")
         if cached is not None:
             return cached
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        p = prepared[cfg.name]
         with self.worker(task) as w:
             expect(w.recv(self.limits.build_timeout, "reference load"), task)
-            w.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
-                    "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
+            w.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": p.init_seed,
+                    "backward": task.backward, "reply": "none"}, {"init_inputs": p.init_inputs, "inputs": p.inputs})
             expect(w.recv(self.limits.run_timeout, "reference run"), task)
-            wall = wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
+            wall = wallclock(w, cfg.name, p.inputs, seed, self.noise, self.limits.time_timeout)
         self.times_by_key[self.key(task, cfg)]["wall_ms"] = wall
         self._store(task, cfg)
         return wall

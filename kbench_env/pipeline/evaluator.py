@@ -1,17 +1,18 @@
 """The Evaluator: the one component that turns (task, candidate source, device) into an EvalResult.
 
-It holds the stage order and the evaluator-wide state (device lock, spare workers, builder, reference baselines);
-each stage is a module of its own: screen (parent, milliseconds) -> build (the trusted builder compiles,
-kbench_env/builder; the sandboxed worker loads) -> check (run every configuration on fresh random inputs in the
-worker and compare with the reference here, with a runtime audit of what forward executed) -> timing (candidate
-and reference, ``baseline``, under the same conditions, every timed call on fresh inputs written by this side and
-sampled calls' outputs read and checked here; on the CPU by this process's clock around each block of the stopped
-worker, ``blocks``; on a GPU by the worker's device events bounded by this process's clock, through CUDA IPC,
-``gpu_blocks``) -> plausibility (roofline
-floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI) calls
-this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does: every
-failure is a result. The stages that run candidate code on the device hold its lock as pipeline/device_hold.py
-says (timing always alone on it).
+It holds the stage order (``Evaluator._evaluate``, top to bottom), the options (``config``: an EvaluatorConfig,
+kbench_env/config) and the evaluator-wide state (device lock, spare workers, builder, reference baselines). Each
+stage is a module of its own, and each after the build takes the evaluation's StageContext (context.py):
+screen (parent, milliseconds) -> build (the trusted builder compiles, kbench_env/builder; the sandboxed worker
+loads) -> check (run every configuration on fresh random inputs in the worker and compare with the reference
+here, with a runtime audit of what forward executed) -> timing (candidate and reference, ``baseline``, under the
+same conditions, every timed call on fresh inputs written by this side and sampled calls' outputs read and
+checked here; on the CPU by this process's clock around each block of the stopped worker, ``blocks``; on a GPU by
+the worker's device events bounded by this process's clock, through CUDA IPC, ``gpu_blocks``) -> plausibility
+(roofline floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI)
+calls this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does:
+every failure is a result. The stages that run candidate code on the device hold its lock as
+pipeline/device_hold.py says (timing always alone on it).
 """
 
 from __future__ import annotations
@@ -34,17 +35,21 @@ from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
-from kbench_env.pipeline.build import build, start_worker
-from kbench_env.pipeline.device_hold import device_stages, make_device_lock, shared_checks_setting
+from kbench_env.pipeline.build import build, live_worker
+from kbench_env.pipeline.check import check
+from kbench_env.pipeline.context import StageContext
+from kbench_env.pipeline.device_hold import DeviceHold, make_device_lock, shared_checks_setting
+from kbench_env.pipeline.plausibility import plausibility
 from kbench_env.pipeline.reference_cache import resolve_root
-from kbench_env.pipeline.reports import flag_builds, flag_record_switches, flag_sandbox_violations
+from kbench_env.pipeline.reports import flag_builds, flag_record_switches
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
-from kbench_env.pipeline.threads import trusted_threads
+from kbench_env.pipeline.timing import is_paired, judge_deferred, time_stage
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
-from kbench_env.tasks.task import Config, Task
+from kbench_env.sandbox.worker_process import Worker
+from kbench_env.tasks.task import Task
 
 
 def resolve(config: EvaluatorConfig) -> EvaluatorConfig:
@@ -191,8 +196,21 @@ class Evaluator:
 
         return list(await asyncio.gather(*(one(t, a) for t, a in items)))
 
+    def device_hold(self) -> DeviceHold:
+        """How an evaluation holds this evaluator's device (device_hold.py): a new hold for each evaluation."""
+        return DeviceHold(self._device_lock, self._device_slots, self.device, self.limits.threads)
+
+    def _worker_for(self, source: str) -> Worker:
+        """The candidate's worker: a spare given ``source`` where spares are kept, else a new one."""
+        if self._spares is not None:
+            return self._spares.take(source)
+        return Worker(source, self.backend_name, self.device, self.build_root, self.limits, builder=self.builder)
+
     # ------------------------------------------------------------------ the stage order
     def _evaluate(self, task: Task, action, seed, result: EvalResult) -> None:
+        """The stages in their order: screen, build, check, timing, plausibility (``evaluate`` adds the reward).
+        Those after the build run candidate code on the device and hold it as ``hold`` says (device_hold.py):
+        the checks alone or shared with other candidates' checks, the timing and plausibility always alone."""
         try:
             source = screen_mod.extract_source(action)
             result.source_hash = hash_source(source)
@@ -202,33 +220,37 @@ class Evaluator:
             return
         result.stage = "screened"
         flag_record_switches(source, result)  # it still runs: its feedback shows the switch refused
-        configs = task.configs_for(self.device)
         seed = secrets.randbits(62) if seed is None else seed
+        timed, hold = self.time_candidates, self.device_hold()
         try:
-            with start_worker(self, source) as worker:
-                try:
-                    self._run_stages(task, configs, seed, worker, result)
-                finally:
-                    result.worker_seconds = round(worker.busy_seconds, 4)
-                    flag_sandbox_violations(worker, result)
-                    flag_builds(self.rules, worker, result)  # builds made after the build stage (in forward)
+            with live_worker(self._worker_for(source), self.device, self.rules, result) as worker, hold:
+                ctx = StageContext(self.config, self.timing, self.baselines, hold, task, task.configs_for(self.device),
+                                   seed, worker, result)
+                with phase(result, "build"):
+                    build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
+                if not result.compiled or flag_builds(self.rules, worker, result):
+                    return  # a build flagged by its symbols does not run
+                with hold.checks(result):
+                    with hold.threads(), phase(result, "check"):
+                        check(ctx)
+                    if result.correct and timed and hold.shared and not is_paired(ctx):
+                        with phase(result, "reference_prepare"):  # the reference's start and runs, beside checks
+                            self.baselines.prepare(task, ctx.configs, ctx.prepared)
+                if not result.correct or not timed:
+                    return
+                with hold.timing(result), hold.threads():
+                    deferred = time_stage(ctx)
+                    if result.stage == "timed" and not result.integrity_flags:
+                        with phase(result, "plausibility"):
+                            plausibility(ctx)
+                with hold.judging(result, deferred), hold.threads():
+                    judge_deferred(deferred, result)  # the timed outputs read and kept to judge (deferred_checks.py)
         except WorkerError as exc:
-            timing_failed = result.stage == "correct"
             result.error = str(exc)
-            result.error_stage = "timing" if timing_failed else (result.error_stage or ("build" if not result.compiled else "run"))
+            result.error_stage = "timing" if result.stage == "correct" else (
+                result.error_stage or ("build" if not result.compiled else "run"))
             result.log_tail = trim_log(exc.log_tail)
             result.correct = False
         finally:
             if self._spares is not None:
                 self._spares.evaluation_over()
-
-    def _run_stages(self, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
-        with phase(result, "build"):
-            build(worker, result, self.limits.build_timeout)  # concurrent with other candidates' builds and runs
-        if not result.compiled or flag_builds(self.rules, worker, result):
-            return  # a build flagged by its symbols does not run
-        device_stages(self, task, configs, seed, worker, result)
-
-    def _trusted_threads(self):
-        """torch's thread count in this process while the evaluation holds the device (threads.trusted_threads)."""
-        return trusted_threads(self.device, self.limits.threads)
