@@ -22,7 +22,8 @@ the attempts of all live episodes of a turn are evaluated together (``Evaluator.
 termination / truncation ends the episode, exactly as ``env.step`` would. Attempt tokens are kept as sampled (never
 re-tokenized from text); the feedback's tokens are the chat template's rendering of a user turn.
 
-Episode reward (``episode_reward``, kept in ``kbench_env.pipeline.reward`` for the framework adapters too), with ``r_1..r_T`` the env's per-turn rewards and ``T`` the turns used:
+Episode reward (``episode_reward``, in ``kbench_env.pipeline.reward`` for the framework adapters too), with
+``r_1..r_T`` the env's per-turn rewards and ``T`` the turns used:
 
     "best" (default):  max_t r_t - turn_cost * (T - 1)
     "last":            r_T       - turn_cost * (T - 1)
