@@ -17,13 +17,11 @@ from kbench_apps.integrations import episode as episode_mod  # noqa: E402
 from kbench_apps.integrations import verifiers_env as kv  # noqa: E402
 from kbench_env.env.prompt import SYSTEM_PROMPT  # noqa: E402
 from kbench_env.pipeline.reward import WRONG, episode_reward  # noqa: E402
-from kbench_env.tasks.suite import resolve_task, solution_path  # noqa: E402
-from tests.conftest import no_hang, read  # noqa: E402
+from kbench_env.tasks.suite import resolve_task  # noqa: E402
+from tests.conftest import no_hang  # noqa: E402
 from tests.fake_openai import fake_openai  # noqa: E402
+from tests.kernel_replies import QUICK, TASK, correct_reply, wrong_reply  # noqa: E402
 from tests.test_serve_client_view import secrets_of  # noqa: E402
-
-TASK = "level1/relu"
-QUICK = {"warmup": 1, "min_reps": 3, "max_reps": 20, "min_seconds": 0.02}
 
 
 @pytest.fixture(autouse=True)
@@ -68,19 +66,8 @@ def test_the_taskset_id_resolves_to_the_kbench_env_and_its_prompt_is_the_resets(
     assert secrets and not [s for s in secrets if s in task.data.prompt]
 
 
-def solution() -> str:
-    return read(solution_path(resolve_task(TASK), "cpu"))
-
-
-def wrong_solution() -> str:
-    """The shipped kernel with a bug: negative inputs give 1, not 0 (it builds, runs its own kernel, is wrong)."""
-    source = solution().replace("in[i] : 0.f", "in[i] : 1.f")
-    assert source != solution()
-    return source
-
-
 def test_a_correct_reply_is_paid_the_envs_reward():
-    task, episode, requests = _play(_env(max_turns=1), f"My kernel:\n```python\n{solution()}\n```\n")
+    task, episode, requests = _play(_env(max_turns=1), correct_reply())
     assert episode.ok, episode.errors
     (trace,) = episode.traces
     assert trace.metrics["turns"] == 1 and trace.num_turns == 1
@@ -94,7 +81,7 @@ def test_a_correct_reply_is_paid_the_envs_reward():
 
 
 def test_a_wrong_reply_gets_feedback_as_the_next_message_until_the_env_truncates():
-    task, episode, requests = _play(_env(max_turns=2), f"```python\n{wrong_solution()}\n```")
+    task, episode, requests = _play(_env(max_turns=2), wrong_reply())
     assert episode.ok, episode.errors
     (trace,) = episode.traces
     assert trace.metrics["turns"] == 2 and trace.num_turns == 2
