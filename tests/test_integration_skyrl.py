@@ -1,6 +1,7 @@
 """The SkyRL-gym adapter (``kbench_apps.integrations.skyrl_env``): the env made through skyrl-gym's registry as
 SkyRL's generator makes it (``skyrl_gym.make(env_class, env_config=DictConfig, extras=row)``), ``init`` with a
-dataset row's prompt, ``step`` with a correct and a wrong reply. CPU backend, level1/relu."""
+dataset row's prompt, ``step`` with a correct and a wrong reply, in this process and on a ``kbench serve`` server.
+CPU backend, level1/relu."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from kbench_env.pipeline.reward import WRONG, episode_reward  # noqa: E402
 from kbench_env.tasks.suite import resolve_task  # noqa: E402
 from tests.conftest import no_hang  # noqa: E402
 from tests.kernel_replies import QUICK, TASK, correct_reply, wrong_reply  # noqa: E402
+from tests.serving_server import TOKEN, ServerProcess  # noqa: E402
 from tests.test_serve_client_view import secrets_of  # noqa: E402
 
 CONFIG = {"device": "cpu", "timing": QUICK}
@@ -86,3 +88,23 @@ def test_a_wrong_reply_gets_feedback_then_the_episode_reward_at_its_end():
         assert env.get_metrics()["turns"] == 2
     finally:
         env.close()
+
+
+def test_the_env_evaluates_on_a_kbench_serve_server_given_its_url():
+    server = ServerProcess("--suite", "default", "--workers", "1")
+    try:
+        config = {"url": server.url, "token": TOKEN}
+        (row,) = skyrl_env.skyrl_rows([TASK], **config)
+        assert row["prompt"][1]["content"].startswith(f"Task {TASK}:")
+        assert not [s for s in secrets_of(resolve_task(TASK)) if s in json.dumps(row)]
+        env = skyrl_gym.make(skyrl_env.ENV_ID, env_config=DictConfig(config), extras={"task": TASK, "max_turns": 1})
+        try:
+            env.init(row["prompt"])
+            with no_hang(900):
+                out = env.step(wrong_reply())
+            assert out["done"] and out["reward"] == WRONG and out["metadata"]["task"] == TASK
+        finally:
+            env.close()
+    finally:
+        episode_mod.close_shared()
+        server.stop()
