@@ -1,4 +1,4 @@
-"""What the forward audit (integrity.ForwardAudit) costs per audited forward call on the CPU, in this process:
+"""What the forward audit (worker/audit.ForwardAudit) costs per audited forward call on the CPU, in this process:
 
     python bench/audit_overhead.py [--calls 200]
 
@@ -53,7 +53,7 @@ def _measure(calls: int) -> list[dict]:
     import torch
 
     from kbench_env import fastpath
-    from kbench_env.pipeline import integrity
+    from kbench_env.worker import audit as integrity
 
     forwards, x = _forwards()
     rows = []
@@ -81,7 +81,7 @@ def _measure(calls: int) -> list[dict]:
 
 
 def _first_audit() -> dict:
-    code = ("import time, torch; from kbench_env.pipeline import integrity; x = torch.randn(8, 8)\n"
+    code = ("import time, torch; from kbench_env.worker import audit as integrity; x = torch.randn(8, 8)\n"
             "t0 = time.perf_counter(); a = integrity.ForwardAudit(set(), lambda: 0, 'cpu')\n"
             "with a:\n    x.clone()\n"
             "r = a.report(); print((time.perf_counter() - t0) * 1e3)")
