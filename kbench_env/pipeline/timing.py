@@ -13,9 +13,9 @@ import time
 
 from kbench_env.config import environ
 from kbench_env.device import Device
-from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
-from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.measure.compare import compare_outputs
+from kbench_env.measure.ownership import trusted_prefixes
 from kbench_env.pipeline.context import StageContext
 from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag
@@ -130,7 +130,7 @@ def _time_one_paired(ctx: StageContext, cfg: Config, cr, ref_worker: Worker, ref
         if sampler is not None:
             sampler.close()
     if pt.samples:
-        _bound_coverage(cr, result, coverage.sampled_share(pt.samples, own, _threads.trusted_prefixes()))
+        _bound_coverage(cr, result, coverage.sampled_share(pt.samples, own, trusted_prefixes()))
     add_phase(result, "timed_output_checks", pt.check_seconds)
     if pt.wrong is not None:
         _wrong(result, cfg, pt.wrong_call, pt.wrong)
@@ -202,7 +202,7 @@ def _time_on_trusted_clock(ctx: StageContext, cfg: Config, cr, ref: dict, deferr
         if sampler is not None:
             sampler.close()
     if getattr(bt, "samples", None):
-        _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, _threads.trusted_prefixes()))
+        _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, trusted_prefixes()))
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if bt.wrong is not None:
         _wrong(result, cfg, bt.wrong_call, bt.wrong)
