@@ -26,7 +26,7 @@ from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.placement import Placement, timing_cores
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.input_draws import input_draws
-from kbench_env.tasks.task import DTYPES, Config, Task, geomean
+from kbench_env.tasks.task import DTYPES, Config, geomean
 
 
 #: CPU time between two samples of the worker's threads in the sampled blocks (blocks._sample): ~500 samples a
