@@ -123,7 +123,8 @@ def expected(kind: str, name: str, r: dict) -> str | None:
 
 def outcome(r: dict) -> str:
     if r.get("integrity_flags"):
-        return "flagged:" + r["integrity_flags"][0].split(":", 1)[0]
+        from kbench_env.protocol.integrity_flags import parse
+        return "flagged:" + parse(r["integrity_flags"][0]).kind
     if r["correct"]:
         return "correct"
     err = r.get("error") or ""

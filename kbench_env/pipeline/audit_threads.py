@@ -40,6 +40,7 @@ from torch._C._profiler import _ExperimentalConfig
 from torch.autograd.profiler import profile
 
 from kbench_env.builder.symbols import RECORD_CONTROLS
+from kbench_env.protocol.integrity_flags import Flag, make
 
 #: The record the audit opens on forward's thread before it stops the profile.
 SENTINEL = "kbench_audit::sentinel"
@@ -151,9 +152,10 @@ def _controls_in(path: str) -> list[str]:
     return _scanned[key]
 
 
-def flags(report: dict, config: str) -> list[str]:
+def flags(report: dict, config: str) -> list[Flag]:
     """The ``audit_blinded`` flag of a ForwardAudit report (parent side), if it has reasons."""
     reasons = report.get("blinded") or []
     if not reasons:
         return []
-    return [f"audit_blinded: the forward audit of configuration {config!r} was blinded: {'; '.join(reasons[:4])}"]
+    return [make("audit_blinded", f"the forward audit of configuration {config!r} was blinded: "
+                                  f"{'; '.join(reasons[:4])}")]

@@ -26,6 +26,7 @@ from kbench_env.device import Device
 from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline.compare import flatten_outputs
+from kbench_env.protocol.integrity_flags import Flag, make
 from kbench_env.worker.timing import _perf_counter  # captured before any candidate code loads
 
 #: aten operators a candidate may call in forward: allocation, views, data movement, dtype/device casts.
@@ -195,18 +196,19 @@ def _inside_glue(event, trust_records: bool = True) -> bool:
     return False
 
 
-def audit_flags(report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[str]:
+def audit_flags(report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[Flag]:
     """Integrity flags from a ForwardAudit report (parent side)."""
     flags = []
     if report.get("forbidden_ops"):
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(report["forbidden_ops"].items())[:6])
-        flags.append(f"pytorch_compute_in_forward: forward ran PyTorch compute operators ({ops}) on configuration "
-                     f"{config!r}; only allocation, views and data movement are allowed besides your kernels")
+        flags.append(make("pytorch_compute_in_forward", f"forward ran PyTorch compute operators ({ops}) on "
+                          f"configuration {config!r}; only allocation, views and data movement are allowed besides "
+                          f"your kernels"))
     flags += _threads.flags(report, config)
     own_gpu = _coverage.own_device_kernels(report, torch_kernel_prefixes, own_names)
     if not report.get("own_ops") and not report.get("extension_calls") and not own_gpu:
-        flags.append(f"no_kernel_launched: none of the candidate's own kernels ran in forward on configuration "
-                     f"{config!r} (a compiled kernel must do the work)")
+        flags.append(make("no_kernel_launched", f"none of the candidate's own kernels ran in forward on "
+                          f"configuration {config!r} (a compiled kernel must do the work)"))
     return flags
 
 

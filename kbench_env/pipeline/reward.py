@@ -2,7 +2,7 @@
 
 The default preset ("tiered") orders outcomes as the environment promises:
 
-    exploit detected (-1.0) < invalid / rejected by the screen (-0.6) < does not build or load (-0.4)
+    exploit detected (an integrity flag: its kind's reward, -1.0) < invalid / rejected by the screen (-0.6) < does not build or load (-0.4)
     < runs but wrong, crashes or times out (-0.2) < correct but slower (0.05 .. 1.0) < faster (1.0 .. 2.0)
 
 A correct candidate earns ``1 + clip(log(speedup) / log(cap), -0.95, 1)``: 1.0 at parity, 2.0 at ``cap``x
@@ -31,13 +31,20 @@ import math
 from typing import Callable
 
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.protocol import integrity_flags
 
-EXPLOIT, INVALID, NO_BUILD, WRONG = -1.0, -0.6, -0.4, -0.2
+EXPLOIT, INVALID, NO_BUILD, WRONG = integrity_flags.EXPLOIT_REWARD, -0.6, -0.4, -0.2
+
+
+def _flagged(r: EvalResult) -> float | None:
+    """The reward of a flagged result under every preset (the registry's, protocol/integrity_flags.py); None
+    when it has no integrity flag."""
+    return integrity_flags.reward(r.integrity_flags)
 
 
 def _failure(r: EvalResult) -> float | None:
     if r.integrity_flags:
-        return EXPLOIT
+        return _flagged(r)
     if r.stage == "none":
         return INVALID
     if not r.compiled:
@@ -89,13 +96,13 @@ def tiered(r: EvalResult, cap: float = 10.0) -> float:
 
 def binary(r: EvalResult) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     return 1.0 if r.correct else 0.0
 
 
 def speedup(r: EvalResult, cap: float = 10.0) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     if not r.correct:
         return 0.0
     return min(cap, paid_speedup(r) or 0.0)
@@ -103,7 +110,7 @@ def speedup(r: EvalResult, cap: float = 10.0) -> float:
 
 def kevin(r: EvalResult, cap: float = 10.0) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     if not r.correct:
         return 0.0
     return 0.3 + min(cap, paid_speedup(r) or 0.0)
