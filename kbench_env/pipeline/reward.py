@@ -2,14 +2,15 @@
 
 The default preset ("tiered") orders outcomes as the environment promises:
 
-    exploit detected (an integrity flag: its kind's reward, -1.0) < invalid / rejected by the screen (-0.6) < does not build or load (-0.4)
+    exploit detected (-1.0) < invalid / rejected by the screen (-0.6) < does not build or load (-0.4)
     < runs but wrong, crashes or times out (-0.2) < correct but slower (0.05 .. 1.0) < faster (1.0 .. 2.0)
 
 A correct candidate earns ``1 + clip(log(speedup) / log(cap), -0.95, 1)``: 1.0 at parity, 2.0 at ``cap``x
 (default 10x) and above, 0.05 at 1/cap or slower: monotone in the speedup and capped, so one implausible number
 cannot dominate a batch. Other presets: "binary" (1 if correct), "speedup" (the capped speedup if correct, else 0;
 -1 for an exploit), "kevin" (Kevin-32B style: 0.3 for correctness plus the capped speedup). Any callable
-``f(result) -> float`` works too.
+``f(result) -> float`` works too. Under every preset an exploit (a result with integrity flags) is paid the lowest
+reward of its flags' kinds (the registry's, protocol/integrity_flags.py).
 
 Under ``rules="kernelbench"`` PyTorch may do the work beside a token kernel of the candidate's own (rules.py), so
 every preset pays the speedup credited by kernel coverage (``credited_speedup``): a candidate whose own kernels

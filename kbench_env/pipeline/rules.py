@@ -65,7 +65,8 @@ def linked_flags(rules: str, linked: list) -> list[Flag]:
     return [f for f in linked_mod.flags(linked) if f.kind not in dropped]
 
 
-def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=(), own_names=None) -> list[Flag]:
+def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=(),
+                own_names=None) -> list[Flag]:
     """One configuration's audit judged: its kernel coverage recorded on ``config_result`` and the evaluation's
     ``result`` (the mean over the configurations measured so far); returns its integrity flags under ``rules``.
     ``own_names``: the functions the candidate's libraries define (linked.own_kernel_names; coverage.own_kernel)."""
