@@ -38,14 +38,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tiny model is a local folder
 
 
 def install_carried_wheels(folder: Path, site: Path) -> list[str]:
-    """Install (no index, no dependencies) the wheels in ``folder`` whose distribution is not installed, into
-    ``site``, and put ``site`` first on ``sys.path``; returns the wheels installed."""
+    """Install (no index, no dependencies) the wheels in ``folder`` whose distribution the interpreter lacks or has
+    at an older version, into ``site``, and put ``site`` first on ``sys.path``; returns the wheels installed."""
+    from packaging.version import Version
+
     wheels = sorted(folder.glob("*.whl")) if folder.is_dir() else []
     missing = []
     for wheel in wheels:
-        name = wheel.name.split("-", 1)[0]
+        name, version = wheel.name.split("-")[:2]
         try:
-            importlib.metadata.distribution(name)
+            if Version(importlib.metadata.version(name)) < Version(version):
+                missing.append(wheel)
         except importlib.metadata.PackageNotFoundError:
             missing.append(wheel)
     if missing:
@@ -137,6 +140,7 @@ def run_inspect(args) -> int:
     import inspect_ai
     import torch
     from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import ModelInfo, set_model_info
 
     from kbench_apps.integrations.inspect_task import kbench
     from kbench_env.device import resolve_device
@@ -150,6 +154,8 @@ def run_inspect(args) -> int:
     report = {"device": args.device, "backend": backend, "tasks": args.tasks, "inspect_ai": inspect_ai.__version__,
               "torch": torch.__version__, "wheels_installed": installed, "tiny_build_seconds": round(build_s, 1),
               "runs": []}
+    # Known to Inspect's model-info lookup, which otherwise loads a second copy of a local hf/ model to name it
+    set_model_info(f"hf/{model_dir}", ModelInfo(context_length=32768, output_tokens=args.max_tokens))
     runs = [("tiny", args.turns, f"hf/{model_dir}", {})]
     if not args.no_shipped:
         runs.append(("shipped", 1, "mockllm/model", {"custom_outputs": _shipped_replies(backend, format)}))

@@ -3,7 +3,7 @@
 One sample per task of the suite; each sample is one episode of the env::
 
     inspect eval kbench_apps/integrations/inspect_task.py --model openai/gpt-4o -T suite=level1 -T max_turns=2
-    inspect eval kbench_apps/integrations/inspect_task.py --model hf/local -M model_path=runs/tiny -T device=cuda
+    inspect eval kbench_apps/integrations/inspect_task.py --model hf/runs/tiny -T device=cuda   # a local folder
 
     from inspect_ai import eval
     from kbench_apps.integrations.inspect_task import kbench
@@ -17,9 +17,13 @@ One sample per task of the suite; each sample is one episode of the env::
   env terminates (``target_speedup`` reached) or truncates (``max_turns`` attempts) the episode.
 - **Scorer** (``kbench_scorer``): ``correct`` (some attempt correct with no integrity flag), ``speedup`` (the
   env's ``best_speedup``: the best verified speedup of the episode, 0 when none), ``fast_p`` (KernelBench's fast_p:
-  correct and speedup > p, p = 1 by default: fast_1) and ``reward`` (the best attempt's reward under the env's
-  ``reward`` preset). Metrics: the mean (and its standard error) of each, and the geometric mean speedup of the
+  correct and speedup > p, p = 1 by default: fast_1; the measured speedup, as KernelBench counts it, where the
+  reward pays a speedup whose confidence interval reaches 1 as parity) and ``reward`` (the best attempt's reward
+  under the env's ``reward`` preset). Metrics: the mean (and its standard error) of each, and the geometric mean speedup of the
   samples with a verified speedup (``geomean_speedup``).
+
+A local model folder (``hf/<folder>``) is loaded a second time by Inspect's model-info lookup unless it is registered
+first: ``inspect_ai.model.set_model_info("hf/<folder>", ModelInfo(context_length=...))``.
 
 Local episodes share one Evaluator (one build cache and device lock; closed when the process ends). With ``url`` the
 episodes run on a ``kbench serve`` server (``gym.make("KBench-v0", url=...)``), whose device, backend, rules and
