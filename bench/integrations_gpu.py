@@ -130,7 +130,7 @@ def _markdown(report: dict) -> str:
         lines += ["| task | correct | speedup | fast_p | reward | turns | seconds |", "|---|---|---|---|---|---|---|"]
         for s in run["samples"]:
             lines.append(f"| {s['task']} | {s.get('correct')} | {s.get('speedup', 0):.3f} | {s.get('fast_p')} | "
-                         f"{s.get('reward')} | {len(s['turns'])} | {s['seconds']} |")
+                         f"{s.get('reward', 0):.3f} | {len(s['turns'])} | {s['seconds']} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -17,7 +17,6 @@ from inspect_ai import eval as inspect_eval  # noqa: E402
 from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage  # noqa: E402
 
-from kbench_apps.integrations import inspect_task  # noqa: E402
 from kbench_apps.integrations.inspect_task import kbench  # noqa: E402
 from kbench_env.env.env import KBenchEnv  # noqa: E402
 from kbench_env.pipeline.reward import INVALID  # noqa: E402
@@ -91,7 +90,8 @@ def test_a_correct_reply_after_feedback_scores_correct_with_a_speedup(tmp_path):
     assert value["correct"] == 1.0 and value["speedup"] > 0, (value, turns)
     assert value["fast_p"] == float(value["speedup"] > 1.0)  # KernelBench's fast_1
     assert [t["correct"] for t in turns] == [False, True] and turns[0]["error_stage"] == "screen", turns
-    assert turns[1]["speedup"] == value["speedup"] and value["reward"] == turns[1]["reward"] > 0  # the env's tiered
+    assert turns[1]["speedup"] == value["speedup"] and turns[1]["reward"] > 0  # the env's tiered reward
+    assert value["reward"] == pytest.approx(turns[1]["reward"] - 0.02)  # the best turn's, less a turn's cost
     metrics = _metrics(log)
     assert metrics[("correct", "mean")] == 1.0 and metrics[("speedup", "geomean_speedup")] == pytest.approx(
         value["speedup"]) and metrics[("fast_p", "mean")] == value["fast_p"]
@@ -119,9 +119,10 @@ def test_a_garbage_reply_scores_incorrect(tmp_path):
 def test_the_task_refuses_what_it_would_not_use():
     with pytest.raises(ValueError, match="presets"):
         kbench(suite=TASK, reward="made-up")
-    with pytest.raises(ValueError, match="server's Evaluator decides reward"):
-        inspect_task.EnvMaker(suite=TASK, device="cpu", max_turns=1, backend=None, reward="binary", rules=None,
-                              format=None, target_speedup=None, dtype=None, url="http://127.0.0.1:9", env_options=None)
+    with pytest.raises(ValueError, match="episode reward"):
+        kbench(suite=TASK, episode_reward="mean")
+    with pytest.raises(ValueError, match="set by kbench serve.*reward"):  # the server's reward, not the client's
+        kbench(suite=TASK, url="http://127.0.0.1:9", reward="binary")
 
 
 def test_episodes_on_a_kbench_serve_server(tmp_path, monkeypatch):

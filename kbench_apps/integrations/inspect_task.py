@@ -18,101 +18,63 @@ One sample per task of the suite; each sample is one episode of the env::
 - **Scorer** (``kbench_scorer``): ``correct`` (some attempt correct with no integrity flag), ``speedup`` (the
   env's ``best_speedup``: the best verified speedup of the episode, 0 when none), ``fast_p`` (KernelBench's fast_p:
   correct and speedup > p, p = 1 by default: fast_1; the measured speedup, as KernelBench counts it, where the
-  reward pays a speedup whose confidence interval reaches 1 as parity) and ``reward`` (the best attempt's reward
-  under the env's ``reward`` preset). Metrics: the mean (and its standard error) of each, and the geometric mean speedup of the
-  samples with a verified speedup (``geomean_speedup``).
+  reward pays a speedup whose confidence interval reaches 1 as parity) and ``reward`` (``episode_reward`` over the
+  turns' env rewards under the env's ``reward`` preset: the best turn's less ``turn_cost`` per extra turn, as
+  training and the other adapters pay). Metrics: the mean (and its standard error) of each, and the geometric mean
+  speedup of the samples with a verified speedup (``geomean_speedup``).
+
+The envs come from ``episode.shared_source`` (kbench_apps/integrations/episode.py): in this process, one Evaluator
+for every episode of the same configuration (one build cache, one device lock; closed at exit); with ``url``,
+sessions on a ``kbench serve`` server, whose device, backend, rules and reward are the server's. The server's token
+comes from ``$KBENCH_TOKEN`` only, because Inspect writes a task's arguments into its log. The score reads each
+attempt's researcher's record (``info["eval"]``, never shown to the model); from a server started without
+``--expose-info`` there is none, and an episode counts as correct only with a verified speedup (``best_speedup``).
 
 A local model folder (``hf/<folder>``) is loaded a second time by Inspect's model-info lookup unless it is registered
 first: ``inspect_ai.model.set_model_info("hf/<folder>", ModelInfo(context_length=...))``.
-
-Local episodes share one Evaluator (one build cache and device lock; closed when the process ends). With ``url`` the
-episodes run on a ``kbench serve`` server (``gym.make("KBench-v0", url=...)``), whose device, backend, rules and
-reward are the server's; its token comes from ``$KBENCH_TOKEN`` only, because Inspect writes a task's arguments
-into its log. Without ``--expose-info`` on the server an attempt's correctness is known only from a verified
-speedup (``best_speedup``).
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import weakref
 
 import anyio
-import gymnasium as gym
 from inspect_ai import Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from inspect_ai.scorer import Metric, SampleScore, Score, Target, mean, metric, scorer, stderr
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
-import kbench_env  # noqa: F401  (registers KBench-v0)
+from kbench_apps.integrations.episode import SYSTEM_PROMPT, EnvSource, shared_source
 from kbench_env.device import resolve_device
-from kbench_env.env.prompt import SYSTEM_PROMPT
-from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.pipeline.reward import PRESETS
+from kbench_env.pipeline import reward as rewards
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import Task as KernelTask
 
 STORE_KEY = "kbench"
 
 
-class EnvMaker:
-    """Makes each episode's env through ``gym.make("KBench-v0", ...)``: local envs share one Evaluator, made on first
-    use; remote ones (``url``) are each a session on the server."""
+class Episodes:
+    """The envs of the task's episodes (``EnvSource``: in this process one Evaluator for all, or sessions on a
+    server) and the suite's tasks, which a local env resets on as Task objects (no suite lookup per episode)."""
 
-    def __init__(self, *, suite: str, device: str, max_turns: int, backend: str | None, reward: str | None,
-                 rules: str | None, format: str | None, target_speedup: float | None, dtype: str | None,
-                 url: str | None, env_options: dict | None):
-        self.url = url
-        self.common = {"suite": suite, "max_turns": max_turns, "target_speedup": target_speedup}
-        if url is not None:
-            given = {"reward": reward, "format": format, "dtype": dtype, **(env_options or {})}
-            if any(v is not None for v in given.values()):
-                named = ", ".join(k for k, v in given.items() if v is not None)
-                raise ValueError(f"with url= the server's Evaluator decides {named}: start kbench serve with them")
-            self.remote = {"device": device, "backend": backend, "rules": rules}
-        else:
-            self.evaluator_args = {"device": device, "backend": backend, "reward": reward or "tiered",
-                                   "rules": rules or "strict", "format": format or "kernelbench",
-                                   **(env_options or {})}
-            self.dtype = dtype
-        self._evaluator: Evaluator | None = None
-        self._lock = threading.Lock()
-        self.tasks: dict[str, KernelTask] = {}
+    def __init__(self, source: EnvSource, tasks: list[KernelTask], max_turns: int):
+        self.source, self.tasks, self.max_turns = source, {t.name: t for t in tasks}, max_turns
 
-    def evaluator(self) -> Evaluator:
-        with self._lock:
-            if self._evaluator is None:
-                self._evaluator = Evaluator(**self.evaluator_args)
-                weakref.finalize(self, self._evaluator.close)
-            return self._evaluator
+    def make(self):
+        return self.source.make(max_turns=self.max_turns)
 
-    def make(self) -> gym.Env:
-        if self.url is not None:
-            return gym.make("KBench-v0", url=self.url, **self.common, **self.remote)
-        return gym.make("KBench-v0", evaluator=self.evaluator(), dtype=self.dtype, **self.common)
+    def reset(self, env, name: str, seed: int | None):
+        return env.reset(seed=seed, options={"task": self.tasks[name] if self.source.url is None else name})
 
-    def reset(self, env: gym.Env, name: str, seed: int | None):
-        """``env.reset`` on the task ``name``: the Task itself for a local env (no suite lookup per episode), its
-        name for a server, which looks it up in its own suite."""
-        chosen = self.tasks.get(name, name) if self.url is None else name
-        return env.reset(seed=seed, options={"task": chosen})
-
-
-def kbench_dataset(maker: EnvMaker, suite: str, device: str, dtype: str | None, seed: int | None) -> MemoryDataset:
-    """One sample per task of ``suite`` with a configuration for ``device``; its input is ``reset``'s observation."""
-    tasks = [t for t in load_suite(suite, dtype=dtype) if t.configs_for(resolve_device(device))]
-    if not tasks:
-        raise ValueError(f"suite {suite!r} has no task with a configuration for {device}")
-    maker.tasks = {t.name: t for t in tasks}
-    env = maker.make()
-    try:
-        samples = [Sample(id=t.name, input=maker.reset(env, t.name, seed)[0], metadata={"task": t.name})
-                   for t in tasks]
-    finally:
-        env.close()
-    return MemoryDataset(samples, name=f"kbench:{suite}")
+    def dataset(self, seed: int | None, name: str) -> MemoryDataset:
+        """One sample per task; its input is ``reset``'s observation for that task."""
+        env = self.make()
+        try:
+            samples = [Sample(id=n, input=self.reset(env, n, seed)[0], metadata={"task": n}) for n in self.tasks]
+        finally:
+            env.close()
+        return MemoryDataset(samples, name=name)
 
 
 def turn_record(turn: int, reward: float, info: dict) -> dict:
@@ -128,13 +90,13 @@ def turn_record(turn: int, reward: float, info: dict) -> dict:
 
 
 @solver
-def kbench_episode(maker: EnvMaker, seed: int | None = None, system_prompt: bool = True) -> Solver:
+def kbench_episode(episodes: Episodes, seed: int | None = None, system_prompt: bool = True) -> Solver:
     """One env episode per sample: generate, ``env.step`` the reply, the observation as the next user message."""
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        env = await anyio.to_thread.run_sync(maker.make)
+        env = await anyio.to_thread.run_sync(episodes.make)
         try:
-            prompt, info = await anyio.to_thread.run_sync(maker.reset, env, state.metadata["task"], seed)
+            prompt, info = await anyio.to_thread.run_sync(episodes.reset, env, state.metadata["task"], seed)
             state.messages = ([ChatMessageSystem(content=SYSTEM_PROMPT)] if system_prompt else []) + [
                 ChatMessageUser(content=prompt)]
             turns: list[dict] = []
@@ -169,7 +131,7 @@ def geomean_speedup() -> Metric:
 
 @scorer(metrics={"correct": [mean(), stderr()], "fast_p": [mean(), stderr()], "speedup": [geomean_speedup()],
                  "reward": [mean(), stderr()]})
-def kbench_scorer(fast_p: float = 1.0):
+def kbench_scorer(fast_p: float = 1.0, episode_reward: str = "best", turn_cost: float = 0.02):
     """Scores the episode ``kbench_episode`` played (module docstring): correct, speedup, fast_p, reward."""
 
     async def score(state: TaskState, target: Target) -> Score:
@@ -178,9 +140,9 @@ def kbench_scorer(fast_p: float = 1.0):
         known = [t["correct"] for t in turns if t["correct"] is not None]
         correct = any(known) if known else best is not None
         speedup = float(best) if best is not None else 0.0
-        rewards = [t["reward"] for t in turns]
+        turn_rewards = [t["reward"] for t in turns]
         value = {"correct": float(correct), "fast_p": float(correct and speedup > fast_p), "speedup": speedup,
-                 "reward": max(rewards) if rewards else 0.0}
+                 "reward": rewards.episode_reward(turn_rewards, episode_reward, turn_cost) if turns else 0.0}
         return Score(value=value, answer=state.output.completion if turns else None,
                      explanation=episode["feedback"],
                      metadata={"turns": turns, "best_speedup": best, "fast_p_threshold": fast_p})
@@ -191,9 +153,9 @@ def kbench_scorer(fast_p: float = 1.0):
 @task
 def kbench(suite: str = "default", device: str = "cpu", max_turns: int = 4, backend: str | None = None,
            reward: str | None = None, rules: str | None = None, format: str | None = None,
-           target_speedup: float | None = None, fast_p: float = 1.0, seed: int | None = None,
-           dtype: str | None = None, url: str | None = None, system_prompt: bool = True,
-           env_options: dict | None = None) -> Task:
+           target_speedup: float | None = None, fast_p: float = 1.0, episode_reward: str = "best",
+           turn_cost: float = 0.02, seed: int | None = None, dtype: str | None = None, url: str | None = None,
+           system_prompt: bool = True, env_options: dict | None = None) -> Task:
     """KBench-v0's tasks as an Inspect task (module docstring).
 
     Args:
@@ -205,16 +167,25 @@ def kbench(suite: str = "default", device: str = "cpu", max_turns: int = 4, back
             server's).
         target_speedup: the env ends an episode at a correct attempt this much faster.
         fast_p: the speedup a correct episode must exceed to count in ``fast_p``.
+        episode_reward, turn_cost: the episode's ``reward`` score from its turns' env rewards
+            (``kbench_env.pipeline.reward.episode_reward``: "best" or "last" turn, less ``turn_cost`` per extra turn).
         seed: ``reset``'s seed for every episode (None: fresh).
         dtype: float32, float16 or bfloat16 for plain KernelBench files' configurations.
         url: a ``kbench serve`` server to run the episodes on (its token in ``$KBENCH_TOKEN``).
         system_prompt: send the env's system prompt as the system message.
         env_options: other Evaluator options of a local env (``timing``, ``time_candidates``, ``baseline``, ...).
     """
-    if reward is not None and reward not in PRESETS:
-        raise ValueError(f"reward must be one of the env's presets {sorted(PRESETS)}, got {reward!r}")
-    maker = EnvMaker(suite=suite, device=device, max_turns=max_turns, backend=backend, reward=reward, rules=rules,
-                     format=format, target_speedup=target_speedup, dtype=dtype, url=url, env_options=env_options)
-    return Task(dataset=kbench_dataset(maker, suite, device, dtype, seed),
-                solver=kbench_episode(maker, seed=seed, system_prompt=system_prompt),
-                scorer=kbench_scorer(fast_p=fast_p), name="kbench")
+    if reward is not None and reward not in rewards.PRESETS:
+        raise ValueError(f"reward must be one of the env's presets {sorted(rewards.PRESETS)}, got {reward!r}")
+    rewards.episode_reward([0.0], episode_reward, turn_cost)  # the mode's ValueError now, not after the episodes
+    options = {"device": device, "backend": backend, "reward": reward, "rules": rules, "format": format,
+               "target_speedup": target_speedup, "dtype": dtype, **(env_options or {})}
+    source = shared_source(url=url, suite=suite, **{k: v for k, v in options.items() if v is not None})
+    tasks = [t for t in load_suite(suite, dtype=dtype) if t.configs_for(resolve_device(device))]
+    if not tasks:
+        raise ValueError(f"suite {suite!r} has no task with a configuration for {device}")
+    episodes = Episodes(source, tasks, max_turns)
+    return Task(dataset=episodes.dataset(seed, f"kbench:{suite}"),
+                solver=kbench_episode(episodes, seed=seed, system_prompt=system_prompt),
+                scorer=kbench_scorer(fast_p=fast_p, episode_reward=episode_reward, turn_cost=turn_cost),
+                name="kbench")
