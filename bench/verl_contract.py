@@ -163,7 +163,10 @@ def main(argv=None) -> None:
     text = answers()
     with tempfile.TemporaryDirectory() as tmp:
         verl_data.write_dataset(tmp, suite=TASK, device="cpu")
-        report = {"verl": verl.__version__, "dataset": check_dataset(tok, Path(tmp))}
+        import transformers
+
+        report = {"verl": verl.__version__, "verl_at": str(Path(verl.__file__).parent),
+                  "transformers": transformers.__version__, "dataset": check_dataset(tok, Path(tmp))}
         rows = [r for r in verl_data.build_rows([resolve_task(TASK)], verl_data.prompt_settings("cpu"), "train")]
     report["managers"] = check_managers(tok, rows * 2, [text["correct"], text["wrong"]])
     report["agent_loop"] = check_agent_loop(tok, rows[0], [text["wrong"], text["correct"]])
@@ -172,7 +175,8 @@ def main(argv=None) -> None:
     if args.out:
         Path(args.out).with_suffix(".json").write_text(json.dumps(report, indent=1, default=str) + "\n")
         Path(args.out).write_text(f"# verl {report['verl']}: kbench's adapters in verl's classes (CPU)\n\n"
-                                  f"`python bench/verl_contract.py --out {args.out}`\n\n```json\n"
+                                  f"`python bench/verl_contract.py --out {args.out}`, verl imported from "
+                                  f"`{report['verl_at']}` with transformers {report['transformers']}.\n\n```json\n"
                                   + json.dumps(report, indent=1, default=str) + "\n```\n")
 
 

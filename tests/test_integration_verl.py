@@ -128,6 +128,22 @@ def test_settings_that_differ_from_the_prompts_are_refused(scoring, row):
     assert scoring == []
 
 
+def test_a_factory_from_the_environment_makes_the_evaluator_once(evaluator, row, tmp_path, monkeypatch):
+    """``$KBENCH_VERL_FACTORY=module:function`` (or ``factory=``): called with the sample's options, once per
+    process for them; its evaluator scores the samples."""
+    (tmp_path / "kbench_factory_probe.py").write_text(
+        "CALLS = []\nEVALUATOR = None\n\ndef make(**options):\n    CALLS.append(options)\n    return EVALUATOR\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    probe = importlib.import_module("kbench_factory_probe")
+    probe.EVALUATOR = evaluator
+    monkeypatch.setattr(verl_reward, "_evaluators", {})  # the session's evaluator is not this module's to close
+    monkeypatch.setenv(verl_reward.FACTORY_ENV, "kbench_factory_probe:make")
+    scores = verl_reward.compute_score(data_sources=["kbench"] * 2, solution_strs=[fenced(WRONG)] * 2,
+                                       ground_truths=[TASK] * 2, extra_infos=[row["extra_info"]] * 2)
+    assert [s["acc"] for s in scores] == [0.0, 0.0] and len(probe.CALLS) == 1
+    assert probe.CALLS[0]["device"] == "cpu" and probe.CALLS[0]["backend"] == "cpu"
+
+
 def test_interaction_runs_an_episode_over_two_turns(evaluator, row):
     """verl 0.7.1's ToolAgentLoop: start_interaction(request_id, **interaction_kwargs) (its "name" among them),
     generate_response(request_id, messages, **interaction_kwargs) -> (done, text, reward, info); the text becomes

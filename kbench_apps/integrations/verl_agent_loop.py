@@ -34,8 +34,8 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 from verl.utils.profiler import simple_timer
 
-from .verl_interaction import EPISODE_DEFAULTS, KBenchInteraction
-from .verl_reward import OPTIONS
+from kbench_apps.integrations.verl_interaction import EPISODE_DEFAULTS, KBenchInteraction
+from kbench_apps.integrations.verl_reward import OPTIONS
 
 
 class KBenchAgentLoop(AgentLoopBase):

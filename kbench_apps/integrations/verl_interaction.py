@@ -37,10 +37,9 @@ import asyncio
 from typing import Any
 from uuid import uuid4
 
+from kbench_apps.integrations.verl_reward import (EPISODE_MODES, OPTIONS, episode_reward, evaluator_for,
+                                                  local_task, sample_options, score_of)
 from kbench_env.env.env import KBenchEnv
-from kbench_env.tasks.suite import resolve_task
-
-from .verl_reward import EPISODE_MODES, OPTIONS, episode_reward, evaluator_for, sample_options, score_of
 
 try:  # verl <= 0.7.1 has the base class; later releases have none, and the interface is the same without it
     from verl.interactions.base import BaseInteraction
@@ -104,7 +103,7 @@ class KBenchInteraction(BaseInteraction):
 
     def _open(self, name: str, options: dict) -> KBenchEnv:
         evaluator = evaluator_for(options)
-        task = resolve_task(name, dtype=options.get("dtype"), suite=options.get("suite"))
+        task = local_task(name, options.get("dtype"), options.get("suite"))
         env = KBenchEnv(task=task, evaluator=evaluator, max_turns=self.max_turns, target_speedup=self.target_speedup)
         env.reset()
         return env

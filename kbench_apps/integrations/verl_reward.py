@@ -23,11 +23,13 @@ which device, backend, action format, rules and suite its prompt was written. Wh
 that applies:
 
 1. ``use_evaluator(evaluator)`` (a trainer that builds its own Evaluator or ``RemoteEvaluator``; this process only),
-2. the call's options (verl's ``reward_kwargs``): ``url`` (a ``kbench serve --expose-info`` server, token from
-   ``token`` or ``$KBENCH_TOKEN``), ``factory`` (``"module:function"``, called with the options, returns an
-   evaluator), or Evaluator options ``device``, ``backend``, ``reward``, ``rules``, ``format``,
-3. the environment: ``$KBENCH_URL`` (with ``$KBENCH_TOKEN``), ``$KBENCH_VERL_FACTORY``,
-4. an Evaluator in this process for the prompt's settings.
+2. ``factory``: ``"module:function"``, called with the sample's options, returns an evaluator,
+3. ``url``: a ``kbench serve --expose-info`` server (token from ``token`` or ``$KBENCH_TOKEN``),
+4. an Evaluator in this process, made with the options ``device``, ``backend``, ``reward``, ``rules``, ``format``
+   (by default the prompt's).
+
+Options come from the call (verl's ``reward_kwargs``), else the environment (``$KBENCH_VERL_FACTORY``,
+``$KBENCH_URL``), else the prompt's settings. Evaluators are made once per process and kept.
 
 An evaluator whose device, backend, format or rules differ from what the prompt was written for raises
 ValueError. An evaluation's failure is its result (a negative reward), never an exception; an unknown task raises.
@@ -40,12 +42,15 @@ verl's config (Hydra overrides)::
     reward.custom_reward_function.name=compute_score
     +reward.custom_reward_function.reward_kwargs.url=http://gpu-host:8000    # or .device=cuda (in-process)
 
+verl calls this in its Ray workers: they see ``$KBENCH_TOKEN`` or ``$KBENCH_URL`` when given as
+``+ray_kwargs.ray_init.runtime_env.env_vars.KBENCH_TOKEN=...`` (or pass ``token`` among the reward_kwargs).
 Scoring in-process on the GPUs the trainer uses shares them with it (memory, and timing under load): a
 ``kbench serve`` on GPUs of their own is the setting for real runs.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
@@ -189,7 +194,13 @@ def task_for(evaluator, name: str, options: dict):
     local evaluator gets the Task (looked up in the prompt's suite first)."""
     if not isinstance(evaluator, Evaluator):  # a RemoteEvaluator takes names
         return name
-    return resolve_task(name, dtype=options.get("dtype"), suite=options.get("suite"))
+    return local_task(name, options.get("dtype"), options.get("suite"))
+
+
+@functools.lru_cache(maxsize=4096)
+def local_task(name: str, dtype: str | None = None, suite: str | None = None):
+    """The Task ``name`` (in ``suite`` first), looked up once per process: every sample of a task names it."""
+    return resolve_task(name, dtype=dtype, suite=suite)
 
 
 # ---------------------------------------------------------------------- the reward function
