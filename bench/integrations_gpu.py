@@ -4,7 +4,7 @@
 wrong variant of it (its first output value everywhere, by views and copies only: judged wrong, not flagged), each
 as a policy's reply (a fenced code block), with the prompt settings ``verl_data`` writes. Scored twice on one evaluator, in verl's two forms: batched (``BatchRewardManager``: one
 call, one ``evaluate_many``), then per sample from a thread each, as verl's reward loop calls it (its builds are
-cached by then). Needs no verl. Writes a markdown table and the rows as JSON; exit status 1 when a verdict is not
+cached by then). Needs no verl (nor gymnasium or pyarrow). Writes a markdown table and the rows as JSON; exit status 1 when a verdict is not
 the expected one (a shipped solution not correct, or a wrong variant correct).
 
     python bench/integrations_gpu.py verl --device cuda --out bench/results/verl_reward_gpu.md
@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kbench_apps.integrations import verl_data, verl_reward  # noqa: E402
+from kbench_apps.integrations import verl_reward  # noqa: E402
 from kbench_env.tasks.suite import resolve_task, solution_path  # noqa: E402
 
 #: tasks with a shipped solution for both the CPU and CUDA backends, levels 1 and 2
@@ -90,7 +90,7 @@ def _markdown(args, passes: list[dict], ok: bool) -> str:
 
 
 def run_verl(args) -> int:
-    settings = verl_data.prompt_settings(args.device)
+    settings = verl_reward.prompt_settings(args.device)
     tasks = [t for t in args.tasks.split(",") if t][: args.limit]
     samples = verl_samples(tasks, settings)
     passes = []

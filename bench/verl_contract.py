@@ -167,7 +167,7 @@ def main(argv=None) -> None:
 
         report = {"verl": verl.__version__, "verl_at": str(Path(verl.__file__).parent),
                   "transformers": transformers.__version__, "dataset": check_dataset(tok, Path(tmp))}
-        rows = [r for r in verl_data.build_rows([resolve_task(TASK)], verl_data.prompt_settings("cpu"), "train")]
+        rows = [r for r in verl_data.build_rows([resolve_task(TASK)], verl_reward.prompt_settings("cpu"), "train")]
     report["managers"] = check_managers(tok, rows * 2, [text["correct"], text["wrong"]])
     report["agent_loop"] = check_agent_loop(tok, rows[0], [text["wrong"], text["correct"]])
     evaluator.close()

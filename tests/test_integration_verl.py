@@ -48,7 +48,7 @@ def fenced(source: str) -> str:
 @pytest.fixture(scope="module")
 def row():
     """A row as verl_data writes it (extra_info holds the prompt's settings)."""
-    (r,) = verl_data.build_rows([resolve_task(TASK)], verl_data.prompt_settings("cpu", suite="default"), "train")
+    (r,) = verl_data.build_rows([resolve_task(TASK)], verl_reward.prompt_settings("cpu", suite="default"), "train")
     return r
 
 

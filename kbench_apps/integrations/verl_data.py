@@ -28,27 +28,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
+from kbench_apps.integrations.verl_reward import prompt_settings
 from kbench_env.backends import get_backend
-from kbench_env.device import Device, resolve_device
+from kbench_env.device import Device
 from kbench_env.env.env import sanitize
 from kbench_env.env.prompt import SYSTEM_PROMPT, build_prompt
 from kbench_env.pipeline import formats
-from kbench_env.pipeline.rules import check_rules
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import Task
 
 DATA_SOURCE, ABILITY, INTERACTION = "kbench", "kernel", "kbench"
-
-
-def prompt_settings(device: str = "cuda", backend: str | None = None, format: str = "kernelbench",
-                    rules: str = "strict", suite: str | None = None) -> dict:
-    """The settings a prompt is written for, resolved as the Evaluator resolves them (``extra_info["kbench"]``)."""
-    device = resolve_device(device)
-    format, backend = formats.resolve(format, backend, device)
-    out = {"device": device, "backend": backend, "format": format, "rules": check_rules(rules)}
-    if suite is not None:
-        out["suite"] = suite
-    return out
 
 
 def task_messages(task: Task, settings: dict) -> list[dict]:

@@ -55,8 +55,11 @@ import importlib
 import os
 import threading
 
+from kbench_env.device import resolve_device
+from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.rules import check_rules
 from kbench_env.tasks.suite import resolve_task
 
 #: keys of every score dict (verl reads the first sample's keys for the whole batch)
@@ -109,6 +112,17 @@ def _episode_score(turn_scores, options: dict) -> dict:
 
 
 # ---------------------------------------------------------------------- options and evaluators
+
+
+def prompt_settings(device: str = "cuda", backend: str | None = None, format: str = "kernelbench",
+                    rules: str = "strict", suite: str | None = None) -> dict:
+    """The settings a prompt is written for (``extra_info["kbench"]``), resolved as the Evaluator resolves them."""
+    device = resolve_device(device)
+    format, backend = formats.resolve(format, backend, device)
+    out = {"device": device, "backend": backend, "format": format, "rules": check_rules(rules)}
+    if suite is not None:
+        out["suite"] = suite
+    return out
 
 
 def sample_options(extra_info, options: dict) -> dict:
