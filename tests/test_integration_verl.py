@@ -101,18 +101,16 @@ def test_batched_form_as_batch_reward_manager_calls_it(scoring, row):
 
 def test_an_episode_already_scored_by_its_turns_is_not_evaluated_again(scoring, row):
     """The interaction's turn rewards reach the reward function as extra_info["turn_scores"] (the agent loop's
-    extra fields, merged in by the reward loop's naive manager): the episode's reward, computed as the TRL
-    multi-turn rollout computes it."""
-    from kbench_training.rollout import episode_reward
-
+    extra fields, merged in by the reward loop's naive manager): the episode's reward (the best turn's less
+    turn_cost per turn after the first, or the last turn's), nothing evaluated."""
     turns = [-0.2, 0.9, 0.5]
     got = verl_reward.compute_score(data_source="kbench", solution_str="(the whole conversation)", ground_truth=TASK,
                                     extra_info={**row["extra_info"], "turn_scores": turns}, turn_cost=0.05)
     assert scoring == [] and got["stage"] == "episode" and tuple(got) == verl_reward.SCORE_KEYS
-    assert got["score"] == pytest.approx(episode_reward(turns, "best", 0.05))
+    assert got["score"] == pytest.approx(0.9 - 2 * 0.05)
     last = verl_reward.compute_score(data_source="kbench", solution_str="", ground_truth=TASK, mode="last",
                                      extra_info={**row["extra_info"], "turn_scores": turns})
-    assert last["score"] == pytest.approx(episode_reward(turns, "last", 0.02))
+    assert last["score"] == pytest.approx(0.5 - 2 * 0.02)
 
 
 def test_settings_that_differ_from_the_prompts_are_refused(scoring, row):

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from kbench_env.tasks.formats import robust_kbench as rk
 from kbench_env.tasks.formats import robust_kbench_read as rkr
 from kbench_env.tasks.formats import robust_kbench_submission as rks
-from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.measure.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.suite import load_suite, task_from_path
 from kbench_env.tasks.task import TaskError
 

@@ -163,8 +163,6 @@ LATE_IMPORTS = {
     ("kbench_env.env.factory", "kbench_env.serving.client"): "it imports httpx, the [serve] extra",
     ("kbench_apps.integrations.verl_reward", "kbench_env.serving.remote"):
         "it imports httpx, the [serve] extra, which only scoring on a server needs",
-    ("kbench_env", "kbench_env.env.env"):
-        "gymnasium may be absent (a bare GPU image): `import kbench_env` gives the Evaluator without it",
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):
         "the fork server imports this module and must not import cpp_extension (sandbox/forkserver.py)",
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",

@@ -11,8 +11,9 @@ and subclasses it where that exists), all coroutines, as verl's ``ToolAgentLoop`
 - ``generate_response(instance_id, messages, **interaction_kwargs) -> (done, feedback, turn_reward, info)``: the
   last assistant message is the attempt; ``done`` when the env terminates (``target_speedup`` reached) or
   truncates (``max_turns`` attempts).
-- ``calculate_score(instance_id) -> float``: the episode's reward so far: the best turn's env reward minus
-  ``turn_cost`` per turn after the first (``mode="last"``: the last turn's), as ``verl_reward.episode_reward``.
+- ``calculate_score(instance_id) -> float``: the episode's reward so far (``kbench_env.pipeline.reward
+  .episode_reward``): the best turn's env reward minus ``turn_cost`` per turn after the first (``mode="last"``:
+  the last turn's).
 - ``finalize_interaction(instance_id)``: forgets the episode.
 
 verl passes the turns' rewards to the reward function as ``extra_info["turn_scores"]``; ``verl_reward.compute_score``
@@ -37,9 +38,9 @@ import asyncio
 from typing import Any
 from uuid import uuid4
 
-from kbench_apps.integrations.verl_reward import (EPISODE_MODES, OPTIONS, episode_reward, evaluator_for,
-                                                  local_task, sample_options, score_of)
+from kbench_apps.integrations.verl_reward import OPTIONS, evaluator_for, local_task, sample_options, score_of
 from kbench_env.env.env import KBenchEnv
+from kbench_env.pipeline.reward import EPISODE_REWARDS, episode_reward
 
 try:  # verl <= 0.7.1 has the base class; later releases have none, and the interface is the same without it
     from verl.interactions.base import BaseInteraction
@@ -80,8 +81,8 @@ class KBenchInteraction(BaseInteraction):
         unknown = set(cfg) - set(EPISODE_DEFAULTS) - set(OPTIONS) - {"name"}
         if unknown:
             raise ValueError(f"KBenchInteraction: unknown config key(s) {sorted(unknown)}")
-        if int(cfg["max_turns"]) < 1 or cfg["mode"] not in EPISODE_MODES:
-            raise ValueError(f"max_turns must be at least 1 and mode one of {EPISODE_MODES}")
+        if int(cfg["max_turns"]) < 1 or cfg["mode"] not in EPISODE_REWARDS:
+            raise ValueError(f"max_turns must be at least 1 and mode one of {EPISODE_REWARDS}")
         self.max_turns, self.mode = int(cfg["max_turns"]), cfg["mode"]
         self.turn_cost, self.target_speedup = float(cfg["turn_cost"]), cfg["target_speedup"]
         self.max_feedback_chars = cfg["max_feedback_chars"]

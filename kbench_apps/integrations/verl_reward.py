@@ -59,6 +59,7 @@ from kbench_env.device import resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.pipeline.reward import episode_reward
 from kbench_env.pipeline.rules import check_rules
 from kbench_env.tasks.suite import resolve_task
 
@@ -72,7 +73,6 @@ PROMPT_SETTINGS = ("device", "backend", "format", "rules")
 #: keywords verl passes that are not ours
 VERL_PASSTHROUGH = ("reward_router_address", "reward_model_tokenizer")
 URL_ENV, FACTORY_ENV = "KBENCH_URL", "KBENCH_VERL_FACTORY"
-EPISODE_MODES = ("best", "last")
 
 _lock = threading.Lock()
 _evaluators: dict[tuple, object] = {}
@@ -83,17 +83,6 @@ def use_evaluator(evaluator) -> None:
     """Score every call of this process on ``evaluator`` (an Evaluator or a ``RemoteEvaluator``); None undoes it."""
     global _installed
     _installed = evaluator
-
-
-def episode_reward(turn_rewards: list, mode: str = "best", turn_cost: float = 0.02) -> float:
-    """An episode's reward from the env's per-turn rewards: the best turn's ("best") or the last one's ("last"),
-    minus ``turn_cost`` per turn after the first (the same rule as the TRL multi-turn rollout's)."""
-    if not len(turn_rewards):
-        raise ValueError("an episode has at least one turn")
-    if mode not in EPISODE_MODES:
-        raise ValueError(f"episode reward must be one of {EPISODE_MODES}, got {mode!r}")
-    base = max(turn_rewards) if mode == "best" else turn_rewards[-1]
-    return float(base) - float(turn_cost) * (len(turn_rewards) - 1)
 
 
 def score_of(result: EvalResult) -> dict:

@@ -42,7 +42,7 @@ MATH_NAMESPACES = frozenset({"dnnl", "mkldnn", "ideep", "fbgemm", "cutlass_libra
 #: Run-time symbol lookup: a way to call any of the above without naming it.
 LOOKUP = frozenset({"dlsym", "dlvsym", "dlopen", "dlmopen"})
 #: RecordFunction's switches and global hooks: {mangled prefix: what it is}. A library that names one can switch the
-#: operator records the forward audit reads off, or hook every operator (pipeline/audit_threads.py scans the
+#: operator records the forward audit reads off, or hook every operator (worker/audit_threads.py scans the
 #: worker's loaded libraries for them too, and the worker's audit hook refuses looking them up through ctypes).
 RECORD_CONTROLS = {
     "_ZN2at20enableRecordFunctionEb": "at::enableRecordFunction (what at::RecordFunctionGuard calls)",
