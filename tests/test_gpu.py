@@ -386,7 +386,7 @@ def test_auto_picks_the_gpu_and_the_cli_refuses_one_that_is_not_there():
     """What the CPU suite cannot see: with a GPU present, "auto" means it, and `--device cuda:N` past the last GPU
     is refused up front while `--device cuda` is accepted."""
     from kbench_apps.cli_output import require_device
-    from kbench_env.device import resolve_device
+    from kbench_env.machine.device import resolve_device
 
     assert resolve_device("auto") == "cuda"
     require_device("cuda")

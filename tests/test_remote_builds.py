@@ -34,7 +34,7 @@ NOT_COMPARED = {"eval_seconds", "worker_seconds", "build_seconds", "phase_second
 def cluster():
     """The ``ray`` module, joined to a local instance (tests that need no Ray do not take it, so run without it)."""
     ray = pytest.importorskip("ray")
-    from kbench_env.raycluster import connect
+    from kbench_env.machine.ray_cluster import connect
 
     started = not ray.is_initialized()
     yield connect("local", num_cpus=2)

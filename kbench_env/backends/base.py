@@ -8,7 +8,7 @@ import ast
 import torch
 
 from kbench_env.fastpath import call_count as fastpath_calls
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.tasks.task import DTYPES
 from kbench_env.worker import timing
 from kbench_env.pipeline.coverage import own_call

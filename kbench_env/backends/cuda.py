@@ -40,7 +40,7 @@ from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
 from kbench_env.backends.gpu_calibration import calibrate_gpu
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.backends import narrow_head
 from kbench_env.backends.extension import NEEDS_EXTENSION_H, ExtensionBackend, _with_opt, lighten
 

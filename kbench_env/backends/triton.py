@@ -21,7 +21,7 @@ from kbench_env.worker import timing
 from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends.base import Backend
 from kbench_env.backends.cuda import CudaBackend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline.coverage import profiling
 
 #: Profiler record names that mark a launch of the candidate's own Triton kernel (see integrity.py).

@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from kbench_env.device import resolve_device
+from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.env.prompt import build_prompt

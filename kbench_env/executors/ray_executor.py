@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from kbench_env.backends import get_backend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.executors.local import STUCK_AFTER_S
 from kbench_env.executors.options import check_arguments
 from kbench_env.executors.retried import RetriedResult
@@ -26,7 +26,7 @@ from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.rules import DEFAULT as DEFAULT_RULES, check_rules
-from kbench_env.raycluster import connect
+from kbench_env.machine.ray_cluster import connect
 
 
 class _EvaluatorActor:

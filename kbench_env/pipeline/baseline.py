@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration

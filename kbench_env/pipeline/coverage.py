@@ -39,7 +39,7 @@ import re
 import torch
 
 from kbench_env.builder.symbols import kernel_name
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 #: Profiler records around a launch of the candidate's Triton kernel (its internals are the kernel's own).
 KERNEL_RECORD_PREFIX = "kbench_kernel::"

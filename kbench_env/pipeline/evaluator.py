@@ -27,8 +27,8 @@ from pathlib import Path
 
 from kbench_env.backends import get_backend
 from kbench_env.builder.remote import make_builder
-from kbench_env.cachedir import default_cache_dir
-from kbench_env.device import Device, resolve_device
+from kbench_env.machine.cache_dir import default_cache_dir
+from kbench_env.machine.device import Device, resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod

@@ -22,7 +22,7 @@ import torch.autograd.profiler
 import torch.profiler
 from torch.profiler import ProfilerActivity
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline.compare import flatten_outputs

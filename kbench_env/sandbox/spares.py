@@ -10,7 +10,7 @@ from collections import deque
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.sandbox import policy
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.policy import Limits

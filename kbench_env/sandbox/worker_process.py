@@ -33,7 +33,7 @@ import signal
 import tempfile
 import time
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.protocol import messages, wire
 from kbench_env.sandbox import buildcache
 from kbench_env.sandbox.cgroup import PidsCgroup, kill_session

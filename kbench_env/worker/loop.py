@@ -26,7 +26,7 @@ import types
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
 from kbench_env.worker import allocator, executor, gpu_executor, timing
 from kbench_env.backends import get_backend
