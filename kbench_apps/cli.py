@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench_apps.cli_output import HelpFormatter, is_terminal, plural, quiet_closed_pipe, require_device
-from kbench_apps.precompute import add_parser as add_baseline_parser
+from kbench_apps.reference_timings import add_parser as add_baseline_parser
 from kbench_apps.report import main as report_main
 from kbench_apps.runlog import RunLog
 from kbench_apps.runner import add_remote_builds, run_suite

@@ -90,7 +90,7 @@ CASES = {
 HARNESS_PATCHES = {
     "patched_timer": with_model(
         f"    def forward(self, x):\n        return {OP}(x)\n",
-        prelude="\nimport itertools\nimport kbench_env.worker.timing as _t\n_c = itertools.count()\n"
+        prelude="\nimport itertools\nimport kbench_env.measure.timing_stats as _t\n_c = itertools.count()\n"
                 "_t._perf_counter = lambda: next(_c) * 1e-9\n"),
     "patched_clock_in_forward": with_model(
         f"    def forward(self, x):\n        import time\n        time.perf_counter = lambda: 0.0\n"
@@ -219,7 +219,7 @@ def test_a_patched_worker_clock_is_not_read_on_the_cpu(evaluator):
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, roofline=False)
     body = f"    def forward(self, x):\n        return {OP}(x)\n"
-    blind = with_model(body, prelude="\nimport itertools\nimport time\nimport kbench_env.worker.timing as _t\n"
+    blind = with_model(body, prelude="\nimport itertools\nimport time\nimport kbench_env.measure.timing_stats as _t\n"
                                      "_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"
                                      "time.perf_counter = _t._perf_counter\n")
     r = ev.evaluate(RELU, blind)

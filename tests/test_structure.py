@@ -160,7 +160,7 @@ OPTIONAL_PACKAGES = {"trl", "transformers", "openai", "matplotlib", "ray", "trit
 #: dotted prefix).
 LATE_IMPORTS = {
     ("kbench_apps.serve", "kbench_env.serving.app"): "it imports starlette, the [serve] extra",
-    ("kbench_env.env.factory", "kbench_env.serving.client"): "it imports httpx, the [serve] extra",
+    ("kbench_env.env.factory", "kbench_env.serving.remote_env"): "it imports httpx, the [serve] extra",
     ("kbench_env", "kbench_env.env.env"):
         "gymnasium may be absent (a bare GPU image): `import kbench_env` gives the Evaluator without it",
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):

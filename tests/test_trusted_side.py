@@ -226,7 +226,7 @@ def test_spare_is_assigned_before_its_replacement_starts():
 def test_a_timing_stops_once_its_median_is_precise():
     """The GPU timing stops before its device-time target once the median's 95% interval is within the precision:
     steady blocks after 5, noisy ones not at all."""
-    from kbench_env.worker import timing
+    from kbench_env.measure import timing_stats as timing
 
     rng = random.Random(0)
     steady = [0.047 * (1 + rng.gauss(0, 0.002)) for _ in range(5)]

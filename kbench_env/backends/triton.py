@@ -17,7 +17,7 @@ import sys
 
 import torch
 
-from kbench_env.worker import timing
+from kbench_env.measure import timing_stats
 from kbench_env.pipeline.screen import ScreenError
 from kbench_env.backends.base import Backend
 from kbench_env.backends.cuda import CudaBackend

@@ -1,5 +1,5 @@
 """What ``gym.make("KBench-v0", ...)`` calls: the local env, or with ``url=`` the remote one on a ``kbench serve``
-server (``kbench_env.serving.client``, the [serve] extra), both with the same spaces and behaviour."""
+server (``kbench_env.serving.remote_env``, the [serve] extra), both with the same spaces and behaviour."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from kbench_env.env.env import KBenchEnv
 def make_env(url: str | None = None, **kwargs):
     """``KBenchEnv(**kwargs)``; with ``url``, ``RemoteKBenchEnv(url, **kwargs)``."""
     if url is not None:
-        from kbench_env.serving.client import RemoteKBenchEnv  # httpx, the [serve] extra
+        from kbench_env.serving.remote_env import RemoteKBenchEnv  # httpx, the [serve] extra
 
         return RemoteKBenchEnv(url, **kwargs)
     return KBenchEnv(**kwargs)

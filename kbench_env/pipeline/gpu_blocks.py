@@ -45,7 +45,7 @@ from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.tasks.input_draws import varies
 from kbench_env.worker.gpu_executor import MAX_BLOCK
-from kbench_env.worker.timing import PRECISION, Timing, gpu_blocks_done, summarize
+from kbench_env.measure.timing_stats import PRECISION, Timing, gpu_blocks_done, summarize
 
 #: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
 #: fixed; an eagerly run block (a candidate that cannot be captured) has its outputs exported inside the window:

@@ -26,7 +26,7 @@ from kbench_env.machine.device import Device
 from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import coverage as _coverage
 from kbench_env.pipeline.compare import flatten_outputs
-from kbench_env.worker.timing import _perf_counter  # captured before any candidate code loads
+from kbench_env.measure.timing_stats import _perf_counter  # captured before any candidate code loads
 
 #: aten operators a candidate may call in forward: allocation, views, data movement, dtype/device casts.
 ALLOWED_GLUE = frozenset("""

@@ -8,7 +8,7 @@ hook); this side
 - hands the worker its policy (policy.Limits) and scratch directory (job.py),
 - puts the worker in a pids cgroup of its own where the machine allows (root, cgroup.py): a process limit that also
   holds for uid 0, and a complete kill list (children that left the process group included),
-- keeps a report channel separate from the protocol (reports.py): the worker's confinement status, then every
+- keeps a report channel separate from the protocol (report_channel.py): the worker's confinement status, then every
   attempt the audit hook refused (``violations()``; the evaluator turns them into a ``sandbox_violation`` flag),
 - reads and writes the worker's connection with deadlines, and refuses what it sends beyond what is expected
   (wire.py): half a message, a worker that stops reading, or a reply that would swell this process end that worker,
@@ -43,7 +43,7 @@ from kbench_env.sandbox.job import worker_job
 from kbench_env.sandbox.memory import Freezer, ProcessMemory
 from kbench_env.sandbox.policy import Limits
 from kbench_env.sandbox.reaper import REAPER
-from kbench_env.sandbox.reports import ReportChannel
+from kbench_env.sandbox.report_channel import ReportChannel
 from kbench_env.sandbox.samples import executable_files
 from kbench_env.sandbox.worker_build import WorkerBuilds, scan_library
 from kbench_env.worker import loop as worker_mod

@@ -28,7 +28,7 @@ from kbench_env.pipeline import integrity
 from kbench_env.pipeline.compare import flatten_outputs
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.cuda_ipc import Exporter
-from kbench_env.worker import timing
+from kbench_env.measure import timing_stats
 from kbench_env.worker.executor import output_layout
 
 #: Calls per block at most, and the device time a block aims at: long enough that the trusted side's fixed cost
@@ -145,7 +145,7 @@ def _gpu_block(s, header: dict, payload, grad, send) -> None:
         send({"type": msg.DONE, "config": header.get("config"), "method": "cuda-graph",
               "ms": ev0.elapsed_time(ev1)})
         return
-    clock = timing._perf_counter
+    clock = timing_stats._perf_counter
     torch.cuda.synchronize()
     t0 = clock()
     with grad:

@@ -9,7 +9,7 @@ serialised with ``torch.save`` that the parent reads with ``weights_only=True``,
 the parent unpickle objects; the parent bounds what it reads (wire.py).
 
 This module must import nothing that runs candidate code at import; the clock an eagerly run GPU block is timed by
-is captured (timing.py) before the candidate loads.
+is captured (measure/timing_stats.py) before the candidate loads.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import torch
 
 from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
-from kbench_env.worker import allocator, executor, gpu_executor, timing
+from kbench_env.worker import allocator, executor, gpu_executor
+from kbench_env.measure import timing_stats  # noqa: F401  (captures the clock before candidate code is loaded)
 from kbench_env.backends import get_backend
 from kbench_env.builder.errors import trim_compiler_output
 from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
