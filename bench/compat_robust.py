@@ -286,7 +286,7 @@ def run(args) -> int:
 
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.tasks.loaders.robust_kbench import load_robust_tree
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     checkout = Path(args.robust_kbench)
     root = tasks_root(checkout)

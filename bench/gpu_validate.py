@@ -49,7 +49,7 @@ def primary_config(task, device: str = "cuda"):
 
 def _evaluator(backend: str, compile_baseline: bool, args):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     return Evaluator(device=args.device, backend=backend, compile_baseline=compile_baseline, timing=dict(TIMING),
                      limits=Limits(build_timeout=args.build_timeout, run_timeout=120, time_timeout=300),

@@ -27,7 +27,7 @@ from kbench_env.pipeline.formats import FORMATS
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.sandbox.doctor import doctor, format_doctor
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import load_suite, resolve_task
 
 

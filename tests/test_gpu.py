@@ -294,7 +294,7 @@ class _SharedDevice:
 
 def _evaluator(backend: str, shared_device: bool = True, rules: str = "strict", format: str = "kernelbench"):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     ev = Evaluator(device="cuda", backend=backend, compile_baseline=False, timing=dict(TIMING),
                    limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300), rules=rules, format=format)

@@ -19,7 +19,7 @@ from kbench_env.builder.client import Builder, BuilderError
 from kbench_env.builder.ray_builds import RemoteBuilder, parse_option
 from kbench_env.builder.store import ExternalBuildRefused
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")

@@ -164,14 +164,14 @@ LATE_IMPORTS = {
     ("kbench_env", "kbench_env.env.env"):
         "gymnasium may be absent (a bare GPU image): `import kbench_env` gives the Evaluator without it",
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):
-        "the fork server imports this module and must not import cpp_extension (sandbox/forkserver.py)",
+        "the fork server imports this module and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",
     ("kbench_env.builder.torch_ext", "torch.utils.cpp_extension"):
-        "the fork server imports the builder's server, and must not import cpp_extension (sandbox/forkserver.py)",
+        "the fork server imports the builder's server, and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_env.backends.narrow_head", "torch.utils.cpp_extension"):
-        "the fork server imports the CUDA backend, and must not import cpp_extension (sandbox/forkserver.py)",
+        "the fork server imports the CUDA backend, and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_env.worker.builds", "torch.utils.cpp_extension"):
-        "the fork server imports the worker loop, and must not import cpp_extension (sandbox/forkserver.py)",
+        "the fork server imports the worker loop, and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_env.pipeline.integrity", "torch.utils.flop_counter"):
         "a quarter of a second to import, for the roofline floor only (the trusted side, once per configuration)",
     ("kbench_env.fastpath", "kbench_env.builder.fast"):
@@ -272,8 +272,8 @@ def test_library_code_cites_no_bench_record_gpu_figure_date_or_change_log():
 
 def test_the_fork_servers_preloads_do_not_import_cpp_extension():
     """With a CUDA build of torch, importing torch.utils.cpp_extension in the fork server makes every forked worker
-    fail "Cannot re-initialize CUDA in forked subprocess" (sandbox/forkserver.py): no preload may pull it in."""
-    from kbench_env.sandbox import forkserver
+    fail "Cannot re-initialize CUDA in forked subprocess" (sandbox/confine/forkserver.py): no preload may pull it in."""
+    from kbench_env.sandbox.confine import forkserver
 
     code = ("import sys, importlib\n"
             f"for m in {forkserver._PRELOAD!r}: importlib.import_module(m)\n"

@@ -18,10 +18,10 @@ from concurrent.futures import Future
 
 from kbench_env.builder import server
 from kbench_env.protocol.wire import pack, unpack
-from kbench_env.sandbox.cgroup import kill_session
+from kbench_env.sandbox.confine.cgroup import kill_session
 from kbench_env.sandbox.confine.environment import scrubbed_environment
-from kbench_env.sandbox.forkserver import context, spawning
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.forkserver import context, spawning
+from kbench_env.sandbox.confine.policy import Limits
 
 
 #: Seconds without a request after which the builder process is stopped (the next request starts another).

@@ -24,7 +24,7 @@ import time
 import uuid
 
 from kbench_env.builder.compiler import CompileError
-from kbench_env.sandbox import buildcache
+from kbench_env.builder import cache
 
 MANIFEST = ".kbench-build.json"
 _UNIT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}$")
@@ -93,7 +93,7 @@ class Store:
                     artifact, module = make(staging)
                 except CompileError as exc:
                     raise CompileError(str(exc).replace(staging, "<build>")) from None
-                size = buildcache.disk_usage(staging)[0]
+                size = cache.disk_usage(staging)[0]
                 if size > max_bytes:
                     raise CompileError(f"the build's output is {size / 2**20:.1f} MiB, over the "
                                        f"{max_bytes / 2**20:.1f} MiB this candidate's builds may still add to the "

@@ -39,7 +39,7 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd.profiler import profile
 
-from kbench_env.builder.symbols import RECORD_CONTROLS
+from kbench_env.sandbox.confine.record_controls import RECORD_CONTROLS
 
 #: The record the audit opens on forward's thread before it stops the profile.
 SENTINEL = "kbench_audit::sentinel"

@@ -41,7 +41,7 @@ from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.threads import trusted_threads
 from kbench_env.sandbox.diagnosis import WorkerError
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.task import Config, Task
 

@@ -24,7 +24,8 @@ import os
 
 import torch
 
-from kbench_env.builder.symbols import is_record_control, nested_name
+from kbench_env.builder.symbols import nested_name
+from kbench_env.sandbox.confine.record_controls import is_record_control
 from kbench_env.pipeline.integrity import ALLOWED_GLUE
 
 #: Sub-namespaces of at::cpu / at::cuda that hold compute that is not an operator's entry point.

@@ -22,7 +22,7 @@ _LANG = re.compile(r"[ \t]*([A-Za-z0-9_+\-]*)")  # after a fence: the block's la
 
 
 #: Names that switch PyTorch's operator records (RecordFunction) off or hook every operator, from Python
-#: (worker/record_switches.SWITCHES) and from C++ (builder/symbols.RECORD_CONTROLS): what the forward audit reads.
+#: (worker/record_switches.SWITCHES) and from C++ (sandbox/confine/record_controls.py): what the forward audit reads.
 RECORD_SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_clear_callbacks", "enableRecordFunction",
                    "RecordFunctionGuard", "set_record_function_tls_", "addGlobalCallback", "addThreadLocalCallback",
                    "clearCallbacks", "clearGlobalCallbacks", "clearThreadLocalCallbacks", "removeCallback",

@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 
-from kbench_env.sandbox.freeze_group import FreezeGroup
+from kbench_env.sandbox.confine.freeze_group import FreezeGroup
 
 
 class PidsCgroup:
