@@ -145,7 +145,7 @@ class KBenchEnv(gym.Env):
     |                    |                 |             | "fast" (fastpath extern "C" kernels, ~1 s builds) or       |
     |                    |                 |             | "triton" (GPU only); fixes the backend for fast and triton |
     | `baseline`         | str             | `"eager"`   | Speedup measured against "eager" or "compile" reference    |
-    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.policy`)      |
+    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`confine.policy`)      |
     | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
     |                    |                 |             | `~/.cache/kbench`                                          |
     | `input_sets`       | int             | `3`         | Kept on the evaluator; does not shape the timing           |

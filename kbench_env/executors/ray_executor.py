@@ -1,7 +1,7 @@
 """The Ray executor: one actor per GPU (or per CPU slot), each holding an Evaluator for its device, on an
 existing Ray cluster (``address="auto"``) or a local instance (``"local"`` or None). Builds use the actor's CPUs;
 results come back as EvalResult dicts and are rebuilt here, so callers see the same objects as with the local
-executor. ``kbench serve --ray-address`` builds this same executor (``raycluster.connect`` is the one place an
+executor. ``kbench serve --ray-address`` builds this same executor (``ray_cluster.connect`` is the one place an
 address is understood).
 
 An actor that dies (its worker process killed, its node gone) loses no evaluation: Ray restarts the actor

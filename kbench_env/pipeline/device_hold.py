@@ -123,7 +123,7 @@ def _shared_checks_then_timing(ev, task: Task, configs: list[Config], seed: int,
 
 
 def _log_wait(lock, start_ns: int) -> None:
-    """A candidate's wait for the device, into the hold log (devicelock.log_hold, mode "wait"; nothing without
+    """A candidate's wait for the device, into the hold log (device_lock.log_hold, mode "wait"; nothing without
     KBENCH_DEVICE_HOLD_LOG or a lock file): the device idle while a candidate waits is what a run wants to know
     (bench/hold_overlap.py)."""
     log_hold(getattr(lock, "_file", None), "wait", start_ns)

@@ -77,7 +77,7 @@ class Evaluator:
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
         format: the action format candidates are held to: "kernelbench", "fast" or "triton" (formats.py).
         remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/ray_builds.py).
-        shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at
+        shared_checks: candidates' correctness checks share the device (up to shared_device_lock.SHARED_CAP at
             once per Evaluator) instead of holding it one at a time; timing, reference timing and plausibility still
             have it to themselves, excluding every other holder in this and other processes. It trades device
             memory (several candidates' checks, and checked candidates waiting for their timing, at once) for less

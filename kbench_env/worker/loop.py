@@ -6,7 +6,7 @@ Runs in its own process (started by sandbox/worker_process.py), in its own sessi
 resource limits and a scrubbed environment. It never receives the reference's output: it sends the candidate's outputs back and
 the trusted parent compares them. Everything it sends is JSON plus raw tensor bytes (wire.pack), or tensors
 serialised with ``torch.save`` that the parent reads with ``weights_only=True``, so a hostile candidate cannot make
-the parent unpickle objects; the parent bounds what it reads (wire.py).
+the parent unpickle objects; the parent bounds what it reads (protocol/wire.py).
 
 This module must import nothing that runs candidate code at import; the clock an eagerly run GPU block is timed by
 is captured (measure/timing_stats.py) before the candidate loads.
