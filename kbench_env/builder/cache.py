@@ -6,10 +6,11 @@ writes here (builder/store.py: staged, then renamed into place with a manifest);
 (confine/namespaces.py, confine/landlock.py). So a build is loaded by any candidate whose request names the same
 unit, which is exactly the build its own request would have made: no candidate can plant what another loads.
 
-Bounds (their defaults: confine/policy.py): a worker's new builds add at most ``Limits.build_bytes`` (sandbox/worker_build.py), and after they are
-made the cache is brought under ``Limits.cache_bytes`` by evicting the least recently used units. A unit a live
-worker was given is never evicted: each ``Claim`` holds a shared ``flock`` on its directory, eviction takes an
-exclusive one without waiting and skips what it cannot lock, so several evaluator processes can share one cache.
+Bounds (their defaults: sandbox/confine/policy.py): a worker's new builds add at most ``Limits.build_bytes``
+(sandbox/worker_build.py), and after they are made the cache is brought under ``Limits.cache_bytes`` by evicting
+the least recently used units. A unit a live worker was given is never evicted: each ``Claim`` holds a shared
+``flock`` on its directory, eviction takes an exclusive one without waiting and skips what it cannot lock, so
+several evaluator processes can share one cache.
 """
 
 from __future__ import annotations

@@ -42,8 +42,9 @@ def request_defaults(limits: Limits, max_bytes: int | None, light_headers: bool 
 
 def build_environment(backend: str, device: str, timeout: float = 60.0) -> dict:
     """The build environment (backend.build_environment) of ``device``, read in a process started from the fork
-    server, as the builder process reads it: this process does not initialise CUDA (machine/device_lock.py). For a builder
-    that does not read its own (a remote builder, builder/ray_builds.py). Raises BuilderError if it cannot be read."""
+    server, as the builder process reads it: this process does not initialise CUDA (machine/device_lock.py). For a
+    builder that does not read its own (a remote builder, builder/ray_builds.py). Raises BuilderError if it cannot be
+    read."""
     ctx = context()
     conn, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=server.send_build_environment, args=(child, backend, device), daemon=True,

@@ -166,7 +166,7 @@ class KBenchEnv(gym.Env):
     | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
     |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
     | `remote_builds`    | str, None       | `None`      | "ray" or "ray:<address>": builds as Ray tasks on a         |
-    |                    |                 |             | cluster's CPU nodes (builder/ray_builds.py)                    |
+    |                    |                 |             | cluster's CPU nodes (builder/ray_builds.py)                |
     | `shared_checks`    | bool, None      | `None`      | Correctness checks share the device (timing stays alone on |
     |                    |                 |             | it): None: on for GPUs, off on the CPU; or                 |
     |                    |                 |             | `KBENCH_SHARED_CHECKS=0/1`                                 |

@@ -1,7 +1,7 @@
 """How an evaluation holds its device for the stages that run candidate code on it (check, timing,
 plausibility), and the lock it holds: by default one candidate at a time from its checks to the end of its timing;
 with the Evaluator's ``shared_checks``, the checks shared with other candidates' checks and the timing and
-plausibility alone (kbench_env/machine/shared_device_lock.py). Either way no timing overlaps other work on the device that
+plausibility alone (machine/shared_device_lock.py). Either way no timing overlaps other work on the device that
 goes through the lock, in this process or another.
 """
 

@@ -82,7 +82,7 @@ def _thread_states(pid: int) -> list[str]:
 
 class Freezer:
     """Stops and resumes every task of a worker: its process group by signal, ``pids()`` naming the processes to
-    wait for (the worker, and where its pids cgroup lists them, sandbox/confine/cgroup.py, every process it started); and
+    wait for (the worker, and where its pids cgroup lists them, confine/cgroup.py, every process it started); and
     with ``group`` (its freezer cgroup, confine/freeze_group.py) the cgroup frozen as one, which nothing of the worker
     escapes (a process that left the group, or changes pid faster than the list is read)."""
 

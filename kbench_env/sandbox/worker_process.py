@@ -1,17 +1,18 @@
 """The sandboxed worker process, seen from the trusted side: start, talk with timeouts, watch, kill, clean up.
 
 Owns the process boundary. A worker is a fresh process per evaluation, forked from the fork server
-(confine/forkserver.py), and nothing a candidate does to its process outlives its evaluation. The worker confines itself
-before the candidate loads (confine/: descriptors, namespaces, Landlock, capabilities, seccomp, limits, an audit
-hook); this side
+(confine/forkserver.py), and nothing a candidate does to its process outlives its evaluation. The worker confines
+itself before the candidate loads (confine/: descriptors, namespaces, Landlock, capabilities, seccomp, limits, an
+audit hook); this side
 
-- hands the worker its policy (policy.Limits) and scratch directory (job.py),
-- puts the worker in a pids cgroup of its own where the machine allows (root, confine/cgroup.py): a process limit that also
-  holds for uid 0, and a complete kill list (children that left the process group included),
+- hands the worker its policy (confine/policy.Limits) and scratch directory (job.py),
+- puts the worker in a pids cgroup of its own where the machine allows (root, confine/cgroup.py): a process limit
+  that also holds for uid 0, and a complete kill list (children that left the process group included),
 - keeps a report channel separate from the protocol (report_channel.py): the worker's confinement status, then every
   attempt the audit hook refused (``violations()``; the evaluator turns them into a ``sandbox_violation`` flag),
 - reads and writes the worker's connection with deadlines, and refuses what it sends beyond what is expected
-  (protocol/wire.py): half a message, a worker that stops reading, or a reply that would swell this process end that worker,
+  (protocol/wire.py): half a message, a worker that stops reading, or a reply that would swell this process end
+  that worker,
 - watches resident memory (GPU workers) and the scratch directory's size on disk,
 - relays the worker's build requests to the trusted builder and answers them (worker_build.py: the worker never
   compiles nor writes the build cache, which it sees read-only), claims the builds it loads against eviction,
