@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ATTACKS = [
     ("honest", ""),
     ("summarize_divided_by_7",  # the worker's summary: no longer read anywhere
-     "import kbench_env.measure.timing_stats as _t\n_s = _t.summarize\n"
+     "import kbench_env.measure.stats as _t\n_s = _t.summarize\n"
      "_t.summarize = lambda ts: _s([x / 7 for x in ts])\n"),
     ("pack_ms_over_8",  # every time field the worker sends divided by 8
      "import kbench_env.worker.loop as _l\n_p = _l.pack\n"

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from kbench_env.pipeline.compare import compare_outputs  # noqa: E402
+from kbench_env.measure.compare import compare_outputs  # noqa: E402
 from kbench_env.tasks.suite import resolve_task  # noqa: E402
 from kbench_env.tasks.task import DTYPES, Config, seeded  # noqa: E402
 

@@ -153,7 +153,7 @@ ADVERSARIAL = {
         prelude="CACHE = {}\n"), ("timed_output_wrong",), False),
     "patched_timer": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
-        prelude="import kbench_env.measure.timing_stats as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
+        prelude="import kbench_env.measure.stats as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
         TIMING_LIE_CAUGHT, False),
     "patched_cuda_events": ("level1/relu", _adv("        return ext.relu(args[0])\n", prelude=PATCHED_EVENTS),
                             TIMING_LIE_CAUGHT, False),

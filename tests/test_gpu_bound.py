@@ -107,7 +107,7 @@ def test_a_forgery_stays_under_the_bound_on_every_timing(monkeypatch):
 
 
 def test_the_gpu_stopping_rule():
-    from kbench_env.measure.timing_stats import gpu_blocks_done
+    from kbench_env.measure.stats import gpu_blocks_done
 
     steady = [1.0, 1.0, 1.0, 1.0]
     assert not gpu_blocks_done(steady, total_s=1.0, elapsed_s=0.1, block=8)  # under 5 blocks

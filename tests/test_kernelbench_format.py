@@ -20,7 +20,7 @@ from conftest import ROOT
 from kbench_env.tasks.loaders import kernelbench
 from kbench_env.tasks import shapecheck
 from kbench_env.tasks import task as task_mod
-from kbench_env.pipeline.compare import DEFAULT_TOLERANCES, tolerance_for
+from kbench_env.measure.compare import DEFAULT_TOLERANCES, tolerance_for
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.sizes import size_constants
 from kbench_env.tasks.suite import SkippedTaskWarning, load_suite

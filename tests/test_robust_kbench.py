@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from kbench_env.tasks.loaders import robust_kbench as rk
 from kbench_env.tasks.loaders.robust_kbench import read as rkr
 from kbench_env.tasks.loaders.robust_kbench import submission as rks
-from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.measure.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.suite import load_suite, task_from_path
 from kbench_env.tasks.task import TaskError
 

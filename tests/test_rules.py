@@ -1,4 +1,4 @@
-"""The rules option (rules.py) and kernel coverage (coverage.py), on the CPU backend.
+"""The rules option (rules.py) and kernel coverage (pipeline/coverage.py, worker/profile_times.py), on the CPU backend.
 
 A KernelBench-style level-2 answer (PyTorch's convolution, then the ReLU and bias fused in a C++ kernel of its own)
 is accepted and paid under rules="kernelbench" with its coverage reported, and flagged under the strict default;
@@ -17,8 +17,11 @@ import torch
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
+from kbench_env.measure.ownership import ALLOWED_GLUE, own_call
 from kbench_env.pipeline import coverage
 from kbench_env.pipeline import integrity
+from kbench_env.worker import audit as worker_audit
+from kbench_env.worker.profile_times import profile_times
 from kbench_env.pipeline import rules
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.tasks.suite import resolve_task
@@ -141,7 +144,7 @@ def _audit(fn, namespaces=frozenset()):
 
     backend = get_backend("cpu")
     ext = backend.count_calls(_Ext)
-    audit = integrity.ForwardAudit(set(namespaces), backend.extension_calls, "cpu")
+    audit = worker_audit.ForwardAudit(set(namespaces), backend.extension_calls, "cpu")
     with audit, torch.no_grad():
         fn(ext)
     return audit.report()
@@ -163,8 +166,6 @@ def test_extension_calls_are_own_time_less_the_pytorch_they_call():
 def test_cpu_coverage_arithmetic_on_fixed_events():
     """An own region of 100 us with a 70 us aten::mm inside, a 20 us own-namespace op and a 30 us aten::add at
     the root: own = (100 - 70) + 20 = 50 of total 150."""
-    from kbench_env.pipeline.integrity import ALLOWED_GLUE
-
     region = _ev(1, "kbench_ext::calls_mm", 0, 100)
     mm = _ev(2, "aten::mm", 10, 80)
     view = _ev(3, "aten::view", 85, 90)  # glue inside a region is not subtracted
@@ -174,11 +175,11 @@ def test_cpu_coverage_arithmetic_on_fixed_events():
     view.set_cpu_parent(region)
     mine = _ev(4, "mykernels::fused", 100, 120)
     add = _ev(5, "aten::add", 120, 150)
-    times = coverage.profile_times([region, mm, view, mine, add], {"mykernels"}, True, "cpu", ALLOWED_GLUE)
+    times = profile_times([region, mm, view, mine, add], {"mykernels"}, True, "cpu", ALLOWED_GLUE)
     assert times == {"cpu_us": {"own": 50.0, "total": 150.0}}
     assert coverage.coverage(times) == pytest.approx(50 / 150, abs=1e-4)
     # records are not believed when the worker cannot vouch for them: the region then counts as nobody's
-    untrusted = coverage.profile_times([region, mm, view, mine, add], {"mykernels"}, False, "cpu", ALLOWED_GLUE)
+    untrusted = profile_times([region, mm, view, mine, add], {"mykernels"}, False, "cpu", ALLOWED_GLUE)
     assert untrusted == {"cpu_us": {"own": 20.0, "total": 125.0}}  # mm, view, mine, add
 
 
@@ -192,7 +193,7 @@ def test_extension_calls_open_records_only_while_profiled():
         ext.spin(10)
     assert [e.name for e in p.function_events] == ["kbench_ext::spin"]
     assert not torch._C._autograd._profiler_enabled()
-    assert isinstance(coverage.own_call("spin"), contextlib.nullcontext)  # no profiler, no record
+    assert isinstance(own_call("spin"), contextlib.nullcontext)  # no profiler, no record
 
 
 # ---------------------------------------------------------------------- device time on a GPU, synthetic events
@@ -234,7 +235,7 @@ def _gpu_profile(trust=True):
     ]
     events = EventList(host + dev)
     events._build_tree()
-    return coverage.profile_times(events, set(), trust, "cuda", integrity.ALLOWED_GLUE)
+    return profile_times(events, set(), trust, "cuda", ALLOWED_GLUE)
 
 
 def test_device_time_is_attributed_by_launcher_then_name():
@@ -266,7 +267,7 @@ def test_library_kernels_of_unfamiliar_names_are_attributed_by_their_launch():
            _ev(1337, "void at::native::vectorized_elementwise_kernel<4>", 1700, 1750, cuda, "kernel")]
     events = EventList(host + dev)
     events._build_tree()
-    report = coverage.profile_times(events, set(), True, "cuda", integrity.ALLOWED_GLUE)
+    report = profile_times(events, set(), True, "cuda", ALLOWED_GLUE)
     assert {cls for _, cls, _ in report["device_us"]} == {"torch"}
     assert coverage.coverage(report, PREFIXES) == 0.0
     assert coverage.own_device_kernels(report, PREFIXES) == []
@@ -293,7 +294,7 @@ def test_a_pytorch_only_gpu_forward_runs_no_own_kernel():
     ])
     events._build_tree()
     report = {"own_ops": [], "extension_calls": 0,
-              **coverage.profile_times(events, set(), True, "cuda", integrity.ALLOWED_GLUE)}
+              **profile_times(events, set(), True, "cuda", ALLOWED_GLUE)}
     assert coverage.coverage(report, PREFIXES) == 0.0
     for r in rules.RULES:
         assert [f.split(":")[0] for f in rules.audit_flags(r, report, "gpu", PREFIXES)] == ["no_kernel_launched"]

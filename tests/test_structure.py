@@ -1,10 +1,10 @@
 """The package's shape, as issues #20 and #38 set it: the parts depend one way, each name means one thing, and no
-module or function outgrows a reader. Every package is held to it: kbench_env's, kbench_apps, and the agents and the
-training code (installed as kbench_agents and kbench_training).
+module or function outgrows a reader. Every package is held to it: kbench_env's, kbench_apps, the agents and the
+training code (installed as kbench_agents and kbench_training), and the verifiers plugin module.
 
 - no module-level import circle (imports inside functions are for optional extras and are left out of this graph);
 - between packages, imports anywhere in a module count: no two packages import each other, and the packages keep
-  the layers of DESIGN.md (``LAYERS``; the arrows the other half of issue #38 removes are ``TEMPORARY_ARROWS``);
+  the layers of DESIGN.md (``LAYERS``);
 - the environment never imports the apps, the agents or the training code, and the apps find agents through the
   ``kbench.agents`` entry-point group, not by importing them;
 - kbench_env's root holds its facade and the candidates' fast-path toolkit only; no two modules share a file name;
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The folders of the packages and the names they are imported by (pyproject.toml installs agents/ and training/
 #: as kbench_agents and kbench_training, through the links of those names at the root).
 PACKAGES = {"kbench_env": "kbench_env", "kbench_apps": "kbench_apps", "agents": "kbench_agents",
-            "training": "kbench_training"}
+            "training": "kbench_training", "kbench_verifiers": "kbench_verifiers"}
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
 MAX_EVALUATOR_LINES = 200
@@ -174,8 +174,8 @@ LATE_IMPORTS = {
     ("kbench_apps.serve", "kbench_env.serving.app"): "it imports starlette, the [serve] extra",
     ("kbench_env", "kbench_env.serving.remote_env"): "it imports httpx, the [serve] extra",
     ("kbench_env", "kbench_env.env.env"):
-        "gymnasium may be absent (a bare GPU image): `import kbench_env` gives the Evaluator without it (and "
-        "gym.make's make_env imports the env when it is called)",
+        "importing the package imports none of its modules (a worker imports it: tests/test_boundary.py); gym.make's "
+        "make_env imports the env when it is called",
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):
         "the fork server imports this module and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",
@@ -305,7 +305,7 @@ def test_the_fork_servers_preloads_do_not_import_cpp_extension():
 #: (``from kbench_env.fastpath import cpp_kernel``: part of the fast action format), which the worker routes to the
 #: builder; ``sandbox/confine`` is the sandbox's lower layer, which the builder's process uses too.
 LAYERS = (
-    ("kbench_apps", "kbench_agents", "kbench_training"),
+    ("kbench_verifiers", "kbench_apps", "kbench_agents", "kbench_training"),
     ("kbench_env",),
     ("serving",),
     ("env", "executors"),
@@ -315,11 +315,6 @@ LAYERS = (
     ("tasks",),
     ("machine",),
 )
-#: Arrows against the layers that the other half of issue #38 removes (branch bndA: kbench_env/measure/ takes
-#: what the worker, the backends, the fast path and the tasks import from the pipeline, so that the worker never
-#: imports the pipeline). Allowed until that branch is merged; the coordinator then empties this set
-#: (test_the_temporary_arrows_are_still_there fails for each entry whose arrow is gone).
-TEMPORARY_ARROWS = {("worker", "pipeline"), ("backends", "pipeline"), ("fastpath", "pipeline"), ("tasks", "pipeline")}
 #: The modules at kbench_env's root besides its __init__, each with why it is not in a package.
 ROOT_MODULES = {"fastpath": "the fast action format's toolkit, imported by candidates by this name"}
 
@@ -361,13 +356,13 @@ PACKAGE_GRAPH = _package_graph()
 _RANK = {package: i for i, layer in enumerate(LAYERS) for package in layer}
 
 
-def _arrows(graph, allowed=frozenset()) -> dict[tuple, set]:
-    return {(a, b): why for a, deps in graph.items() for b, why in deps.items() if (a, b) not in allowed}
+def _arrows(graph) -> dict[tuple, set]:
+    return {(a, b): why for a, deps in graph.items() for b, why in deps.items()}
 
 
-def _upward(graph, allowed=frozenset()) -> dict[tuple, set]:
+def _upward(graph) -> dict[tuple, set]:
     """The arrows of ``graph`` from a lower layer to a higher one."""
-    return {(a, b): why for (a, b), why in _arrows(graph, allowed).items() if _RANK[a] > _RANK[b]}
+    return {(a, b): why for (a, b), why in _arrows(graph).items() if _RANK[a] > _RANK[b]}
 
 
 def test_the_package_checker_names_nodes_and_finds_upward_arrows():
@@ -378,7 +373,6 @@ def test_the_package_checker_names_nodes_and_finds_upward_arrows():
     assert _module_of("kbench_env.machine.device.Device") == "kbench_env.machine.device"
     graph = {"tasks": {"pipeline": {"t -> p"}}, "pipeline": {"tasks": {"p -> t"}}}
     assert list(_upward(graph)) == [("tasks", "pipeline")]
-    assert _upward(graph, {("tasks", "pipeline")}) == {}
 
 
 def test_every_package_has_a_layer():
@@ -387,28 +381,23 @@ def test_every_package_has_a_layer():
 
 
 def test_no_two_packages_import_each_other():
-    arrows = _arrows(PACKAGE_GRAPH, TEMPORARY_ARROWS)
+    arrows = _arrows(PACKAGE_GRAPH)
     pairs = {(a, b): sorted(arrows[a, b])[:3] + sorted(arrows[b, a])[:3] for a, b in arrows if a < b and (b, a) in arrows}
     assert not pairs, f"packages importing each other: {pairs}"
 
 
 def test_the_packages_keep_their_layers():
-    up = {k: sorted(v)[:3] for k, v in _upward(PACKAGE_GRAPH, TEMPORARY_ARROWS).items()}
+    up = {k: sorted(v)[:3] for k, v in _upward(PACKAGE_GRAPH).items()}
     assert not up, f"imports from a lower layer into a higher one (LAYERS): {up}"
 
 
 def test_no_package_circle_inside_a_layer():
-    arrows = _arrows(PACKAGE_GRAPH, TEMPORARY_ARROWS)
+    arrows = _arrows(PACKAGE_GRAPH)
     same = {}
     for a, b in arrows:
         if _RANK[a] == _RANK[b]:
             same.setdefault(a, set()).add(b)
     assert _cycle(same) is None, f"package circle: {' -> '.join(_cycle(same))}"
-
-
-def test_the_temporary_arrows_are_still_there():
-    gone = sorted(TEMPORARY_ARROWS - set(_arrows(PACKAGE_GRAPH)))
-    assert not gone, f"arrows in TEMPORARY_ARROWS that no import makes any more (take them out): {gone}"
 
 
 def test_the_package_root_holds_its_facade_and_the_candidates_toolkit_only():

@@ -9,7 +9,7 @@ import torch
 from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline import rules as rules_mod
-from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.measure.compare import compare_outputs
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
 from kbench_env.pipeline.linked import own_kernel_names
 from kbench_env.pipeline.reports import flag, note_reports

@@ -39,13 +39,13 @@ import torch
 
 from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
 from kbench_env.pipeline.deferred_checks import DeferredChecks
-from kbench_env.pipeline.integrity import input_stds
+from kbench_env.measure.inputs import input_stds
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.cuda_ipc import IpcError, Mappings
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.tasks.input_draws import varies
 from kbench_env.worker.gpu_executor import MAX_BLOCK
-from kbench_env.measure.timing_stats import PRECISION, Timing, gpu_blocks_done, summarize
+from kbench_env.measure.stats import PRECISION, Timing, gpu_blocks_done, summarize
 
 #: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
 #: fixed; an eagerly run block (a candidate that cannot be captured) has its outputs exported inside the window:

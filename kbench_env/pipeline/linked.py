@@ -7,7 +7,7 @@ builder/symbols.py), before the worker loads them. Of the suspects found there:
   ``at::_ops::addmm::redispatch``) and **math libraries** (BLAS, MKL, oneDNN, cuBLAS, cuDNN...), or a run-time
   lookup (``dlsym``) that can reach either: under ``rules="strict"`` the flag ``pytorch_compute_linked``, since no
   operator record shows that work to the forward audit. Entry points of glue (``at::cpu::empty``,
-  ``at::native::copy_``: the operators integrity.ALLOWED_GLUE names) are not compute. Under ``rules="kernelbench"``
+  ``at::native::copy_``: the operators measure/ownership.ALLOWED_GLUE names) are not compute. Under ``rules="kernelbench"``
   PyTorch's compute is allowed and the flag is dropped (rules.py); the kernel coverage still counts that work as
   PyTorch's (coverage.py: only time sampled in the candidate's own libraries is its own).
 - **Libraries the builder did not make** that the worker has mapped from outside the system and the Python
@@ -26,7 +26,7 @@ import torch
 
 from kbench_env.builder.symbols import nested_name
 from kbench_env.sandbox.confine.record_controls import is_record_control
-from kbench_env.pipeline.integrity import ALLOWED_GLUE
+from kbench_env.measure.ownership import ALLOWED_GLUE
 
 #: Sub-namespaces of at::cpu / at::cuda that hold compute that is not an operator's entry point.
 _COMPUTE_PARTS = frozenset({"blas", "cub", "sparse", "solver", "cublas", "cusolver", "cusparse", "cudnn", "jit",

@@ -71,7 +71,7 @@ _PKG = Path(__file__).resolve().parents[1]
 #: The code that produces a reference timing: the reference side, the timing loops on both sides, the backends.
 _METHOD_SOURCES = ("pipeline/baseline.py", "pipeline/timing.py", "pipeline/blocks.py", "pipeline/gpu_blocks.py",
                    "pipeline/revealed_inputs.py", "pipeline/seeds.py", "tasks/input_draws.py",
-                   "measure/timing_stats.py", "backends/*.py", "worker/*.py")
+                   "backends/*.py", "worker/*.py", "measure/*.py")
 
 
 def digest(obj) -> str:
@@ -106,7 +106,7 @@ def nvidia_driver() -> str | None:
 
 
 def gpu_model(device: str) -> dict:
-    """The GPU's model figures and the card itself (``device_lock.gpu_identity``). Two GPUs of one model are not one
+    """The GPU's model figures and the card itself (``devicelock.gpu_identity``). Two GPUs of one model are not one
     timing machine: their calibrations can differ by more than DEFAULT_TOLERANCE (multi-GPU in bench/RESULTS.md),
     and one cache shared by both would be invalidated at every switch between them; keyed by the card,
     each GPU keeps its own references, timed where its candidates are."""

@@ -5,7 +5,7 @@ its source spells out; and the rule that a result carries at most one flag of ea
 from __future__ import annotations
 
 from kbench_env.pipeline import rules as rules_mod
-from kbench_env.pipeline.audit_threads import trusted_prefixes
+from kbench_env.measure.ownership import trusted_prefixes
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.screen import record_switches
 from kbench_env.sandbox.worker_process import Worker
@@ -20,7 +20,7 @@ def flag(result: EvalResult, text: str) -> None:
 
 def note_reports(result: EvalResult, header, config: str | None = None) -> bool:
     """What the worker reported of the candidate with a reply: the forward audit's functions replaced
-    (integrity.AuditGuard), tensor subclasses forward returned (their values may be computed when read, after the
+    (worker/audit.AuditGuard), tensor subclasses forward returned (their values may be computed when read, after the
     timed region). Integrity flags; True if there was any."""
     if not isinstance(header, dict):
         return False

@@ -23,6 +23,9 @@ Every preset pays "faster" only for a speedup its measurement shows: where the r
 confidence interval (``speedup_ci``, the CPU's paired timing: pipeline/pair_stats.py, 95 %), a speedup above 1 whose
 interval's lower end is not above 1 is paid as parity (1.0), so noise alone is not paid as speed; a slower one is
 paid as measured. Without an interval (a GPU's timing, or the torch.compile baseline) the measured speedup is paid.
+
+An episode of several attempts gets one scalar from its per-attempt rewards (``episode_reward``: the best or the
+last, less a small cost per extra turn), the rule the GRPO rollout and the framework adapters share.
 """
 
 from __future__ import annotations
@@ -122,3 +125,21 @@ def get_reward_fn(reward) -> Callable[[EvalResult], float]:
         return PRESETS[reward]
     except KeyError:
         raise ValueError(f"unknown reward preset {reward!r}; presets: {sorted(PRESETS)}, or pass a callable") from None
+
+
+EPISODE_REWARDS = ("best", "last")
+
+
+def episode_reward(turn_rewards: list[float], mode: str = "best", turn_cost: float = 0.02) -> float:
+    """One scalar for an episode from the env's per-turn rewards ``r_1..r_T``: ``max_t r_t`` ("best": the best
+    kernel the episode produced, what a user of the agent keeps) or ``r_T`` ("last"), less ``turn_cost * (T - 1)``
+    so that solving in fewer turns is worth more."""
+    if not turn_rewards:
+        raise ValueError("an episode has at least one turn")
+    if mode == "best":
+        base = max(turn_rewards)
+    elif mode == "last":
+        base = turn_rewards[-1]
+    else:
+        raise ValueError(f"episode reward must be one of {EPISODE_REWARDS}, got {mode!r}")
+    return float(base - turn_cost * (len(turn_rewards) - 1))

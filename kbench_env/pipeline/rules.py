@@ -1,7 +1,7 @@
 """Rules: what a candidate's ``forward`` may run besides its own kernels (``Evaluator(rules=...)``).
 
 - ``"strict"`` (the default): besides the candidate's own kernels, only glue (allocation, views, data movement;
-  ``integrity.ALLOWED_GLUE``) runs in ``forward``; any other PyTorch operator, called from Python or from the
+  ``measure/ownership.ALLOWED_GLUE``) runs in ``forward``; any other PyTorch operator, called from Python or from the
   candidate's C++, is an integrity flag (``pytorch_compute_in_forward``); so is a build that calls PyTorch's or a
   math library's compute past the dispatcher, where no operator record shows it (``pytorch_compute_linked``,
   linked.py: ``at::cpu::addmm``, ``cblas_sgemm``), flagged from its symbols before it runs.

@@ -13,9 +13,9 @@ import statistics
 import time
 
 from kbench_env.machine.device import Device
-from kbench_env.pipeline import audit_threads as _threads
 from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
-from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.measure.compare import compare_outputs
+from kbench_env.measure.ownership import trusted_prefixes
 from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
@@ -133,7 +133,7 @@ def _time_one_paired(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Wo
         if sampler is not None:
             sampler.close()
     if pt.samples:
-        _bound_coverage(cr, result, coverage.sampled_share(pt.samples, own, _threads.trusted_prefixes()))
+        _bound_coverage(cr, result, coverage.sampled_share(pt.samples, own, trusted_prefixes()))
     add_phase(result, "timed_output_checks", pt.check_seconds)
     if pt.wrong is not None:
         _wrong(result, cfg, pt.wrong_call, pt.wrong)
@@ -205,7 +205,7 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         if sampler is not None:
             sampler.close()
     if getattr(bt, "samples", None):
-        _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, _threads.trusted_prefixes()))
+        _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, trusted_prefixes()))
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if bt.wrong is not None:
         _wrong(result, cfg, bt.wrong_call, bt.wrong)

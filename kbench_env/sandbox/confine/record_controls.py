@@ -1,7 +1,8 @@
 """RecordFunction's C++ switches and global hooks, by the mangled prefix of their symbols: what a candidate's code
-could use to switch off the operator records the forward audit reads. Here, in the lowest layer, because the
-worker's audit hook (audit_hook.py) refuses looking them up, and the trusted side flags libraries that name them
-(builder/symbols.py) or that the worker has loaded (pipeline/audit_threads.py, pipeline/linked.py)."""
+could use to switch off the operator records the forward audit reads. Here, in the sandbox's lower layer, because
+the worker's audit hook (audit_hook.py) refuses looking them up, the worker's audit scans the libraries it has
+loaded for them (worker/audit_threads.py), and the trusted side flags libraries that name them (builder/symbols.py,
+pipeline/linked.py)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Timing figures: a list of per-call times summarised as median and spread (``Timing``), the stopping rule's
 precision test, and ``time_calls``, the simple per-call timer a backend calibrates its device with.
 
-A candidate's timed blocks are timed by the trusted side (pipeline/blocks.py, pipeline/gpu_blocks.py), which
-summarises its own times here. The clock is captured when this module is imported, before any candidate code is
-loaded in a worker (a GPU worker's eagerly run blocks read it: worker/gpu_executor.py).
+Both sides use it: the trusted side times a candidate's blocks (pipeline/blocks.py, pipeline/gpu_blocks.py) and
+summarises its own times here; the backends time their calibration with ``time_calls``, and a GPU worker its
+eagerly run blocks with this module's clock (worker/gpu_executor.py). The clock is captured when this module is
+imported, before any candidate code is loaded in a worker.
 """
 
 from __future__ import annotations

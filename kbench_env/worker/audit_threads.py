@@ -1,4 +1,4 @@
-"""What the forward audit (``integrity.ForwardAudit``) needs so that running PyTorch compute where it does not look
+"""What the forward audit (worker/audit.py, ``ForwardAudit``) needs so that running PyTorch compute where it does not look
 is not a way around it: the CPU profiler of every thread's operators, and the signs that the operator records the
 audit reads were switched off or hooked (``audit_blinded``).
 
@@ -23,33 +23,32 @@ audit reads were switched off or hooked (``audit_blinded``).
 
 What this cannot see: records switched off and on again within forward by native code that reaches the switch
 without naming it (an address computed from another symbol's, code mapped without the loader, the thread-local
-state written directly); records switched off on a helper thread. In-process checks only raise the bar (native code can do anything in its process); issue #21's trust
-boundary is what makes such work pay nothing.
+state written directly); records switched off on a helper thread. In-process checks only raise the bar (native code
+can do anything in its process); issue #21's trust boundary is what makes such work pay nothing.
+
+The worker runs this module; the trusted side turns its reasons into the ``audit_blinded`` flag
+(pipeline/integrity.py, ``blinded_flags``).
 """
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
-import site
-import sys
 
 import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd.profiler import profile
 
 from kbench_env.sandbox.confine.record_controls import RECORD_CONTROLS
+from kbench_env.measure.ownership import trusted_prefixes
 
 #: The record the audit opens on forward's thread before it stops the profile.
 SENTINEL = "kbench_audit::sentinel"
 #: The record the audit opens on forward's thread once the profile runs, just before forward is called.
 START = "kbench_audit::forward_start"
 #: Symbols (C++-mangled, as a library that calls or looks them up holds them) that switch RecordFunction off or hook
-#: every operator: what the candidate's libraries must not name (the builder's list, builder/symbols.py).
+#: every operator: what the candidate's libraries must not name (sandbox/confine/record_controls.py).
 CONTROLS = {k.encode(): v for k, v in RECORD_CONTROLS.items()}
-#: Where the files of the system and the Python installation (torch's libraries among them) live: not scanned.
-_SYSTEM = ("/usr/", "/lib/", "/lib32/", "/lib64/", "/libx32/", "/etc/", "/dev/", "/proc/", "/sys/", "/run/")
 _scanned: dict = {}  # (path, inode, size, mtime) -> the controls the file names
 
 
@@ -100,14 +99,6 @@ def library_controls() -> list[tuple[str, list[str]]]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def trusted_prefixes() -> tuple:
-    dirs = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, os.path.dirname(torch.__file__),
-            *site.getsitepackages(), site.getusersitepackages()}
-    # as the loader names them (through symbolic links, e.g. a linked virtual environment) and resolved
-    return _SYSTEM + tuple({p.rstrip("/") + "/" for d in dirs for p in (os.path.abspath(d), os.path.realpath(d))})
-
-
 class _Object(ctypes.Structure):
     _fields_ = [("addr", ctypes.c_void_p), ("name", ctypes.c_char_p)]  # dl_phdr_info's first two members
 
@@ -149,11 +140,3 @@ def _controls_in(path: str) -> list[str]:
             data = b""
         _scanned[key] = [name for sym, name in CONTROLS.items() if sym in data]
     return _scanned[key]
-
-
-def flags(report: dict, config: str) -> list[str]:
-    """The ``audit_blinded`` flag of a ForwardAudit report (parent side), if it has reasons."""
-    reasons = report.get("blinded") or []
-    if not reasons:
-        return []
-    return [f"audit_blinded: the forward audit of configuration {config!r} was blinded: {'; '.join(reasons[:4])}"]

@@ -1,9 +1,14 @@
-"""Correctness: compare a candidate's output with the reference's, on the trusted side.
+"""Correctness: compare a candidate's output with the reference's.
+
+The trusted side compares a candidate's output with the reference's (pipeline/check.py; the timed calls' outputs
+it reads, pipeline/timing.py); the worker compares forward's second run with its first (nondeterminism) by the
+same rules, and flattens outputs to lay them out for the trusted side to read. Both sides import this module; it
+imports neither.
 
 This module owns the tolerance rules and the error figures. The reference output is computed in higher precision
 where the configuration's dtype would otherwise let the reference's own rounding decide (float64 for float32
-configurations, float32 for half precision). Errors are scale-free, so that degenerate outputs cannot pass on an
-absolute tolerance:
+configurations, float32 for half precision: tasks/task.py, ``REFERENCE_DTYPE``). Errors are scale-free, so that
+degenerate outputs cannot pass on an absolute tolerance:
 
 - ``norm``: ``||cand - ref||_2 / ||ref||_2`` (norm-wise relative error over the whole output);
 - ``max``: ``max |cand - ref| / rms(ref)`` (the worst element, relative to the output's typical magnitude).
@@ -27,15 +32,6 @@ DEFAULT_TOLERANCES = {
     "float16": {"norm": 4e-3, "max": 5e-2},
     "bfloat16": {"norm": 2e-2, "max": 2e-1},
 }
-
-#: Dtype in which the reference is computed for a configuration of a given dtype.
-REFERENCE_DTYPE = {
-    torch.float32: torch.float64,
-    torch.float16: torch.float32,
-    torch.bfloat16: torch.float32,
-    torch.float64: torch.float64,
-}
-
 
 @dataclass
 class Mismatch:
