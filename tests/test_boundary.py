@@ -3,7 +3,8 @@
 - the worker's import closure: a fresh interpreter imports what a worker process has (the fork server's preloads,
   sandbox/confine/forkserver.py, which hold the worker loop and through it the executors and every backend) and
   lists the ``kbench_env`` modules it then holds: all of them are in ``WORKER_CLOSURE``, and none is the
-  pipeline's, the env's, the executors' or the server's; a real worker, started by the Evaluator, reports the same of itself;
+  pipeline's, the env's, the executors' or the server's; a real worker, started by the Evaluator, reports the same
+  of itself;
 - statically, over every import statement (inside functions too): nothing under worker/, measure/ or backends/
   reaches the pipeline, measure/ imports neither side, and no module the worker's closure reaches does either;
 - ``import kbench_env`` loads no module of the pipeline, while ``kbench_env.Evaluator`` and ``from kbench_env import

@@ -180,7 +180,8 @@ LATE_IMPORTS = {
         "the fork server imports this module and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",
     ("kbench_env.builder.torch_ext", "torch.utils.cpp_extension"):
-        "the fork server imports the builder's server, and must not import cpp_extension (sandbox/confine/forkserver.py)",
+        "the fork server imports the builder's server, and must not import cpp_extension "
+        "(sandbox/confine/forkserver.py)",
     ("kbench_env.backends.narrow_head", "torch.utils.cpp_extension"):
         "the fork server imports the CUDA backend, and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_env.worker.builds", "torch.utils.cpp_extension"):
@@ -382,7 +383,8 @@ def test_every_package_has_a_layer():
 
 def test_no_two_packages_import_each_other():
     arrows = _arrows(PACKAGE_GRAPH)
-    pairs = {(a, b): sorted(arrows[a, b])[:3] + sorted(arrows[b, a])[:3] for a, b in arrows if a < b and (b, a) in arrows}
+    pairs = {(a, b): sorted(arrows[a, b])[:3] + sorted(arrows[b, a])[:3]
+             for a, b in arrows if a < b and (b, a) in arrows}
     assert not pairs, f"packages importing each other: {pairs}"
 
 
