@@ -27,14 +27,11 @@ if gym is not None and "KBench-v0" not in gym.registry:
 def make_env(url: str | None = None, **kwargs):
     """What ``gym.make("KBench-v0", ...)`` calls: ``KBenchEnv(**kwargs)``; with ``url``, ``RemoteKBenchEnv(url,
     **kwargs)``, the same env on a ``kbench serve`` server (kbench_env.serving.remote_env, the [serve] extra). Here,
-    above both, so that the env package never imports the serving one (which imports it)."""
+    above both, so that the env package never imports the serving one (which imports it); both classes are loaded
+    by name when called, as the public names are (a worker imports this package)."""
     if url is not None:
-        from kbench_env.serving.remote_env import RemoteKBenchEnv  # httpx, the [serve] extra
-
-        return RemoteKBenchEnv(url, **kwargs)
-    from kbench_env.env.env import KBenchEnv
-
-    return KBenchEnv(**kwargs)
+        return importlib.import_module("kbench_env.serving.remote_env").RemoteKBenchEnv(url, **kwargs)
+    return __getattr__("KBenchEnv")(**kwargs)
 
 
 # gym.make reads the creator's render modes from here (both envs have these)

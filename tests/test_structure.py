@@ -172,10 +172,6 @@ OPTIONAL_PACKAGES = {"trl", "transformers", "openai", "matplotlib", "ray", "trit
 #: dotted prefix).
 LATE_IMPORTS = {
     ("kbench_apps.serve", "kbench_env.serving.app"): "it imports starlette, the [serve] extra",
-    ("kbench_env", "kbench_env.serving.remote_env"): "it imports httpx, the [serve] extra",
-    ("kbench_env", "kbench_env.env.env"):
-        "importing the package imports none of its modules (a worker imports it: tests/test_boundary.py); gym.make's "
-        "make_env imports the env when it is called",
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):
         "the fork server imports this module and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",
