@@ -170,7 +170,8 @@ def _cause(text: str | None) -> str:
 def summarise(records: list[dict]) -> dict:
     refs_bad = [r for r in records if not r["reference_ok"]]
     wrong = [r for r in records if not r["correct"]]
-    flags = collections.Counter(f.split(":", 1)[0] for r in records for f in r["integrity_flags"])
+    from kbench_env.protocol.integrity_flags import kinds
+    flags = collections.Counter(k for r in records for k in kinds(r["integrity_flags"]))
     ref_causes = collections.Counter(_cause(x["error"]) for r in records for x in r["references"] if not x["ok"])
     if any(not r["references"] for r in records):
         ref_causes["no CPU configuration"] = sum(not r["references"] for r in records)
@@ -185,6 +186,8 @@ def summarise(records: list[dict]) -> dict:
 
 def markdown(s: dict, records: list[dict], meta: dict) -> str:
     import torch
+
+    from kbench_env.protocol.integrity_flags import kinds
 
     lines = [
         "# robust-kbench on the CPU: references and an honest candidate per task", "",
@@ -234,7 +237,7 @@ def markdown(s: dict, records: list[dict], meta: dict) -> str:
         bad = [x for x in r["references"] if not x["ok"]]
         ref = "y" if r["reference_ok"] else ("n: no CPU configuration" if not r["references"] else
                                              f"n: {bad[0]['config']}: {bad[0]['error'][:160]}")
-        flag = ", ".join(f.split(":", 1)[0] for f in r["integrity_flags"]) or "-"
+        flag = ", ".join(kinds(r["integrity_flags"])) or "-"
         err = "-" if r["correct"] else f"{r['error_stage'] or 'incorrect'}: {(r['error'] or '').strip()[:200]}"
         speed = "-" if r["speedup"] is None else f"{r['speedup']:.2f}"
         lines.append(f"| {r['task']} | {len(r['cpu_configs'])} | {_md(ref)} | {'y' if r['correct'] else 'n'} | "

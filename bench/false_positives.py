@@ -160,12 +160,13 @@ def problem_text(rec: dict) -> str:
 
 def summarise(records: list[dict]) -> dict:
     """Counts over ``records`` (one evaluation each): flagged, incorrect (not flagged), per solution and per flag."""
+    from kbench_env.protocol.integrity_flags import kinds
     by_sol: dict = {}
     flags: dict = {}
     for r in records:
         by_sol.setdefault(r["solution"], []).append(r)
-        for f in r["integrity_flags"]:
-            flags[f.split(":", 1)[0]] = flags.get(f.split(":", 1)[0], 0) + 1
+        for k in kinds(r["integrity_flags"]):
+            flags[k] = flags.get(k, 0) + 1
     rows = []
     for sol, rs in by_sol.items():
         cached = [r["eval_seconds"] for r in rs if r.get("cached_build") and r.get("eval_seconds")]

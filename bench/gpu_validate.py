@@ -165,6 +165,8 @@ def _fmt(x, spec=".3g", suffix="x") -> str:
 
 
 def write_report(records: list[dict], meta: dict, out: Path) -> None:
+    from kbench_env.protocol.integrity_flags import kinds
+
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.with_suffix(".jsonl"), "w") as f:
         for rec in records:
@@ -187,7 +189,7 @@ def write_report(records: list[dict], meta: dict, out: Path) -> None:
                 comp += f" ({r['compile_config']})"
             elif r.get("compile_pass_error"):
                 comp += " (" + r["compile_pass_error"].replace("|", "/").replace("internal evaluator error: ", "").splitlines()[0][:90] + ")"
-            issue = "; ".join(f.split(":", 1)[0] for f in r.get("integrity_flags", [])) or (
+            issue = "; ".join(kinds(r.get("integrity_flags", []))) or (
                 (r.get("error_stage") or "") + ": " + (r.get("error") or "").splitlines()[0][:160] if r.get("error") else "")
             lines.append(f"| {r['task']} | {'yes' if r.get('correct') else 'NO'} | {_fmt(r.get('speedup'))} | {per} | "
                          f"{comp} | {issue.replace('|', '/')} |")

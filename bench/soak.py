@@ -106,8 +106,10 @@ WEIGHTS = {"good": 22, "wrong": 15, "crash": 15, "hang": 2, "resource": 4, "bad_
 
 def expected(kind: str, name: str, r: dict) -> str | None:
     """None if the result is what the kind calls for, else what is wrong with it."""
+    from kbench_env.protocol.integrity_flags import parse
+
     flags = r.get("integrity_flags") or []
-    sandbox = [f for f in flags if f.startswith("sandbox_violation")]
+    sandbox = [f for f in flags if parse(f).kind == "sandbox_violation"]
     if kind == "good":
         return None if r["correct"] and r["reward"] > 0 and not flags else f"good candidate failed: {r['error']}"
     if kind == "bad_input":
@@ -123,7 +125,8 @@ def expected(kind: str, name: str, r: dict) -> str | None:
 
 def outcome(r: dict) -> str:
     if r.get("integrity_flags"):
-        return "flagged:" + r["integrity_flags"][0].split(":", 1)[0]
+        from kbench_env.protocol.integrity_flags import parse
+        return "flagged:" + parse(r["integrity_flags"][0]).kind
     if r["correct"]:
         return "correct"
     err = r.get("error") or ""

@@ -24,7 +24,7 @@ def _audit(forward, extension_calls=lambda: 0) -> dict:
 
 
 def _kinds(report: dict) -> list[str]:
-    return [f.split(":", 1)[0] for f in integrity.audit_flags(report, "small")]
+    return [f.kind for f in integrity.audit_flags(report, "small")]
 
 
 def test_compute_on_a_helper_thread_is_seen():

@@ -27,7 +27,9 @@ _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '
 def sanitize(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     """``text`` within ``OBSERVATION_CHARSET`` and ``limit`` characters (an overlong text says it was cut)."""
     allowed = set(OBSERVATION_CHARSET)
-    out = "".join(ch if ch in allowed else ch.encode("ascii", "backslashreplace").decode("ascii")
+    # unicode_escape, not backslashreplace: an ASCII control character (a model's reply echoed in an error) is
+    # outside the charset too, and backslashreplace leaves ASCII as it is
+    out = "".join(ch if ch in allowed else ch.encode("unicode_escape").decode("ascii")
                   for ch in text.translate(_PLAIN))
     if len(out) > limit:
         out = out[: limit - 40] + "\n... (truncated)"

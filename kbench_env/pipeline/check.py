@@ -16,6 +16,7 @@ from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
 from kbench_env.pipeline.seeds import stream_seeds
 from kbench_env.protocol import messages as msg
+from kbench_env.protocol.integrity_flags import make
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task, describe_value
@@ -120,18 +121,18 @@ def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict
             result.error = f"configuration {config_label(cfg, cr)}: {mismatch.message}"
             result.error_stage = "correctness"
     elif header.get("nondeterministic"):
-        flag(result, f"nondeterministic: a second run on the same inputs of configuration "
-                     f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
+        flag(result, make("nondeterministic", f"a second run on the same inputs of configuration {cfg.name!r} gave "
+                                              f"a different output ({str(header['nondeterministic'])[:300]})"))
     _audit_flags(header, cr, result, rules, own_names)
 
 
 def _audit_flags(header: dict, cr: ConfigResult, result: EvalResult, rules: str, own_names=None) -> None:
     """The flags of a correct-or-not run's audit: inputs written, what forward executed, precision settings."""
     if header.get("inputs_modified"):
-        flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cr.name!r}")
+        flag(result, make("inputs_modified", f"forward wrote into its inputs on configuration {cr.name!r}"))
     add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
     for f in rules_mod.judge_audit(rules, header["audit"], cr, result, TORCH_KERNEL_PREFIXES, own_names):
         flag(result, f)
     if header.get("flags_changed"):
-        flag(result, "precision_flags_changed: the candidate changed pinned precision settings ("
-                     + "; ".join(header["flags_changed"]) + ")")
+        flag(result, make("precision_flags_changed", "the candidate changed pinned precision settings ("
+                          + "; ".join(header["flags_changed"]) + ")"))

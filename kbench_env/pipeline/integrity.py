@@ -14,29 +14,32 @@ import torch
 
 from kbench_env.measure.compare import flatten_outputs
 from kbench_env.pipeline.coverage import own_device_kernels
+from kbench_env.protocol.integrity_flags import Flag, make
 
 
-def audit_flags(report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[str]:
+def audit_flags(report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[Flag]:
     """Integrity flags from a ForwardAudit report (parent side)."""
     flags = []
     if report.get("forbidden_ops"):
         ops = ", ".join(f"{k} x{v}" for k, v in sorted(report["forbidden_ops"].items())[:6])
-        flags.append(f"pytorch_compute_in_forward: forward ran PyTorch compute operators ({ops}) on configuration "
-                     f"{config!r}; only allocation, views and data movement are allowed besides your kernels")
+        flags.append(make("pytorch_compute_in_forward", f"forward ran PyTorch compute operators ({ops}) on "
+                          f"configuration {config!r}; only allocation, views and data movement are allowed besides "
+                          f"your kernels"))
     flags += blinded_flags(report, config)
     own_gpu = own_device_kernels(report, torch_kernel_prefixes, own_names)
     if not report.get("own_ops") and not report.get("extension_calls") and not own_gpu:
-        flags.append(f"no_kernel_launched: none of the candidate's own kernels ran in forward on configuration "
-                     f"{config!r} (a compiled kernel must do the work)")
+        flags.append(make("no_kernel_launched", f"none of the candidate's own kernels ran in forward on "
+                          f"configuration {config!r} (a compiled kernel must do the work)"))
     return flags
 
 
-def blinded_flags(report: dict, config: str) -> list[str]:
+def blinded_flags(report: dict, config: str) -> list[Flag]:
     """The ``audit_blinded`` flag of a ForwardAudit report, if it has reasons (worker/audit_threads.py finds them)."""
     reasons = report.get("blinded") or []
     if not reasons:
         return []
-    return [f"audit_blinded: the forward audit of configuration {config!r} was blinded: {'; '.join(reasons[:4])}"]
+    return [make("audit_blinded", f"the forward audit of configuration {config!r} was blinded: "
+                                  f"{'; '.join(reasons[:4])}")]
 
 
 # ---------------------------------------------------------------------- roofline floor

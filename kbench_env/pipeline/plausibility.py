@@ -22,6 +22,7 @@ from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.timing import wallclock
+from kbench_env.protocol.integrity_flags import make
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task
 
@@ -49,8 +50,8 @@ def plausibility(ev, task: Task, configs: list[Config], prepared: dict, seed: in
             if not below:
                 break
         for cfg, cr, floor_ms, why in below:
-            flag(result, f"below_roofline: {cr.candidate_ms:.4f} ms on configuration {cfg.name!r} is "
-                         f"under half the device's floor of {floor_ms:.4f} ms ({why})")
+            flag(result, make("below_roofline", f"{cr.candidate_ms:.4f} ms on configuration {cfg.name!r} is under "
+                                                f"half the device's floor of {floor_ms:.4f} ms ({why})"))
     # (On the CPU the times are this side's clock already, blocks.py: there is nothing to re-verify.)
     if (result.speedup is not None and result.speedup > ev.reverify_above and not result.integrity_flags
             and not Device.parse(ev.device).is_cpu):
@@ -61,8 +62,9 @@ def plausibility(ev, task: Task, configs: list[Config], prepared: dict, seed: in
         ref_wall = base.wallclock(task, cfg, prepared, seed)
         wall_speedup = ref_wall / max(wall_ms, 1e-9)
         if wall_speedup < 0.5 * cr.speedup:
-            flag(result, f"speedup_not_reverified: {cr.speedup:.1f}x on configuration {cfg.name!r} was "
-                         f"re-timed by wall clock from the trusted side at {wall_speedup:.1f}x")
+            flag(result, make("speedup_not_reverified", f"{cr.speedup:.1f}x on configuration {cfg.name!r} was "
+                                                        f"re-timed by wall clock from the trusted side at "
+                                                        f"{wall_speedup:.1f}x"))
 
 
 def below_floor(base: Baselines, task: Task, configs: list[Config], prepared: dict, result: EvalResult) -> list:

@@ -9,7 +9,8 @@ A correct candidate earns ``1 + clip(log(speedup) / log(cap), -0.95, 1)``: 1.0 a
 (default 10x) and above, 0.05 at 1/cap or slower: monotone in the speedup and capped, so one implausible number
 cannot dominate a batch. Other presets: "binary" (1 if correct), "speedup" (the capped speedup if correct, else 0;
 -1 for an exploit), "kevin" (Kevin-32B style: 0.3 for correctness plus the capped speedup). Any callable
-``f(result) -> float`` works too.
+``f(result) -> float`` works too. Under every preset an exploit (a result with integrity flags) is paid the lowest
+reward of its flags' kinds (the registry's, protocol/integrity_flags.py).
 
 Under ``rules="kernelbench"`` PyTorch may do the work beside a token kernel of the candidate's own (rules.py), so
 every preset pays the speedup credited by kernel coverage (``credited_speedup``): a candidate whose own kernels
@@ -34,13 +35,20 @@ import math
 from typing import Callable
 
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.protocol import integrity_flags
 
-EXPLOIT, INVALID, NO_BUILD, WRONG = -1.0, -0.6, -0.4, -0.2
+EXPLOIT, INVALID, NO_BUILD, WRONG = integrity_flags.EXPLOIT_REWARD, -0.6, -0.4, -0.2
+
+
+def _flagged(r: EvalResult) -> float | None:
+    """The reward of a flagged result under every preset (the registry's, protocol/integrity_flags.py); None
+    when it has no integrity flag."""
+    return integrity_flags.reward(r.integrity_flags)
 
 
 def _failure(r: EvalResult) -> float | None:
     if r.integrity_flags:
-        return EXPLOIT
+        return _flagged(r)
     if r.stage == "none":
         return INVALID
     if not r.compiled:
@@ -92,13 +100,13 @@ def tiered(r: EvalResult, cap: float = 10.0) -> float:
 
 def binary(r: EvalResult) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     return 1.0 if r.correct else 0.0
 
 
 def speedup(r: EvalResult, cap: float = 10.0) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     if not r.correct:
         return 0.0
     return min(cap, paid_speedup(r) or 0.0)
@@ -106,7 +114,7 @@ def speedup(r: EvalResult, cap: float = 10.0) -> float:
 
 def kevin(r: EvalResult, cap: float = 10.0) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     if not r.correct:
         return 0.0
     return 0.3 + min(cap, paid_speedup(r) or 0.0)

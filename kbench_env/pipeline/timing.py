@@ -20,6 +20,7 @@ from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
 from kbench_env.protocol import messages as msg
+from kbench_env.protocol.integrity_flags import make
 from kbench_env.sandbox import samples
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.placement import Placement, timing_cores
@@ -166,9 +167,9 @@ def _failed(result: EvalResult, cfg: Config, cr, exc: Exception) -> None:
 
 
 def _wrong(result: EvalResult, cfg: Config, call: int, why: str) -> None:
-    flag(result, f"timed_output_wrong: the output of timed call {call} on configuration {cfg.name!r} "
-                 f"does not match the reference for its inputs, although the correctness run passed (cached, "
-                 f"stale or deferred results): {why}")
+    flag(result, make("timed_output_wrong", f"the output of timed call {call} on configuration {cfg.name!r} does "
+                                            f"not match the reference for its inputs, although the correctness run "
+                                            f"passed (cached, stale or deferred results): {why}"))
     result.correct = False
 
 
@@ -213,10 +214,11 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
     if getattr(bt, "deferred", None) is not None and len(bt.deferred):
         deferred.append((cfg, bt))
     if getattr(bt, "flagged", False):
-        flag(result, f"device_time_outside_trusted_bound: on configuration {cfg.name!r} the worker reported "
-                     f"{bt.outside} of {len(bt.walls_ms)} timed blocks faster than this side's clock allows "
-                     f"(median wall {_median(bt.walls_ms):.3f} ms, reported {_median(bt.device_ms):.3f} ms); "
-                     f"the bound was used")
+        flag(result, make("device_time_outside_trusted_bound",
+                          f"on configuration {cfg.name!r} the worker reported {bt.outside} of {len(bt.walls_ms)} "
+                          f"timed blocks faster than this side's clock allows (median wall "
+                          f"{_median(bt.walls_ms):.3f} ms, reported {_median(bt.device_ms):.3f} ms); the bound was "
+                          f"used"))
     cr.candidate_ms, cr.candidate_spread_ms = bt.timing.median_ms, bt.timing.iqr_ms
     cr.timed_block_calls = bt.block if isinstance(bt, gpu_blocks.GpuTiming) else bt.timing.reps // max(1, bt.blocks)
     return True

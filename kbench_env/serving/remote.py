@@ -24,6 +24,7 @@ from kbench_env.backends import get_backend
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.serving.remote_env import _JSON_TYPES, ServerError, raise_for, retry_after
 from kbench_env.serving.api import RECORD_FIELD, TOKEN_ENV, auth_header
+from kbench_env.tasks.task import Task
 
 
 class RemoteEvaluator:
@@ -110,7 +111,7 @@ class RemoteEvaluator:
                 progress(done, len(results), r)
         return results
 
-    def evaluate(self, task, action, seed: int | None = None) -> EvalResult:
+    def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
         return self.evaluate_many([(task, action)], seed=seed)[0]
 
     def close(self) -> None:
