@@ -2,6 +2,7 @@
 
     python bench/integrations_gpu.py inspect --out runs/integrations --device cuda        # on a GPU machine
     python bench/integrations_gpu.py inspect --out /tmp/integrations --device cpu         # anywhere
+    python bench/integrations_gpu.py verl --device cuda --out bench/results/verl_reward_gpu.md  # bench/integrations_verl.py
 
 ``inspect``: the Inspect task (kbench_apps/integrations/inspect_task.py) on the device's backend, twice:
 
@@ -35,6 +36,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tiny model is a local folder: never ask the hub
+
+from integrations_verl import add_verl_parser, run_verl  # noqa: E402  (``verl``: bench/integrations_verl.py)
 
 
 def install_carried_wheels(folder: Path, site: Path) -> list[str]:
@@ -174,8 +177,8 @@ def run_inspect(args) -> int:
 
 # ---------------------------------------------------------------------------------------------------- main
 
-PARSERS = {"inspect": inspect_parser}
-RUNNERS = {"inspect": run_inspect}
+PARSERS = {"inspect": inspect_parser, "verl": add_verl_parser}
+RUNNERS = {"inspect": run_inspect, "verl": run_verl}
 
 
 def main(argv=None) -> int:

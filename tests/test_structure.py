@@ -172,6 +172,8 @@ OPTIONAL_PACKAGES = {"trl", "transformers", "openai", "matplotlib", "ray", "trit
 #: dotted prefix).
 LATE_IMPORTS = {
     ("kbench_apps.serve", "kbench_env.serving.app"): "it imports starlette, the [serve] extra",
+    ("kbench_apps.integrations.verl_reward", "kbench_env.serving.remote"):
+        "it imports httpx, the [serve] extra, which only scoring on a server needs",
     ("kbench_env.backends.extension", "torch.utils.cpp_extension"):
         "the fork server imports this module and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_apps.report", "kbench_apps.plots"): "plots imports matplotlib, the [plot] extra, at its top",

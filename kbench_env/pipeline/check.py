@@ -12,6 +12,7 @@ from kbench_env.pipeline import rules as rules_mod
 from kbench_env.measure.compare import compare_outputs
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
 from kbench_env.pipeline.linked import own_kernel_names
+from kbench_env.pipeline.nearby import close_miss, matches_nearby
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
 from kbench_env.pipeline.seeds import stream_seeds
@@ -48,7 +49,8 @@ def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, resu
             if nxt is not None and not stepping_aside:
                 send_run(task, nxt, prepared, worker, result)
         finally:  # judged even when the next send finds the worker gone
-            judge(task, cur, reply, ref, result, verdict, ev.rules, own_kernel_names(worker.linked()))
+            judge(task, cur, reply, ref, result, verdict, ev.rules, own_kernel_names(worker.linked()),
+                  nearby=_nearby(ev, task, cfg, prepared))
         if stepping_aside:
             _step_aside(ev, result)
             send_run(task, nxt, prepared, worker, result)
@@ -94,10 +96,23 @@ def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: Eva
                 {"init_inputs": init_inputs, "inputs": inputs})
 
 
+def _nearby(ev, task: Task, cfg: Config, prepared: dict):
+    """``ok(out)``: whether a close miss of ``cfg``'s correctness run matches the reference at nearby inputs
+    (nearby.py); the reference's model is built only when one is tried."""
+    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+
+    def ok(out) -> bool:
+        runner = task.reference_runner(mod, init_inputs, cfg, init_seed, ev.device)
+        return matches_nearby(out, inputs, runner, DTYPES[cfg.dtype], task.tolerance)
+
+    return ok
+
+
 def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict: dict, rules: str,
-          own_names=None) -> None:
-    """Judge one configuration's correctness run: the worker's reply against the reference output ``ref``.
-    Updates ``verdict`` (all_ok, ran_any), the configuration's ConfigResult and ``result``."""
+          own_names=None, nearby=None) -> None:
+    """Judge one configuration's correctness run: the worker's reply against the reference output ``ref`` (and,
+    for a close miss, ``nearby(out)``: the reference at nearby inputs, nearby.py). Updates ``verdict`` (all_ok,
+    ran_any), the configuration's ConfigResult and ``result``."""
     cfg, cr = run
     header, payload = reply
     note_reports(result, header, cfg.name)
@@ -112,6 +127,8 @@ def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict
         raise WorkerError(f"the worker's reply on configuration {cfg.name!r} carried no output")
     verdict["ran_any"] = True
     mismatch, figures = compare_outputs(payload["out"], ref, DTYPES[cfg.dtype], task.tolerance)
+    if mismatch is not None and nearby is not None and close_miss(figures) and nearby(payload["out"]):
+        mismatch = None  # the reference's answer to a problem within rounding of this one (nearby.py)
     cr.norm_err, cr.max_err = figures["norm_err"], figures["max_err"]
     cr.correct = mismatch is None
     if mismatch is not None:
