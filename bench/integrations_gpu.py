@@ -146,7 +146,7 @@ def run_inspect(args) -> int:
     from inspect_ai.model import ModelInfo, set_model_info
 
     from kbench_apps.integrations.inspect_task import kbench
-    from kbench_env.device import resolve_device
+    from kbench_env.machine.device import resolve_device
     from kbench_env.pipeline import formats
 
     out, work = Path(args.out), Path(args.work)

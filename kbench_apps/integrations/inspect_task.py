@@ -46,7 +46,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Target, mean, metric, 
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from kbench_apps.integrations.episode import SYSTEM_PROMPT, EnvSource, shared_source
-from kbench_env.device import resolve_device
+from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline import reward as rewards
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import Task as KernelTask

@@ -14,8 +14,8 @@ write the same layout):
   "kbench", "task", "kbench"}}``: the settings (device, backend, format, rules, suite) let the reward function and
   the interaction evaluate where the prompt said, and refuse an evaluator that differs.
 
-The prompt names the target hardware as this machine describes it (``kbench_env.hardware.describe``): build a GPU
-dataset on a host with the GPU you will train for.
+The prompt names the target hardware as this machine describes it (``kbench_env.machine.hardware.describe``):
+build a GPU dataset on a host with the GPU you will train for.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 
 from kbench_apps.integrations.verl_reward import prompt_settings
 from kbench_env.backends import get_backend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.env.env import sanitize
 from kbench_env.env.prompt import SYSTEM_PROMPT, build_prompt
 from kbench_env.pipeline import formats

@@ -55,7 +55,7 @@ import importlib
 import os
 import threading
 
-from kbench_env.device import resolve_device
+from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult

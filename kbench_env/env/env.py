@@ -8,7 +8,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from kbench_env.device import resolve_device
+from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.env.prompt import build_prompt
@@ -147,7 +147,7 @@ class KBenchEnv(gym.Env):
     |                    |                 |             | "fast" (fastpath extern "C" kernels, ~1 s builds) or       |
     |                    |                 |             | "triton" (GPU only); fixes the backend for fast and triton |
     | `baseline`         | str             | `"eager"`   | Speedup measured against "eager" or "compile" reference    |
-    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.policy`)      |
+    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`confine.policy`)      |
     | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
     |                    |                 |             | `~/.cache/kbench`                                          |
     | `input_sets`       | int             | `3`         | Kept on the evaluator; does not shape the timing           |
@@ -168,7 +168,7 @@ class KBenchEnv(gym.Env):
     | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
     |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
     | `remote_builds`    | str, None       | `None`      | "ray" or "ray:<address>": builds as Ray tasks on a         |
-    |                    |                 |             | cluster's CPU nodes (builder/remote.py)                    |
+    |                    |                 |             | cluster's CPU nodes (builder/ray_builds.py)                |
     | `shared_checks`    | bool, None      | `None`      | Correctness checks share the device (timing stays alone on |
     |                    |                 |             | it): None: on for GPUs, off on the CPU; or                 |
     |                    |                 |             | `KBENCH_SHARED_CHECKS=0/1`                                 |

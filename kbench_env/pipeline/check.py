@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.measure.compare import compare_outputs

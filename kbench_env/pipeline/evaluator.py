@@ -26,9 +26,9 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from kbench_env.backends import get_backend
-from kbench_env.builder.remote import make_builder
-from kbench_env.cachedir import default_cache_dir
-from kbench_env.device import Device, resolve_device
+from kbench_env.builder.ray_builds import make_builder
+from kbench_env.machine.cache_dir import default_cache_dir
+from kbench_env.machine.device import Device, resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
@@ -41,7 +41,7 @@ from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.threads import trusted_threads
 from kbench_env.sandbox.diagnosis import WorkerError
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.task import Config, Task
 
@@ -76,8 +76,8 @@ class Evaluator:
         reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
             default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
         format: the action format candidates are held to: "kernelbench", "fast" or "triton" (formats.py).
-        remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/remote.py).
-        shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at
+        remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/ray_builds.py).
+        shared_checks: candidates' correctness checks share the device (up to shared_device_lock.SHARED_CAP at
             once per Evaluator) instead of holding it one at a time; timing, reference timing and plausibility still
             have it to themselves, excluding every other holder in this and other processes. It trades device
             memory (several candidates' checks, and checked candidates waiting for their timing, at once) for less

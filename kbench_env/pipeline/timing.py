@@ -12,7 +12,7 @@ import os
 import statistics
 import time
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
 from kbench_env.pipeline.nearby import check_call
 from kbench_env.measure.ownership import trusted_prefixes
