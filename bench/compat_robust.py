@@ -60,8 +60,8 @@ extern "C" void own_copy(const char* x, char* y, int64_t nbytes) { std::memcpy(y
 
 def honest_candidate(task) -> str:
     """A correct CPU candidate (``ModelNew`` source) for a robust-kbench task (see the module docstring)."""
-    from kbench_env.tasks.formats.robust_kbench_source import _model_class, _rk_block, _string_literal
-    from kbench_env.tasks.formats.robust_kbench_submission import _rk_meta, _rk_source_of
+    from kbench_env.tasks.loaders.robust_kbench.source import _model_class, _rk_block, _string_literal
+    from kbench_env.tasks.loaders.robust_kbench.submission import _rk_meta, _rk_source_of
 
     meta = _rk_meta(task)
     plan = {"form": meta["form"], "init_keys": list(meta["init_settings"]),
@@ -288,8 +288,8 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.tasks.formats.robust_kbench import load_robust_tree
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.tasks.loaders.robust_kbench import load_robust_tree
+    from kbench_env.sandbox.confine.policy import Limits
 
     checkout = Path(args.robust_kbench)
     root = tasks_root(checkout)

@@ -266,7 +266,7 @@ def markdown(s: dict, meta: dict) -> str:
 
 def _evaluators(device: str, backends, args) -> dict:
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     limits = Limits(build_timeout=args.build_timeout, run_timeout=120, time_timeout=300)
     return {b: Evaluator(device=device, backend=b, limits=limits, timing=dict(CAMPAIGN_TIMING),

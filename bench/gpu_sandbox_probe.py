@@ -97,7 +97,7 @@ def main(argv=None) -> int:
 
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.pipeline.result import EvalResult
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.sandbox.worker_process import Worker
     from kbench_env.tasks.suite import resolve_task, solution_path
 

@@ -49,7 +49,7 @@ def primary_config(task, device: str = "cuda"):
 
 def _evaluator(backend: str, compile_baseline: bool, args):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     return Evaluator(device=args.device, backend=backend, compile_baseline=compile_baseline, timing=dict(TIMING),
                      limits=Limits(build_timeout=args.build_timeout, run_timeout=120, time_timeout=300),
@@ -66,14 +66,14 @@ def _line(t0: float, label: str, r) -> None:
 def run(plan: dict, args, t0: float, on_progress=None) -> list[dict]:
     """Evaluate ``{backend: [solution paths]}`` in one pipeline: every backend's evaluations in one pool (builds
     overlap), the GPU's lock taken by every evaluator (one candidate on the device at a time, whatever its
-    backend; kbench_env/devicelock.py), and each correct solution's torch.compile comparison queued as soon as its result arrives, until
+    backend; kbench_env/machine/device_lock.py), and each correct solution's torch.compile comparison queued as soon as its result arrives, until
     ``--compile-deadline`` seconds after the start."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
     from kbench_env.tasks.suite import resolve_task
 
     evaluators, compilers = {}, {}
-    for backend in plan:  # on a GPU every evaluator takes the same per-GPU lock (kbench_env/devicelock.py)
+    for backend in plan:  # on a GPU every evaluator takes the same per-GPU lock (kbench_env/machine/device_lock.py)
         evaluators[backend] = _evaluator(backend, args.compile == "all", args)
         if args.compile == "primary":
             compilers[backend] = _evaluator(backend, True, args)

@@ -228,7 +228,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
 
     import kbench_env  # noqa: F401  (registers KBench-v0)
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.sandbox.reaper import flush_cleanups
 
     work = tempfile.mkdtemp(prefix="kbench-soak-")

@@ -20,8 +20,23 @@ try:  # the evaluator works without gymnasium (e.g. on a bare GPU image); the en
 except ImportError:  # pragma: no cover
     gym = None
 if gym is not None and "KBench-v0" not in gym.registry:
-    gym.register(id="KBench-v0", entry_point="kbench_env.env.factory:make_env", nondeterministic=True,
+    gym.register(id="KBench-v0", entry_point="kbench_env:make_env", nondeterministic=True,
                  vector_entry_point="kbench_env.env.vector:KBenchVectorEnv")
+
+
+def make_env(url: str | None = None, **kwargs):
+    """What ``gym.make("KBench-v0", ...)`` calls: ``KBenchEnv(**kwargs)``; with ``url``, ``RemoteKBenchEnv(url,
+    **kwargs)``, the same env on a ``kbench serve`` server (kbench_env.serving.remote_env, the [serve] extra). Here,
+    above both, so that the env package never imports the serving one (which imports it); both classes are loaded
+    by name when called, as the public names are (a worker imports this package)."""
+    if url is not None:
+        return importlib.import_module("kbench_env.serving.remote_env").RemoteKBenchEnv(url, **kwargs)
+    return __getattr__("KBenchEnv")(**kwargs)
+
+
+# gym.make reads the creator's render modes from here (both envs have these)
+make_env.metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
 
 #: Each public name and the module that defines it (imported by ``__getattr__`` on first use).
 _PUBLIC = {

@@ -57,7 +57,7 @@ def tasks_root(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def quick_evaluator():
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     return Evaluator(device="cpu", timing=QUICK, limits=Limits(build_timeout=600, run_timeout=60, time_timeout=120))
 

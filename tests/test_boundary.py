@@ -1,9 +1,10 @@
 """The trust boundary drawn in the tree (issue #38): what the sandboxed worker loads holds nothing of the trusted side.
 
 - the worker's import closure: a fresh interpreter imports what a worker process has (the fork server's preloads,
-  sandbox/forkserver.py, which hold the worker loop and through it the executors and every backend) and lists the
-  ``kbench_env`` modules it then holds: all of them are in ``WORKER_CLOSURE``, and none is the pipeline's, the env's,
-  the executors' or the server's; a real worker, started by the Evaluator, reports the same of itself;
+  sandbox/confine/forkserver.py, which hold the worker loop and through it the executors and every backend) and
+  lists the ``kbench_env`` modules it then holds: all of them are in ``WORKER_CLOSURE``, and none is the
+  pipeline's, the env's, the executors' or the server's; a real worker, started by the Evaluator, reports the same
+  of itself;
 - statically, over every import statement (inside functions too): nothing under worker/, measure/ or backends/
   reaches the pipeline, measure/ imports neither side, and no module the worker's closure reaches does either;
 - ``import kbench_env`` loads no module of the pipeline, while ``kbench_env.Evaluator`` and ``from kbench_env import
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 
 from conftest import cpu_evaluator
-from kbench_env.sandbox import forkserver
+from kbench_env.sandbox.confine import forkserver
 from kbench_env.tasks.suite import resolve_task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,20 +32,21 @@ TRUSTED_ONLY = ("kbench_env.pipeline", "kbench_env.env", "kbench_env.executors",
 #: Every kbench_env module a worker may hold, by package ("" is the package itself). The fork server also preloads
 #: the trusted builder's server (builder processes are forked from it too), hence the builder's modules.
 WORKER_CLOSURE = {
-    "kbench_env": ["", "device", "fastpath"],
+    "kbench_env": ["", "fastpath"],
+    "kbench_env.machine": ["", "device"],
     "kbench_env.worker": ["", "allocator", "audit", "audit_threads", "builds", "dispatch_records", "executor",
                           "gpu_executor", "loop", "profile_times", "record_switches"],
     "kbench_env.measure": ["", "compare", "inputs", "ownership", "stats"],
-    "kbench_env.protocol": ["", "errors", "messages", "wire"],
+    "kbench_env.protocol": ["", "cuda_ipc", "messages", "screen_error", "wire"],
     "kbench_env.config": ["", "environ"],  # the KBENCH_* variables' one reader (the builder's CUTLASS checkout)
     "kbench_env.backends": ["", "base", "cpu", "cuda", "cutlass", "extension", "gpu_calibration", "narrow_head",
                             "triton"],
     "kbench_env.tasks": ["", "sizes", "task"],
-    "kbench_env.sandbox": ["", "buildcache", "cuda_ipc"],
+    "kbench_env.sandbox": [""],
     "kbench_env.sandbox.confine": ["", "audit_hook", "confinement", "environment", "landlock", "libc", "namespaces",
-                                   "paths", "privileges", "rlimits", "seccomp"],
-    "kbench_env.builder": ["", "compiler", "errors", "fast", "flags", "pch", "requests", "server", "store",
-                           "symbols", "torch_ext"],
+                                   "paths", "privileges", "record_controls", "rlimits", "seccomp"],
+    "kbench_env.builder": ["", "cache", "compiler", "errors", "fast", "flags", "pch", "requests", "server", "store",
+                           "torch_ext"],
 }
 ALLOWED = {f"{pkg}.{m}" if m else pkg for pkg, mods in WORKER_CLOSURE.items() for m in mods}
 

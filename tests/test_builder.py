@@ -20,7 +20,7 @@ from kbench_env.builder.compiler import CompileError
 from kbench_env.builder.errors import BuildRefused
 from kbench_env.builder.store import Store
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.reaper import flush_cleanups
 from kbench_env.tasks.suite import resolve_task
 

@@ -1,4 +1,4 @@
-"""One EvaluatorConfig holds every Evaluator option (kbench_env/config/evaluator.py), and one module reads the
+"""One EvaluatorConfig holds every Evaluator option (kbench_env/config/evaluator_config.py), and one module reads the
 KBENCH_* environment variables (kbench_env/config/environ.py)."""
 
 from __future__ import annotations

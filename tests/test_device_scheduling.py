@@ -9,7 +9,7 @@ import time
 
 from kbench_env.config import EvaluatorConfig
 from kbench_env.pipeline.device_hold import shared_checks_setting
-from kbench_env.shared_devicelock import SharedDeviceLock
+from kbench_env.machine.shared_device_lock import SharedDeviceLock
 
 #: How long the reading process keeps shared holds coming; a starved writer gets the lock only after it.
 READ_SPAN_S = 4.0
@@ -73,7 +73,7 @@ def _writer(path: str, started, out) -> None:
 
 
 def test_a_writer_of_another_process_is_not_starved_by_a_stream_of_shared_holds(tmp_path):
-    """Fails without the gate (shared_devicelock.py): the reading process then keeps its file lock for as long as its
+    """Fails without the gate (machine/shared_device_lock.py): the reading process then keeps its file lock for as long as its
     shared holds keep coming, and the writer gets the lock only after the last of them."""
     ctx = mp.get_context("spawn")
     path = str(tmp_path / "locks" / "gpu-test.lock")

@@ -294,7 +294,7 @@ class _SharedDevice:
 
 def _evaluator(backend: str, shared_device: bool = True, rules: str = "strict", format: str = "kernelbench"):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     ev = Evaluator(device="cuda", backend=backend, compile_baseline=False, timing=dict(TIMING),
                    limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300), rules=rules, format=format)
@@ -386,7 +386,7 @@ def test_auto_picks_the_gpu_and_the_cli_refuses_one_that_is_not_there():
     """What the CPU suite cannot see: with a GPU present, "auto" means it, and `--device cuda:N` past the last GPU
     is refused up front while `--device cuda` is accepted."""
     from kbench_apps.cli_output import require_device
-    from kbench_env.device import resolve_device
+    from kbench_env.machine.device import resolve_device
 
     assert resolve_device("auto") == "cuda"
     require_device("cuda")

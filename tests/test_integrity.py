@@ -237,7 +237,7 @@ def test_time_under_the_roofline_floor_is_flagged():
     from kbench_env.pipeline.baseline import Baselines
     from kbench_env.pipeline.check import instantiate
     from kbench_env.pipeline.result import EvalResult
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     task = resolve_task("level1/matmul_square")
     cfg = task.configs_for("cpu")[0]

@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 from kbench_env.config import EvaluatorConfig
-from kbench_env.tasks.formats import kernelbench
+from kbench_env.tasks.loaders import kernelbench
 from kbench_env.tasks import shapecheck
 from kbench_env.tasks import task as task_mod
 from kbench_env.measure.compare import DEFAULT_TOLERANCES, tolerance_for

@@ -200,7 +200,7 @@ def test_kbench_baseline_precomputes_and_a_rerun_times_only_what_is_missing(tmp_
 def test_keys_change_with_what_changes_a_timing():
     from kbench_env.pipeline.baseline import Baselines
     from kbench_env.pipeline.reference_cache import machine_fingerprint
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.tasks.suite import resolve_task
 
     def fields(timing, cfg_index=0, threads=2, compile_baseline=False):

@@ -15,7 +15,7 @@ from kbench_env.pipeline import plausibility
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.check import instantiate
 from kbench_env.pipeline.result import EvalResult
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 from kbench_env.tasks.task import Config
 

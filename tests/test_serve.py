@@ -18,7 +18,7 @@ import kbench_env  # noqa: F401  (registers KBench-v0)
 from kbench_env.config import EvaluatorConfig
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.serving.aclient import AsyncKBenchClient
-from kbench_env.serving.client import RemoteKBenchEnv
+from kbench_env.serving.remote_env import RemoteKBenchEnv
 from tests import candidates
 from tests.serving_server import TOKEN, ServerProcess, alive, cmdline
 from tests.conftest import ROOT

@@ -202,7 +202,7 @@ def test_worker_warm_up_on_the_cpu():
 
 
 def test_spare_is_assigned_before_its_replacement_starts():
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.sandbox.spares import SpareWorkers
 
     order = []

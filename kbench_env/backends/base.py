@@ -7,8 +7,7 @@ import ast
 
 import torch
 
-from kbench_env.fastpath import call_count as fastpath_calls
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.tasks.task import DTYPES
 from kbench_env.measure import stats
 from kbench_env.measure.ownership import own_call
@@ -24,10 +23,11 @@ class Backend:
 
     def __init__(self):
         self._extension_calls = 0
+        self._fast_path_calls = lambda: 0  # the fast path's call counter, once prepare_worker has routed it
 
     # ---- parent side
     def screen(self, tree: ast.Module, source: str) -> None:
-        """Raise ScreenError (protocol/errors.py) if the source cannot be a kernel for this backend."""
+        """Raise ScreenError (protocol/screen_error.py) if the source cannot be a kernel for this backend."""
 
     def rules(self) -> str:
         return ""
@@ -38,8 +38,9 @@ class Backend:
     # ---- worker side
     def prepare_worker(self, builds) -> None:
         """Before the candidate's code runs: route its builds to the trusted builder through ``builds``
-        (worker/builds.py's BuildClient). Every backend's candidates may use the fast path."""
-        builds.route_fastpath()
+        (worker/builds.py's BuildClient). Every backend's candidates may use the fast path, whose calls then count
+        as calls into the candidate's own code."""
+        self._fast_path_calls = builds.route_fastpath()
 
     def sync(self) -> None:
         """Wait for all work issued so far on the device (every stream)."""
@@ -49,7 +50,7 @@ class Backend:
 
     def extension_calls(self) -> int:
         """How many calls went into the candidate's own compiled code (extension modules, fast-path kernels)."""
-        return self._extension_calls + fastpath_calls()
+        return self._extension_calls + self._fast_path_calls()
 
     def count_calls(self, module):
         """Wrap a compiled extension module so that calls into it are counted (decoy detection)."""

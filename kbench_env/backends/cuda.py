@@ -36,11 +36,11 @@ from torch.profiler import ProfilerActivity, profile
 
 from kbench_env.measure import stats
 from kbench_env.measure.inputs import copy_into
-from kbench_env.protocol.errors import ScreenError
+from kbench_env.protocol.screen_error import ScreenError
 from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
 from kbench_env.backends.gpu_calibration import calibrate_gpu
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.backends import narrow_head
 from kbench_env.backends.extension import NEEDS_EXTENSION_H, ExtensionBackend, _with_opt, lighten
 

@@ -17,10 +17,10 @@ import sys
 
 import torch
 
-from kbench_env.protocol.errors import ScreenError
+from kbench_env.protocol.screen_error import ScreenError
 from kbench_env.backends.base import Backend
 from kbench_env.backends.cuda import CudaBackend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.measure.ownership import KERNEL_RECORD_PREFIX, profiling
 
 def _is_triton_jit(decorator: ast.expr) -> bool:

@@ -3,8 +3,8 @@
 ``VARIABLES`` is the table: each variable's name, how its text is read, its value when unset, what it means and
 which process reads it. ``get(name)`` reads one (from this process's environment, or from a given mapping). No
 other module reads a ``KBENCH_*`` variable (tests/test_structure.py holds to that), so that every switch is found
-here; those that set an Evaluator option are read once, when an ``EvaluatorConfig`` is made (config/evaluator.py),
-and an option given to the Evaluator wins over its variable.
+here; those that set an Evaluator option are read once, when an ``EvaluatorConfig`` is made
+(config/evaluator_config.py), and an option given to the Evaluator wins over its variable.
 
 Which process reads a variable matters because a worker's environment is scrubbed (sandbox/confine/environment.py):
 the trusted side reads the worker's settings and sends them in the job (sandbox/job.py). The one variable read on
@@ -80,9 +80,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "0, 1 or a folder: reference timings on disk (unset: on for GPUs, off on the CPU)", _TRUSTED),
     # Defaults of sandbox limits and caches
     Variable("KBENCH_CACHE", _nonempty, None, "where builds, derivations and locks are kept (unset: "
-             "~/.cache/kbench; cachedir.py)", _TRUSTED),
+             "~/.cache/kbench; machine/cache_dir.py)", _TRUSTED),
     Variable("KBENCH_CACHE_MAX_BYTES", _int_or_none, None,
-             "the shared build cache's bound in bytes (unset or 0: buildcache.CACHE_BYTES)", _TRUSTED),
+             "the shared build cache's bound in bytes (unset or 0: sandbox/confine/policy.CACHE_BYTES)", _TRUSTED),
     Variable("KBENCH_THREADS", int, 0,
              "threads of candidate and reference (unset or 0: half the cores; Limits.threads)", _TRUSTED),
     Variable("KBENCH_SPARE_WORKERS", _count, None,
@@ -110,12 +110,16 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("KBENCH_TRACE", _nonempty, None, "a file: each worker's messages and their times, a JSON line each",
              _TRUSTED),
     Variable("KBENCH_DEVICE_HOLD_LOG", _nonempty, None, "a file: each hold of a device lock, a JSON line each "
-             "(devicelock.py)", _TRUSTED),
+             "(machine/device_lock.py)", _TRUSTED),
     # Clients of a server, and the LLM proposers
     Variable("KBENCH_TOKEN", _nonempty, None, "the bearer token of a kbench serve server (its clients' default)",
              "the server and its clients"),
     Variable("KBENCH_LLM_BASE_URL", _nonempty, None, "an OpenAI-compatible endpoint (agents/llm.py)", "the agents"),
     Variable("KBENCH_LLM_MODEL", _nonempty, None, "the model name at that endpoint (agents/llm.py)", "the agents"),
+    Variable("KBENCH_URL", _nonempty, None, "a kbench serve server the verl reward evaluates on "
+             "(kbench_apps/integrations/verl_reward.py)", "verl's reward workers"),
+    Variable("KBENCH_VERL_FACTORY", _nonempty, None, "module:function making the verl reward's evaluator "
+             "(kbench_apps/integrations/verl_reward.py)", "verl's reward workers"),
 )}
 
 #: Where a CUTLASS checkout is named, in the order looked at: kbench's variable, then CUTLASS's own.

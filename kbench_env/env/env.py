@@ -9,7 +9,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from kbench_env.config import EvaluatorConfig
-from kbench_env.device import resolve_device
+from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.env.prompt import build_prompt
@@ -31,7 +31,9 @@ _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '
 def sanitize(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     """``text`` within ``OBSERVATION_CHARSET`` and ``limit`` characters (an overlong text says it was cut)."""
     allowed = set(OBSERVATION_CHARSET)
-    out = "".join(ch if ch in allowed else ch.encode("ascii", "backslashreplace").decode("ascii")
+    # unicode_escape, not backslashreplace: an ASCII control character (a model's reply echoed in an error) is
+    # outside the charset too, and backslashreplace leaves ASCII as it is
+    out = "".join(ch if ch in allowed else ch.encode("unicode_escape").decode("ascii")
                   for ch in text.translate(_PLAIN))
     if len(out) > limit:
         out = out[: limit - 40] + "\n... (truncated)"

@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.executors.evaluates import in_order
 from kbench_env.executors.options import check_arguments
 from kbench_env.pipeline.evaluator import Evaluator

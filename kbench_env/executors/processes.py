@@ -5,7 +5,7 @@ trusted-side work (inputs, reference runs, comparisons, the worker protocol) und
 GPUs, the longer each candidate holds its device while the trusted side waits its turn (multi-GPU in
 bench/RESULTS.md). Here each device's trusted side has its own process, as each Ray actor has
 (executors/ray_executor.py), with the caches shared on disk and the device lock per physical GPU
-(kbench_env/devicelock.py).
+(kbench_env/machine/device_lock.py).
 
 Each device process (``spawn``: no CUDA state is inherited) makes its Evaluator once and runs the candidates it
 is sent on a thread pool (builds overlap, the device lock orders the device work). A candidate goes to the live

@@ -1,7 +1,7 @@
 """The Ray executor: one actor per GPU (or per CPU slot), each holding an Evaluator for its device, on an
 existing Ray cluster (``address="auto"``) or a local instance (``"local"`` or None). Builds use the actor's CPUs;
 results come back as EvalResult dicts and are rebuilt here, so callers see the same objects as with the local
-executor. ``kbench serve --ray-address`` builds this same executor (``raycluster.connect`` is the one place an
+executor. ``kbench serve --ray-address`` builds this same executor (``ray_cluster.connect`` is the one place an
 address is understood).
 
 An actor that dies (its worker process killed, its node gone) loses no evaluation: Ray restarts the actor
@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from kbench_env.backends import get_backend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.executors.evaluates import in_order
 from kbench_env.executors.local import STUCK_AFTER_S
 from kbench_env.executors.options import check_arguments
@@ -27,7 +27,7 @@ from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.rules import DEFAULT as DEFAULT_RULES, check_rules
-from kbench_env.raycluster import connect
+from kbench_env.machine.ray_cluster import connect
 from kbench_env.tasks.task import Task
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.task import Config, Task

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag_builds, flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, add_phase, trim_log

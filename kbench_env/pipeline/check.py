@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.measure.compare import compare_outputs
 from kbench_env.pipeline.context import Prepared, StageContext
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
 from kbench_env.pipeline.linked import own_kernel_names
+from kbench_env.pipeline.nearby import close_miss, matches_nearby
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
 from kbench_env.pipeline.seeds import stream_seeds
@@ -51,7 +52,7 @@ def check(ctx: StageContext) -> None:
                 send_run(task, nxt, prepared, worker, result)
         finally:  # judged even when the next send finds the worker gone
             judge(task, cur, reply, ref, result, verdict, ctx.config.integrity.rules,
-                  own_kernel_names(worker.linked()))
+                  own_kernel_names(worker.linked()), nearby=_nearby(ctx, cfg))
         if stepping_aside:
             _step_aside(ctx)
             send_run(task, nxt, prepared, worker, result)
@@ -88,10 +89,23 @@ def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: Eva
                 {"init_inputs": p.init_inputs, "inputs": p.inputs})
 
 
+def _nearby(ctx: StageContext, cfg: Config):
+    """``ok(out)``: whether a close miss of ``cfg``'s correctness run matches the reference at nearby inputs
+    (nearby.py); the reference's model is built only when one is tried."""
+    task, p = ctx.task, ctx.prepared[cfg.name]
+
+    def ok(out) -> bool:
+        runner = task.reference_runner(p.module, p.init_inputs, cfg, p.init_seed, ctx.device)
+        return matches_nearby(out, p.inputs, runner, DTYPES[cfg.dtype], task.tolerance)
+
+    return ok
+
+
 def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict: dict, rules: str,
-          own_names=None) -> None:
-    """Judge one configuration's correctness run: the worker's reply against the reference output ``ref``.
-    Updates ``verdict`` (all_ok, ran_any), the configuration's ConfigResult and ``result``."""
+          own_names=None, nearby=None) -> None:
+    """Judge one configuration's correctness run: the worker's reply against the reference output ``ref`` (and,
+    for a close miss, ``nearby(out)``: the reference at nearby inputs, nearby.py). Updates ``verdict`` (all_ok,
+    ran_any), the configuration's ConfigResult and ``result``."""
     cfg, cr = run
     header, payload = reply
     note_reports(result, header, cfg.name)
@@ -106,6 +120,8 @@ def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict
         raise WorkerError(f"the worker's reply on configuration {cfg.name!r} carried no output")
     verdict["ran_any"] = True
     mismatch, figures = compare_outputs(payload["out"], ref, DTYPES[cfg.dtype], task.tolerance)
+    if mismatch is not None and nearby is not None and close_miss(figures) and nearby(payload["out"]):
+        mismatch = None  # the reference's answer to a problem within rounding of this one (nearby.py)
     cr.norm_err, cr.max_err = figures["norm_err"], figures["max_err"]
     cr.correct = mismatch is None
     if mismatch is not None:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from kbench_env.pipeline.baseline import Baselines
     from kbench_env.pipeline.device_hold import DeviceHold
     from kbench_env.pipeline.result import EvalResult
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.sandbox.worker_process import Worker
     from kbench_env.tasks.task import Config, Task
 

@@ -1,7 +1,7 @@
 """How an evaluation holds its device for the stages that run candidate code on it (check, timing,
 plausibility), and the lock it holds: by default one candidate at a time from its checks to the end of its timing;
 with the Evaluator's ``shared_checks``, the checks shared with other candidates' checks and the timing and
-plausibility alone (kbench_env/shared_devicelock.py). Either way no timing overlaps other work on the device that
+plausibility alone (machine/shared_device_lock.py). Either way no timing overlaps other work on the device that
 goes through the lock, in this process or another.
 """
 
@@ -11,11 +11,11 @@ import contextlib
 import threading
 import time
 
-from kbench_env.device import Device
-from kbench_env.devicelock import DeviceLock, gpu_lock_path, log_hold
+from kbench_env.machine.device import Device
+from kbench_env.machine.device_lock import DeviceLock, gpu_lock_path, log_hold
+from kbench_env.machine.shared_device_lock import SharedDeviceLock
 from kbench_env.pipeline.result import EvalResult, phase
 from kbench_env.pipeline.threads import trusted_threads
-from kbench_env.shared_devicelock import SharedDeviceLock
 
 
 def shared_checks_setting(setting, device: str) -> bool:
@@ -38,7 +38,7 @@ CPU_LOCK = SharedDeviceLock(None)
 
 
 def make_device_lock(device: str, lock_dir, shared_checks: bool):
-    """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across processes too (devicelock.py), on
+    """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across processes too (machine/device_lock.py), on
     the CPU this process's, shared by its Evaluators (``CPU_LOCK``). ``slots`` (shared_checks only, else None)
     bounds the candidates between the start of their checks and the end of their timing, so that what they keep on
     the device while waiting for the timing (inputs, reference modules, the worker's state) is bounded as well as
@@ -148,7 +148,7 @@ class DeviceHold:
 
 
 def _log_wait(lock, start_ns: int) -> None:
-    """A candidate's wait for the device, into the hold log (devicelock.log_hold, mode "wait"; nothing without
+    """A candidate's wait for the device, into the hold log (device_lock.log_hold, mode "wait"; nothing without
     KBENCH_DEVICE_HOLD_LOG or a lock file): the device idle while a candidate waits is what a run wants to know
     (bench/hold_overlap.py)."""
     log_hold(getattr(lock, "_file", None), "wait", start_ns)

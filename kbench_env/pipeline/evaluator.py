@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from kbench_env.backends import get_backend
-from kbench_env.builder.remote import make_builder
-from kbench_env.cachedir import default_cache_dir
+from kbench_env.builder.ray_builds import make_builder
 from kbench_env.config import EvaluatorConfig
-from kbench_env.device import Device, resolve_device
+from kbench_env.machine.cache_dir import default_cache_dir
+from kbench_env.machine.device import Device, resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
@@ -46,7 +46,7 @@ from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
 from kbench_env.pipeline.timing import is_paired, judge_deferred, time_stage
 from kbench_env.sandbox.diagnosis import WorkerError
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import Task
@@ -54,7 +54,7 @@ from kbench_env.tasks.task import Task
 
 def resolve(config: EvaluatorConfig) -> EvaluatorConfig:
     """``config`` with every option decided: the device named, the format and backend checked against it, the
-    options left to the device decided for it (config/evaluator.py), the limits, the cache folder and the build
+    options left to the device decided for it (config/evaluator_config.py), the limits, the cache folder and the build
     workers filled in, the rules and the baseline checked."""
     device = resolve_device(config.device)
     fmt, backend = formats.resolve(config.format, config.backend, device)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.protocol.integrity_flags import make, parse
 
 HIDDEN = "hidden"

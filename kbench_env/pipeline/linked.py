@@ -24,7 +24,8 @@ import os
 
 import torch
 
-from kbench_env.builder.symbols import is_record_control, nested_name
+from kbench_env.builder.symbols import nested_name
+from kbench_env.sandbox.confine.record_controls import is_record_control
 from kbench_env.measure.ownership import ALLOWED_GLUE
 from kbench_env.protocol.integrity_flags import Flag, make
 

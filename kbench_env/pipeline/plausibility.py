@@ -16,7 +16,7 @@ is held to half its copy time, and a time is flagged only under half the floor."
 from __future__ import annotations
 
 from kbench_env.backends.base import CALIBRATION_COPY_BYTES
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.context import StageContext

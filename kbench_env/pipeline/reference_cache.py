@@ -1,6 +1,6 @@
 """Reference timings kept on disk: reused across evaluators, processes and runs, kept honest by a drift check.
 
-Layout, under ``<cache dir>/reference/`` (``kbench_env.cachedir``)::
+Layout, under ``<cache dir>/reference/`` (``kbench_env.machine.cache_dir``)::
 
     <machine id>/machine.json        what the id stands for (device model, versions, backend, timing method)
     <machine id>/calibration.json    {"epoch": n, "calibration": {...}}: the device calibration the entries were
@@ -50,9 +50,9 @@ from pathlib import Path
 import torch
 
 from kbench_env.config import environ
-from kbench_env.device import Device
-from kbench_env.devicelock import gpu_identity
-from kbench_env.hardware import cpu_description
+from kbench_env.machine.device import Device
+from kbench_env.machine.device_lock import gpu_identity
+from kbench_env.machine.hardware import cpu_description
 
 log = logging.getLogger("kbench.reference_cache")
 

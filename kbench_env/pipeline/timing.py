@@ -12,9 +12,9 @@ import statistics
 import time
 
 from kbench_env.config import environ
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
-from kbench_env.measure.compare import compare_outputs
+from kbench_env.pipeline.nearby import check_call
 from kbench_env.measure.ownership import trusted_prefixes
 from kbench_env.pipeline.context import StageContext
 from kbench_env.pipeline.quiet import LIVE
@@ -152,8 +152,7 @@ def _checker(ctx: StageContext, cfg: Config):
     dtype = DTYPES[cfg.dtype]
 
     def check(out, call_inputs):
-        mismatch, _ = compare_outputs(out, reference(call_inputs), dtype, task.tolerance)
-        return None if mismatch is None else mismatch.message
+        return check_call(out, call_inputs, reference, dtype, task.tolerance)
 
     return check
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 
 from kbench_env.config import environ
-from kbench_env.sandbox import policy
+from kbench_env.sandbox.confine import policy
 from kbench_env.sandbox.confine.environment import scrubbed_environment
 from kbench_env.sandbox.confine.paths import compiler_dirs
-from kbench_env.sandbox.forkserver import forkserver_dir
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.forkserver import forkserver_dir
+from kbench_env.sandbox.confine.policy import Limits
 
 
 def worker_job(limits: Limits, source: str | None, backend: str, device: str, scratch: str, build_root: str,

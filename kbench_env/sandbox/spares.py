@@ -11,10 +11,10 @@ from collections import deque
 import torch
 
 from kbench_env.config import environ
-from kbench_env.device import Device
-from kbench_env.sandbox import policy
+from kbench_env.machine.device import Device
+from kbench_env.sandbox.confine import policy
 from kbench_env.sandbox.diagnosis import WorkerError
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.worker_process import Worker
 
 #: Spares at most by default: a spare is an idle process (the CPU's is cheap; a GPU's holds a CUDA context, about

@@ -7,7 +7,7 @@
             print(line["index"], line["reward"], line["feedback"])
 
 A result line holds the reward and the policy's feedback; the whole EvalResult (``researcher_record``) only from
-a server started with ``--expose-info`` (``wire.py``).
+a server started with ``--expose-info`` (``api.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import json
 import httpx
 
 from kbench_env.config import environ
-from kbench_env.serving.client import raise_for, retry_after
-from kbench_env.serving.wire import TOKEN_ENV, auth_header
+from kbench_env.serving.api import TOKEN_ENV, auth_header
+from kbench_env.serving.remote_env import raise_for, retry_after
 
 
 class AsyncKBenchClient:

@@ -22,8 +22,8 @@ import httpx
 from kbench_env.backends import get_backend
 from kbench_env.config import environ
 from kbench_env.pipeline.result import EvalResult
-from kbench_env.serving.client import _JSON_TYPES, ServerError, raise_for, retry_after
-from kbench_env.serving.wire import RECORD_FIELD, TOKEN_ENV, auth_header
+from kbench_env.serving.remote_env import _JSON_TYPES, ServerError, raise_for, retry_after
+from kbench_env.serving.api import RECORD_FIELD, TOKEN_ENV, auth_header
 from kbench_env.tasks.task import Task
 
 

@@ -20,7 +20,7 @@ import torch.autograd.profiler
 import torch.profiler
 from torch.profiler import ProfilerActivity
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.measure import ownership
 from kbench_env.measure.ownership import ALLOWED_GLUE
 from kbench_env.measure.stats import _perf_counter  # captured before any candidate code loads

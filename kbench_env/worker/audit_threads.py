@@ -39,7 +39,7 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.autograd.profiler import profile
 
-from kbench_env.builder.symbols import RECORD_CONTROLS
+from kbench_env.sandbox.confine.record_controls import RECORD_CONTROLS
 from kbench_env.measure.ownership import trusted_prefixes
 
 #: The record the audit opens on forward's thread before it stops the profile.
@@ -47,7 +47,7 @@ SENTINEL = "kbench_audit::sentinel"
 #: The record the audit opens on forward's thread once the profile runs, just before forward is called.
 START = "kbench_audit::forward_start"
 #: Symbols (C++-mangled, as a library that calls or looks them up holds them) that switch RecordFunction off or hook
-#: every operator: what the candidate's libraries must not name (the builder's list, builder/symbols.py).
+#: every operator: what the candidate's libraries must not name (sandbox/confine/record_controls.py).
 CONTROLS = {k.encode(): v for k, v in RECORD_CONTROLS.items()}
 _scanned: dict = {}  # (path, inode, size, mtime) -> the controls the file names
 

@@ -2,7 +2,7 @@
 fills, replays it when told, and leaves the outputs where the trusted side reads them. What it reports about time
 is checked against the trusted side's clock; what it reports about where its memory is, is only a pointer.
 
-The exchange (pipeline/gpu_blocks.py drives it; sandbox/cuda_ipc.py is both sides' access to the memory):
+The exchange (pipeline/gpu_blocks.py drives it; protocol/cuda_ipc.py is both sides' access to the memory):
 
     GPU_SLOTS {config, block, warmup}
                    warm the model up, make ``block`` sets of input buffers (one allocation per input: a
@@ -28,7 +28,7 @@ from kbench_env.measure import stats
 from kbench_env.measure.compare import flatten_outputs
 from kbench_env.measure.inputs import copy_into, input_stds, perturb
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.cuda_ipc import Exporter
+from kbench_env.protocol.cuda_ipc import Exporter
 from kbench_env.worker.executor import output_layout
 
 #: Calls per block at most, and the device time a block aims at: long enough that the trusted side's fixed cost

@@ -26,7 +26,7 @@ import types
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.measure import stats  # noqa: F401  (it captures the clock before candidate code is loaded)
 from kbench_env.worker import allocator, audit, executor, gpu_executor
 from kbench_env.backends import get_backend

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.measure import ownership  # looked up at each use: the audit's guard watches its functions
 
 #: Rows of per-kernel device time the worker reports; the rest are summed into one row counted as not own.

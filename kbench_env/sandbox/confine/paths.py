@@ -11,7 +11,7 @@ import sys
 from functools import lru_cache
 
 from kbench_env.config import environ
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 # kbench_env/ itself (this file is kbench_env/sandbox/confine/paths.py): its modules run in the worker
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

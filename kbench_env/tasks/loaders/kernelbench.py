@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from kbench_env.cachedir import default_cache_dir
+from kbench_env.machine.cache_dir import default_cache_dir
 from kbench_env.tasks.shapecheck import Prober
 from kbench_env.tasks.sizes import size_constants
 from kbench_env.tasks.task import DTYPES, Config, TaskError, build_module, seeded

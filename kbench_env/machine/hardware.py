@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 _VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "amx_tile", "neon", "asimd", "sve")
 

@@ -1,5 +1,5 @@
 """The sandbox's policy for one worker: ``Limits`` (resources, timeouts, which layers), the layers that may be left
-off, and how long a spare worker waits for its candidate."""
+off, the build cache's bounds, and how long a spare worker waits for its candidate."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import os
 from dataclasses import dataclass, field
 
 from kbench_env.config import environ
-from kbench_env.sandbox import buildcache
 
 #: How long a spare worker waits for a candidate before it exits (it holds a process, and on a GPU a CUDA context).
 #: Longer than a KernelBench-format build with many at once, since spares are started
@@ -16,6 +15,16 @@ SPARE_IDLE_S = 300.0
 
 #: Layers of the sandbox that ``Limits.isolation_off`` may name.
 LAYERS = ("namespaces", "landlock", "seccomp", "cgroup", "audit")  # audit: the hook reports only
+
+#: What one worker's new builds may add to the shared build cache (bytes) and the whole cache's bound, where
+#: ``Limits`` is not told otherwise (builder/cache.py holds the cache to them).
+BUILD_BYTES = 256 << 20
+CACHE_BYTES = 10 << 30
+
+
+def cache_bytes_default() -> int:
+    """The cache bound: $KBENCH_CACHE_MAX_BYTES, else ``CACHE_BYTES``."""
+    return environ.get("KBENCH_CACHE_MAX_BYTES") or CACHE_BYTES
 
 
 @dataclass
@@ -37,8 +46,8 @@ class Limits:
     cpu_seconds: float = field(default_factory=lambda: 1800.0 * max(1, (os.cpu_count() or 2) // 2))
     processes: int = field(default_factory=lambda: max(512, 16 * (os.cpu_count() or 1)))
     disk_bytes: int = 4 << 30  # scratch directory, new builds included (watched every half second)
-    build_bytes: int = buildcache.BUILD_BYTES  # what one worker's new builds may add to the shared build cache
-    cache_bytes: int = field(default_factory=buildcache.cache_bytes_default)  # the shared cache's bound (LRU)
+    build_bytes: int = BUILD_BYTES  # what one worker's new builds may add to the shared build cache
+    cache_bytes: int = field(default_factory=cache_bytes_default)  # the shared cache's bound (LRU)
     isolation: bool = True  # False: rlimits, session and environment only (debugging; never for untrusted code)
     isolation_off: tuple = ()  # layers to leave off, from LAYERS
     extra_read_paths: tuple = ()  # more paths the worker may read (e.g. a toolkit outside /usr)

@@ -27,13 +27,13 @@ passes to ``backward_fn``, returning the gradients). robust-kbench builds it wit
 
 This module turns such a folder into kbench :class:`~kbench_env.tasks.task.Task` objects, one per form
 (``robust-kbench/<folder path>/forward`` and ``.../backward``), whose source is a KernelBench-format program
-(robust_kbench_source.py, from the folder as robust_kbench_read.py reads it): the
+(source.py, from the folder as read.py reads it): the
 robust-kbench file unchanged, as a string that runs as a module of its own (so that ``super(Model, self)`` and any
 other module-level name in it mean robust-kbench's), then an adapter defining ``Model`` (wrapping robust-kbench's), ``get_inputs``,
 ``get_init_inputs`` and one module-level constant per setting, which each configuration overrides. The backward form
 follows kbench's convention (task.py): ``Model.forward(*inputs, grad_out)`` returns the gradients of the inputs that
 robust-kbench differentiates, then of the parameters that the output depends on (in ``named_parameters`` order),
-for the upstream gradient ``grad_out``. ``robust_kbench_submission.submission_to_source`` turns a ``.cu``
+for the upstream gradient ``grad_out``. ``submission.submission_to_source`` turns a ``.cu``
 submission into a kbench action (a ``ModelNew`` that builds it with ``load_inline`` and calls it where robust-kbench
 would).
 """
@@ -44,12 +44,12 @@ import keyword
 import re
 from pathlib import Path
 
-from kbench_env.tasks.formats.robust_kbench_cpu import check_deterministic, derive_cpu_settings, derive_held_out
-from kbench_env.tasks.formats.robust_kbench_read import (
+from kbench_env.tasks.loaders.robust_kbench.cpu_configs import check_deterministic, derive_cpu_settings, derive_held_out
+from kbench_env.tasks.loaders.robust_kbench.read import (
     _RESERVED, _config_name, _docstring_line, _exec_rk, _func_file, _identifier, _parameter_names, _probe,
     _signature_defaults, _toplevel_names, forms_in, read_configs,
 )
-from kbench_env.tasks.formats.robust_kbench_source import generate_source
+from kbench_env.tasks.loaders.robust_kbench.source import generate_source
 from kbench_env.tasks.loading import load_task
 from kbench_env.tasks.task import Task, TaskError, build_module
 
@@ -234,7 +234,7 @@ def load_robust_tasks(folder: str | Path, multi: bool = True, name: str | None =
     ``config_<form>.json`` (see :func:`read_configs`), the first shown and the rest held out, each marked for the
     CPU too when its inputs, parameters and output hold at most ``CPU_ELEMENTS`` elements (if the first is for the
     GPU only, the first CPU configuration is shown as well). Where none is for the CPU, a small shown one and an
-    odd held-out one are derived for it; where only one is, an odd held-out one (robust_kbench_cpu.py). A form
+    odd held-out one are derived for it; where only one is, an odd held-out one (cpu_configs.py). A form
     whose reference is not deterministic is refused (TaskError), as one that does not run is.
     """
     folder = Path(folder)

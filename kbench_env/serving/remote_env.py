@@ -21,7 +21,7 @@ from gymnasium import spaces
 from kbench_env.config import environ
 from kbench_env.env.spaces import CHARSET, MAX_OBSERVATION_CHARS, OBSERVATION_CHARSET
 from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
-from kbench_env.serving.wire import RECORD_FIELD, TOKEN_ENV, auth_header
+from kbench_env.serving.api import RECORD_FIELD, TOKEN_ENV, auth_header
 
 _JSON_TYPES = (str, int, float, bool, type(None), list, dict)
 

@@ -16,12 +16,9 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kbench_env.config import environ
-
-if TYPE_CHECKING:
-    from kbench_env.sandbox.policy import Limits
 
 
 @dataclass(frozen=True)
@@ -68,22 +65,22 @@ class IntegrityConfig:
 class ResourcesConfig:
     """What an Evaluator runs on and keeps.
 
-    limits: sandbox limits and per-stage timeouts (sandbox.policy.Limits; None: ``Limits()``).
+    limits: sandbox limits and per-stage timeouts (sandbox.confine.policy.Limits; None: ``Limits()``).
     cache_dir: where builds are kept, shared by all workers (None: ``$KBENCH_CACHE`` or ~/.cache/kbench).
     build_workers: candidates in flight at once in ``evaluate_many`` (None: the number of CPU cores).
     spare_worker: keep started, confined, idle workers ready for the next candidates, one per evaluation in
         flight (sandbox.SpareWorkers; on a GPU with CUDA started), at most what the host's cores and memory allow
         (``KBENCH_SPARE_WORKERS`` sets that), or at most this number when it is one; off with False (default:
         ``KBENCH_SPARE_WORKER``, on unless 0).
-    shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at once
+    shared_checks: candidates' correctness checks share the device (up to shared_device_lock.SHARED_CAP at once
         per Evaluator) instead of holding it one at a time; timing, reference timing and plausibility still have
         it to themselves, excluding every other holder in this and other processes. It trades device memory for
         less time waiting on the device. None: on for GPUs, off on the CPU (default: ``KBENCH_SHARED_CHECKS``;
         pipeline/device_hold.shared_checks_setting says why).
-    remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/remote.py).
+    remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/ray_builds.py).
     """
 
-    limits: Limits | None = None
+    limits: Any = None  # a sandbox.confine.policy.Limits (not imported: config is below the sandbox)
     cache_dir: str | Path | None = None
     build_workers: int | None = None
     spare_worker: bool | int = field(default_factory=lambda: environ.get("KBENCH_SPARE_WORKER"))
@@ -121,7 +118,7 @@ class EvaluatorConfig:
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise TypeError(f"unknown Evaluator option(s): {', '.join(unknown)} (the options: {', '.join(OPTIONS)}; "
-                            f"kbench_env.config.evaluator)")
+                            f"kbench_env.config.evaluator_config)")
         top: dict[str, Any] = {}
         groups: dict[str, dict[str, Any]] = {}
         for name, value in options.items():

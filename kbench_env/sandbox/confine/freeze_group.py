@@ -1,7 +1,7 @@
 """A cgroup that stops every task of a worker as one: cgroup v2's ``cgroup.freeze`` (any cgroup v2 hierarchy, a
 hybrid system's ``unified`` one included: freezing needs no controller), else cgroup v1's freezer controller.
 
-The trusted side stops the worker to write a timed block's inputs and read its outputs (memory.py). Stopping
+The trusted side stops the worker to write a timed block's inputs and read its outputs (sandbox/memory.py). Stopping
 processes one by one from a pid list read before leaves a gap that a helper changing pid faster than the list is
 read walks through (issue #34: a CLONE_VM helper escaped 111 of 174 stops). A freezer cgroup has no such gap: every
 task in it, those it starts while the freeze goes on included, stops, and the kernel says when the last one has

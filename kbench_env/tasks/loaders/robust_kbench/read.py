@@ -1,5 +1,5 @@
 """Reading a robust-kbench task folder: which forms it has, its configurations, its task file run as a module of its
-own, the reference probed for shapes and sizes, and the names the generated program may use (see robust_kbench.py
+own, the reference probed for shapes and sizes, and the names the generated program may use (see loader.py
 for the format)."""
 
 from __future__ import annotations

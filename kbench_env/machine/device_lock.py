@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from kbench_env.config import environ
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 
 def gpu_identity(device: str) -> str:

@@ -2,7 +2,7 @@
 
 A GPU worker's timed blocks (worker/gpu_executor.py) run on input buffers the trusted side fills and leave their
 outputs where the trusted side reads them (pipeline/gpu_blocks.py), as the CPU's do through ``/proc/<pid>/mem``
-(memory.py). The worker exports the allocation that holds a tensor (``Exporter``: the CUDA driver's
+(sandbox/memory.py). The worker exports the allocation that holds a tensor (``Exporter``: the CUDA driver's
 ``cuIpcGetMemHandle`` of its base, and the tensor's offset in it); the trusted side opens each handle once
 (``Mappings``) and makes views of byte ranges inside it. What the worker says is only where to look: every range is checked against the size of the
 allocation the driver mapped (a range outside it is refused, never touched), and a handle to the wrong memory

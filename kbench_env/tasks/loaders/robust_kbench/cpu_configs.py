@@ -28,7 +28,7 @@ from typing import Callable
 
 import torch
 
-from kbench_env.tasks.formats.kernelbench import CPU_ELEMENT_BUDGET, odd_size
+from kbench_env.tasks.loaders.kernelbench import CPU_ELEMENT_BUDGET, odd_size
 from kbench_env.tasks.task import TaskError, seeded
 
 #: Integer settings at least this large are sizes to scale; smaller ones (kernel sizes, strides, dims) stay.
@@ -57,7 +57,7 @@ def _map(init: dict, inp: dict, fn) -> tuple[dict, dict]:
 def derive_cpu_settings(rk, init: dict, inp: dict, probe: Callable, budget: int = CPU_ELEMENT_BUDGET,
                         limit: int = 0) -> list:
     """``[(init, inp, probe result, held_out)]``: a small configuration and, where one runs, an odd-sized one
-    (module docstring). ``probe(init, inp, devices)`` runs the task (robust_kbench_read._probe) and raises TaskError
+    (module docstring). ``probe(init, inp, devices)`` runs the task (read._probe) and raises TaskError
     when it does not; its result has ``numel``. Where the settings cannot bring the task within ``budget`` elements
     (a size the file fixes, such as 224 x 224 images), up to ``limit`` is accepted. Empty when nothing small runs."""
     init = {**int_defaults(rk.Model.__init__), **init}

@@ -1,7 +1,7 @@
 """Process bookkeeping of a worker: a pids cgroup per worker where kbench runs as root (a process limit that
 holds for uid 0, and a complete list of what to kill), with a freezer cgroup of the same name beside it (the stop
 that no process of the worker escapes: freeze_group.py), and the kill of a whole session where no cgroup is at
-hand. The worker (worker_process.py) decides when; this module only knows how."""
+hand. The worker (sandbox/worker_process.py) decides when; this module only knows how."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 
-from kbench_env.sandbox.freeze_group import FreezeGroup
+from kbench_env.sandbox.confine.freeze_group import FreezeGroup
 
 
 class PidsCgroup:

@@ -6,10 +6,11 @@ writes here (builder/store.py: staged, then renamed into place with a manifest);
 (confine/namespaces.py, confine/landlock.py). So a build is loaded by any candidate whose request names the same
 unit, which is exactly the build its own request would have made: no candidate can plant what another loads.
 
-Bounds: a worker's new builds add at most ``Limits.build_bytes`` (sandbox/worker_build.py), and after they are
-made the cache is brought under ``Limits.cache_bytes`` by evicting the least recently used units. A unit a live
-worker was given is never evicted: each ``Claim`` holds a shared ``flock`` on its directory, eviction takes an
-exclusive one without waiting and skips what it cannot lock, so several evaluator processes can share one cache.
+Bounds (their defaults: sandbox/confine/policy.py): a worker's new builds add at most ``Limits.build_bytes``
+(sandbox/worker_build.py), and after they are made the cache is brought under ``Limits.cache_bytes`` by evicting
+the least recently used units. A unit a live worker was given is never evicted: each ``Claim`` holds a shared
+``flock`` on its directory, eviction takes an exclusive one without waiting and skips what it cannot lock, so
+several evaluator processes can share one cache.
 """
 
 from __future__ import annotations
@@ -23,20 +24,9 @@ import stat
 import time
 import uuid
 
-from kbench_env.config import environ
-
-#: What one worker's new builds may add (bytes) and the whole cache's bound, where ``Limits`` does not say.
-BUILD_BYTES = 256 << 20
-CACHE_BYTES = 10 << 30
-
 _UNIT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}$")
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _STALE_S = 3600.0  # a build or eviction left half-done this long ago was cut by its process's death
-
-
-def cache_bytes_default() -> int:
-    """The cache bound: $KBENCH_CACHE_MAX_BYTES, else ``CACHE_BYTES``."""
-    return environ.get("KBENCH_CACHE_MAX_BYTES") or CACHE_BYTES
 
 
 def _same_file(path: str, fd: int) -> bool:

@@ -1,5 +1,5 @@
 """Joining a Ray cluster: ``connect`` is the one place an address is understood, for the Ray executor
-(executors/ray_executor.py) and for remote builds (builder/remote.py). Ray is the [ray] extra: imported only here,
+(executors/ray_executor.py) and for remote builds (builder/ray_builds.py). Ray is the [ray] extra: imported only here,
 when a cluster is asked for."""
 
 from __future__ import annotations

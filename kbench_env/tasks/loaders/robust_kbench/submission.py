@@ -7,7 +7,7 @@ import ast
 import hashlib
 import re
 
-from kbench_env.tasks.formats.robust_kbench_source import _model_class, _rk_block, _string_literal
+from kbench_env.tasks.loaders.robust_kbench.source import _model_class, _rk_block, _string_literal
 from kbench_env.tasks.task import Task, TaskError
 
 
@@ -94,7 +94,7 @@ def submission_to_source(cu_source: str, task: Task) -> str:
         hookup = "_rk.AutogradFunction.backward_fn = _ext.backward  # as robust-kbench's check_backward_correctness does\n"
     header = (
         f'"""robust-kbench submission ({export}.cu) for {task.name}, adapted to kbench by '
-        f'kbench_env.tasks.formats.robust_kbench."""\n'
+        f'kbench_env.tasks.loaders.robust_kbench."""\n'
     )
     build = (
         f"CUDA_SOURCE = {_string_literal(cu_source)}\n\n"

@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from kbench_env.devicelock import DeviceLock, log_hold
+from kbench_env.machine.device_lock import DeviceLock, log_hold
 
 #: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
 #: the device together.

@@ -30,7 +30,7 @@ import time
 import warnings
 from concurrent.futures import Future
 
-from kbench_env.raycluster import connect
+from kbench_env.machine.ray_cluster import connect
 from kbench_env.backends import get_backend
 from kbench_env.builder import fast, ray_task, torch_ext
 from kbench_env.builder.client import Builder, BuilderError, build_environment, request_defaults
