@@ -18,6 +18,7 @@ from inspect_ai.log import read_eval_log  # noqa: E402
 from inspect_ai.model import ModelOutput, ModelUsage  # noqa: E402
 
 from kbench_apps.integrations.inspect_task import kbench  # noqa: E402
+from kbench_env.config import EvaluatorConfig  # noqa: E402
 from kbench_env.env.env import KBenchEnv  # noqa: E402
 from kbench_env.pipeline.reward import INVALID  # noqa: E402
 from kbench_env.tasks.suite import resolve_task, solution_path  # noqa: E402
@@ -68,7 +69,7 @@ def _metrics(log) -> dict:
 
 
 def _reset_prompt() -> str:
-    env = KBenchEnv(task=TASK, device="cpu", spare_worker=False)
+    env = KBenchEnv(task=TASK, device="cpu", config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         return env.reset(seed=0)[0]
     finally:
