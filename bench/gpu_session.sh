@@ -166,7 +166,7 @@ falsepos)
   ;;
 integrations)
   stamp "verl: a batch scored through verl_reward.compute_score (bench/integrations_verl.py)"
-  timeout $(left ${VERL_END:-250}) python3 bench/integrations_gpu.py verl --device cuda --out "$OUT/verl_reward_gpu.md" \
+  timeout $(left ${VERL_END:-250}) python3 bench/integrations_gpu.py verl --device cuda --limit ${VERL_LIMIT:-4} --out "$OUT/verl_reward_gpu.md" \
     2>&1 | tail -30
   stamp "Inspect: the task with a tiny local model and with the shipped solutions (carries .carry/wheels-inspect)"
   timeout $(left ${END:-580}) python3 bench/integrations_gpu.py inspect --device cuda --out "$OUT/inspect" 2>&1 | tail -30
