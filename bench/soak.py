@@ -241,7 +241,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
     os.makedirs(scratch_root)
     limits = Limits(build_timeout=300, run_timeout=run_timeout, time_timeout=60, memory_bytes=1 << 30,
                     disk_bytes=256 << 20, processes=64, scratch_root=scratch_root)
-    ev = Evaluator(device="cpu", cache_dir=cache_dir, limits=limits, check_calls=2, input_sets=2,
+    ev = Evaluator(device="cpu", cache_dir=cache_dir, limits=limits, check_calls=2,
                    timing={"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01})
     env = gym.make("KBench-v0", task="level1/relu", evaluator=ev, max_turns=50, disable_env_checker=True)
     env.reset(seed=seed)

@@ -8,10 +8,10 @@ The timings are keyed by the evaluator's settings: precompute with the ``--timin
 
 from __future__ import annotations
 
-import os
 import time
 
 from kbench_apps.runner import TIMING_PRESETS
+from kbench_env.config import environ
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.precompute import time_reference
 from kbench_env.tasks.suite import load_suite
@@ -19,8 +19,8 @@ from kbench_env.tasks.suite import load_suite
 
 def cmd_baseline(args) -> int:
     timing = TIMING_PRESETS.get(args.timing)
-    env = os.environ.get("KBENCH_REFERENCE_CACHE", "")
-    folder = args.cache or (env if env not in ("", "0", "1") else None)
+    env = environ.get("KBENCH_REFERENCE_CACHE")
+    folder = args.cache or (env if isinstance(env, str) else None)
     ev = Evaluator(device=args.device, backend=args.backend, spare_worker=False, reference_cache=folder or True,
                    **({"timing": timing} if timing else {}))
     try:
@@ -32,7 +32,7 @@ def cmd_baseline(args) -> int:
         for n, task in enumerate(tasks, 1):
             t0 = time.perf_counter()
             try:
-                timed, cached = time_reference(ev, task, args.seed)
+                timed, cached = time_reference(ev.baselines, ev.device_hold(), task, args.seed)
             except ValueError as exc:  # no configuration for this device (TaskError)
                 totals["skipped"] += 1
                 print(f"[{n}/{len(tasks)}] {task.name}: skipped ({exc})", flush=True)

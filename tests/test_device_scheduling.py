@@ -7,6 +7,7 @@ import multiprocessing as mp
 import threading
 import time
 
+from kbench_env.config import EvaluatorConfig
 from kbench_env.pipeline.device_hold import shared_checks_setting
 from kbench_env.machine.shared_device_lock import SharedDeviceLock
 
@@ -20,11 +21,14 @@ def test_shared_checks_default_on_gpus_off_on_the_cpu(monkeypatch):
     assert shared_checks_setting(None, "cuda") is True
     assert shared_checks_setting(None, "cpu") is False
     assert shared_checks_setting(False, "cuda:0") is False and shared_checks_setting(True, "cpu") is True
+    # the variable is the setting of a config made without one (config/environ.py)
+    assert EvaluatorConfig().resources.shared_checks is None
     monkeypatch.setenv("KBENCH_SHARED_CHECKS", "0")
-    assert shared_checks_setting(None, "cuda:0") is False
+    assert shared_checks_setting(EvaluatorConfig().resources.shared_checks, "cuda:0") is False
     monkeypatch.setenv("KBENCH_SHARED_CHECKS", "1")
-    assert shared_checks_setting(None, "cpu") is True
-    assert shared_checks_setting(False, "cpu") is False  # an explicit setting wins over the variable
+    assert shared_checks_setting(EvaluatorConfig().resources.shared_checks, "cpu") is True
+    given = EvaluatorConfig.from_options(shared_checks=False).resources.shared_checks
+    assert shared_checks_setting(given, "cpu") is False  # an explicit setting wins over the variable
 
 
 def _readers(path: str, started, out) -> None:

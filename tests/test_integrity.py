@@ -243,9 +243,9 @@ def test_time_under_the_roofline_floor_is_flagged():
     cfg = task.configs_for("cpu")[0]
     prepared: dict = {}
     _, cr = instantiate(task, cfg, 7, 0, prepared, "cpu")
-    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2, 3)
+    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2)
     base.calibration = {"bandwidth": 1e10, "flops": {cfg.dtype: 1e10}}
-    n = prepared[cfg.name][3][0].shape[0]
+    n = prepared[cfg.name].inputs[0].shape[0]
     honest_ms = 2 * n**3 / 1e10 * 1e3
     result = EvalResult(task=task.name, backend="cpu", device="cpu")
     result.configs.append(cr)

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from conftest import ROOT
+from kbench_env.config import EvaluatorConfig
 from kbench_env.tasks.loaders import kernelbench
 from kbench_env.tasks import shapecheck
 from kbench_env.tasks import task as task_mod
@@ -195,7 +196,7 @@ def test_a_derivation_error_is_one_task_s_row(tmp_path):
 
 
 def test_no_configuration_for_the_device_is_the_task_s_error_at_reset():
-    env = KBenchEnv(task=str(DATA / "cuda_only.py"), device="cpu", spare_worker=False)
+    env = KBenchEnv(task=str(DATA / "cuda_only.py"), device="cpu", config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         with pytest.raises(TaskError, match="no input configuration for cpu"):
             env.reset(seed=0)

@@ -29,7 +29,7 @@ def _judge(out_floats: int, candidate_ms: float, block_calls: int):
     cfg = Config(name="floor", sizes={"batch_size": 4, "dim": out_floats // 4})
     prepared: dict = {}
     _, cr = instantiate(task, cfg, 7, 0, prepared, "cpu")
-    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2, 3)
+    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2)
     base.calibration = {"bandwidth": BANDWIDTH, "flops": {cfg.dtype: 1e12}}
     result = EvalResult(task=task.name, backend="cpu", device="cpu")
     result.configs.append(cr)

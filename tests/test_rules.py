@@ -17,6 +17,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
+from kbench_env.config import EvaluatorConfig
 from kbench_env.measure.ownership import ALLOWED_GLUE, own_call
 from kbench_env.pipeline import coverage
 from kbench_env.pipeline import integrity
@@ -307,12 +308,13 @@ def test_unknown_rules_are_a_clear_error():
     with pytest.raises(ValueError, match=r"unknown rules 'loose'.*'strict'.*'kernelbench'"):
         Evaluator(device="cpu", rules="loose", spare_worker=False)
     with pytest.raises(ValueError, match="unknown rules"):
-        gym.make("KBench-v0", task="level1/relu", device="cpu", rules="KernelBench", spare_worker=False)
+        gym.make("KBench-v0", task="level1/relu", device="cpu", rules="KernelBench",
+                 config=EvaluatorConfig.from_options(spare_worker=False))
 
 
 def test_env_takes_rules_and_its_prompt_states_them():
     env = gym.make("KBench-v0", task="level2/conv2d_relu_bias", device="cpu", rules="kernelbench",
-                   spare_worker=False)
+                   config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         assert env.unwrapped.evaluator.rules == "kernelbench"
         obs, _ = env.reset(seed=0)
@@ -322,7 +324,7 @@ def test_env_takes_rules_and_its_prompt_states_them():
         assert "Kernel coverage (share of forward's CPU time in your own kernels; rules kernelbench): " in obs
     finally:
         env.close()
-    strict = gym.make("KBench-v0", task="level1/relu", device="cpu", spare_worker=False)
+    strict = gym.make("KBench-v0", task="level1/relu", device="cpu", config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         obs, _ = strict.reset(seed=0)
         assert strict.unwrapped.evaluator.rules == "strict" and "are not allowed" in obs

@@ -296,6 +296,131 @@ def test_the_fork_servers_preloads_do_not_import_cpp_extension():
     assert out.stdout.strip() == "False", "a fork-server preload imports torch.utils.cpp_extension"
 
 
+#: The modules that read ``KBENCH_*`` environment variables: config/environ.py alone, each exception with its reason.
+ENVIRON_READERS = {"kbench_env.config.environ": "the one place: its table names each variable, its type and default"}
+_KBENCH_NAME = re.compile(r"^KBENCH_[A-Z0-9_]+$")
+
+
+def _names_kbench_variable(node: ast.AST) -> bool:
+    """Whether ``node`` is a string naming a KBENCH_ variable, or a tuple, list or set holding one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and bool(_KBENCH_NAME.match(node.value))
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_names_kbench_variable(e) for e in node.elts)
+
+
+def _kbench_constants(sources: list[str]) -> set[str]:
+    """Module-level names bound to a KBENCH_ variable's name (``TOKEN_ENV = "KBENCH_TOKEN"``) in any of
+    ``sources``, and the names they are imported as."""
+    found: set[str] = set()
+    trees = [ast.parse(s) for s in sources]
+    for tree in trees:
+        for node in tree.body:
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:  # ``A = "KBENCH_X"``, and ``A, B = "KBENCH_X", "KBENCH_Y"`` pairwise
+                pairs = (zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple)
+                         and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+                found.update(t.id for t, v in pairs if isinstance(t, ast.Name) and _names_kbench_variable(v))
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                found.update(a.asname for a in node.names if a.asname and a.name in found)
+    return found
+
+
+def _environment_reads(source: str, constants: set[str]) -> list[int]:
+    """Lines that read a KBENCH_ variable from the process environment: ``os.environ.get(k)``, ``os.getenv(k)``,
+    ``os.environ[k]``, ``k in os.environ``, where ``k`` is such a name, a constant of one (``constants``) or a loop
+    variable over them."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+    def kbench_key(key: ast.AST) -> bool:
+        if _names_kbench_variable(key) or (isinstance(key, ast.Name) and key.id in constants):
+            return True
+        if not isinstance(key, ast.Name):
+            return False
+        node = key
+        while node in parents:  # a loop variable: ``for k in ("KBENCH_A", ...)`` or over a constant
+            node = parents[node]
+            for loop in ([node] if isinstance(node, ast.For) else getattr(node, "generators", [])):
+                if any(isinstance(t, ast.Name) and t.id == key.id for t in ast.walk(loop.target)):
+                    return any(_names_kbench_variable(n) or (isinstance(n, ast.Name) and n.id in constants)
+                               for n in ast.walk(loop.iter))
+        return False
+
+    lines = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("os.environ.get", "os.getenv") and node.args:
+            key = node.args[0]
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ" \
+                and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
+                and any(ast.unparse(c) == "os.environ" for c in node.comparators):
+            key = node.left
+        if key is not None and kbench_key(key):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_checker_finds_environment_reads():
+    src = ('import os\nTOKEN = "KBENCH_TOKEN"\nA = os.environ.get("KBENCH_X", "1")\nB = os.getenv(TOKEN)\n'
+           'C = [os.environ.get(k) for k in ("KBENCH_Y", "OTHER")]\nfor v in ("KBENCH_Z",):\n    D = os.environ[v]\n'
+           'E = "KBENCH_W" in os.environ\nF = os.environ.get("HOME")\nG = environ.get("KBENCH_X")\n'
+           'U, V = "KBENCH_U", "KBENCH_V"\nfor key, var in (("u", U), ("v", V)):\n    H = os.environ.get(var)\n')
+    assert _environment_reads(src, _kbench_constants([src])) == [3, 4, 5, 7, 8, 13]
+    assert _kbench_constants(["A = ('KBENCH_A', 'B')\n", "from m import A as ENV_VARS\n"]) == {"A", "ENV_VARS"}
+
+
+def test_kbench_environment_variables_are_read_in_one_module():
+    """config/environ.py reads the KBENCH_* variables (its table says what each is); everything else asks it."""
+    sources = {name: path.read_text() for name, path in MODULES.items()}
+    constants = _kbench_constants(list(sources.values()))
+    bad = [f"{MODULES[name].relative_to(ROOT)}:{line}" for name, src in sorted(sources.items())
+           if name not in ENVIRON_READERS for line in _environment_reads(src, constants)]
+    assert not bad, ("KBENCH_ variables read outside kbench_env/config/environ.py (read them with "
+                     "environ.get(name), adding the variable to its table): " + "; ".join(bad))
+    assert set(ENVIRON_READERS) <= set(MODULES)
+
+
+#: The Evaluator's own state, which evaluator.py alone touches: the stages get a StageContext (pipeline/context.py).
+EVALUATOR_PRIVATE = ("_spares", "_device_lock", "_device_slots", "_trusted_threads")
+
+
+def _takes_the_evaluator(source: str) -> list[str]:
+    """Functions of ``source`` with a parameter that is the Evaluator (named ``ev`` or ``evaluator``, or annotated
+    ``Evaluator``), and reads of the Evaluator's private state."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            for arg in a.posonlyargs + a.args + a.kwonlyargs:
+                annotation = ast.unparse(arg.annotation) if arg.annotation else ""
+                if arg.arg in ("ev", "evaluator") or re.search(r"\bEvaluator\b", annotation):
+                    found.append(f"{node.name}({arg.arg})")
+        elif isinstance(node, ast.Attribute) and node.attr in EVALUATOR_PRIVATE:
+            found.append(f"line {node.lineno}: .{node.attr}")
+    return found
+
+
+def test_the_checker_finds_a_stage_that_takes_the_evaluator():
+    assert _takes_the_evaluator("def check(ev, task):\n    ev._device_lock.acquire()\n") == [
+        "check(ev)", "line 2: ._device_lock"]
+    assert _takes_the_evaluator("def time(x: 'Evaluator'):\n    pass\n") == ["time(x)"]
+    assert _takes_the_evaluator("def check(ctx: StageContext):\n    ctx.hold.lock.acquire()\n") == []
+
+
+def test_no_stage_function_takes_the_evaluator():
+    """The stages (every pipeline module but evaluator.py) take a StageContext, never the Evaluator: what a stage
+    reads of the evaluator is in the context, and the Evaluator's state is its own."""
+    bad = {name: found for name, path in MODULES.items()
+           if name.startswith("kbench_env.pipeline.") and name != "kbench_env.pipeline.evaluator"
+           for found in [_takes_the_evaluator(path.read_text())] if found}
+    assert not bad, f"pipeline modules that take the Evaluator or reach its private state: {bad}"
+
+
 # ---------------------------------------------------------------------------------------------- package arrows
 
 #: The layers of DESIGN.md's Layout, top to bottom: a package imports packages of its own layer or below, and
@@ -313,6 +438,7 @@ LAYERS = (
     ("sandbox/confine",),
     ("tasks",),
     ("machine",),
+    ("config",),
 )
 #: The modules at kbench_env's root besides its __init__, each with why it is not in a package.
 ROOT_MODULES = {"fastpath": "the fast action format's toolkit, imported by candidates by this name"}

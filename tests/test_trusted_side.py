@@ -92,7 +92,7 @@ def test_parent_threads_overlapping_holders_leave_the_count():
 def test_evaluator_lowers_threads_to_the_cores_the_worker_leaves(evaluator, monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     before = torch.get_num_threads()
-    with evaluator._trusted_threads():
+    with evaluator.device_hold().threads():
         assert torch.get_num_threads() == max(1, min(before, 2 - evaluator.limits.threads))
     assert torch.get_num_threads() == before
 

@@ -20,6 +20,8 @@ from typing import NamedTuple
 import gymnasium as gym
 
 import kbench_env  # noqa: F401  (registers KBench-v0)
+from kbench_env.config import EvaluatorConfig
+from kbench_env.env.env import EVALUATOR_ARGUMENTS
 from kbench_env.env.prompt import SYSTEM_PROMPT
 from kbench_env.pipeline.reward import episode_reward
 from kbench_env.tasks.suite import load_suite
@@ -62,7 +64,10 @@ class EnvSource:
     def _evaluator(self):
         with self._lock:
             if self._owner is None:
-                self._owner = gym.make("KBench-v0", **self.episode_options, **self.evaluator_options)
+                own = {k: v for k, v in self.evaluator_options.items() if k in EVALUATOR_ARGUMENTS}
+                rest = {k: v for k, v in self.evaluator_options.items() if k not in EVALUATOR_ARGUMENTS}
+                self._owner = gym.make("KBench-v0", **self.episode_options, **own,
+                                       config=EvaluatorConfig.from_options(**rest))
             return self._owner.unwrapped.evaluator
 
     def task_names(self, tasks: list[str] | None = None) -> list[str]:

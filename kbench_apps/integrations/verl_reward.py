@@ -52,9 +52,9 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 import threading
 
+from kbench_env.config import environ
 from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
@@ -123,8 +123,8 @@ def sample_options(extra_info, options: dict) -> dict:
     prompt = dict((extra_info or {}).get("kbench") or {})
     out = {k: v for k, v in prompt.items() if k in OPTIONS and v is not None}
     for key, env in (("url", URL_ENV), ("factory", FACTORY_ENV)):
-        if os.environ.get(env):
-            out[key] = os.environ[env]
+        if environ.get(env):
+            out[key] = environ.get(env)
     for key, value in options.items():
         if key in VERL_PASSTHROUGH or value is None:
             continue

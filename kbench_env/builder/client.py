@@ -17,6 +17,7 @@ import threading
 from concurrent.futures import Future
 
 from kbench_env.builder import server
+from kbench_env.config import environ
 from kbench_env.protocol.wire import pack, unpack
 from kbench_env.sandbox.confine.cgroup import kill_session
 from kbench_env.sandbox.confine.environment import scrubbed_environment
@@ -36,7 +37,7 @@ def request_defaults(limits: Limits, max_bytes: int | None, light_headers: bool 
     """(max_bytes, light_headers) of a request, those left out (None) given: Limits.build_bytes, and lighter
     headers unless $KBENCH_LIGHT_HEADERS is 0 (0: build every source as written)."""
     if light_headers is None:
-        light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"
+        light_headers = environ.get("KBENCH_LIGHT_HEADERS")
     return int(limits.build_bytes if max_bytes is None else max_bytes), light_headers
 
 

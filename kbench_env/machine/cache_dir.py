@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from kbench_env.config import environ
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("KBENCH_CACHE") or Path.home() / ".cache" / "kbench")
+    return Path(environ.get("KBENCH_CACHE") or Path.home() / ".cache" / "kbench")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from kbench_env.config import environ
 from kbench_env.machine.device import Device
 
 
@@ -41,7 +42,7 @@ def gpu_identity(device: str) -> str:
 def log_hold(path, mode: str, start_ns: int) -> None:
     """Append one hold of the lock file ``path`` to ``$KBENCH_DEVICE_HOLD_LOG`` (unset: nothing). One ``write`` of
     an ``O_APPEND`` file per line, so the lines of concurrent processes do not interleave."""
-    log = os.environ.get("KBENCH_DEVICE_HOLD_LOG")
+    log = environ.get("KBENCH_DEVICE_HOLD_LOG")
     if not log or path is None:
         return
     line = json.dumps({"lock": str(path), "mode": mode, "pid": os.getpid(), "thread": threading.get_ident(),

@@ -34,6 +34,7 @@ import signal
 import tempfile
 import time
 
+from kbench_env.config import environ
 from kbench_env.machine.device import Device
 from kbench_env.protocol import messages, wire
 from kbench_env.builder import cache
@@ -71,7 +72,7 @@ class Worker:
         # With $KBENCH_TRACE set, per message: what, seconds to pack and send or to wait for the reply, bytes, the
         # worker's busy seconds; written there as a JSON line when the worker closes (where an evaluation's time
         # goes). None otherwise: nothing is recorded.
-        self.trace: list | None = [] if os.environ.get("KBENCH_TRACE") else None
+        self.trace: list | None = [] if environ.get("KBENCH_TRACE") else None
         self._t_created = time.monotonic()
         self.build_root = build_root
         self._closed = False
@@ -365,7 +366,7 @@ class Worker:
         self._release()
 
     def _write_trace(self) -> None:
-        path = os.environ.get("KBENCH_TRACE")
+        path = environ.get("KBENCH_TRACE")
         if not path or self.trace is None:
             return
         try:

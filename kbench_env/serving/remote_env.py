@@ -12,13 +12,13 @@ given as paths or Task objects. A 429 (the server's queue is full) is retried af
 
 from __future__ import annotations
 
-import os
 import time
 
 import gymnasium as gym
 import httpx
 from gymnasium import spaces
 
+from kbench_env.config import environ
 from kbench_env.env.spaces import CHARSET, MAX_OBSERVATION_CHARS, OBSERVATION_CHARSET
 from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
 from kbench_env.serving.api import RECORD_FIELD, TOKEN_ENV, auth_header
@@ -82,7 +82,7 @@ class RemoteKBenchEnv(gym.Env):
             raise ValueError("max_turns must be at least 1")
         if task is not None and not isinstance(task, str):
             raise ValueError("a remote env takes a task name (GET /tasks lists the server's), not a Task object")
-        token = token or os.environ.get(TOKEN_ENV)
+        token = token or environ.get(TOKEN_ENV)
         if not token:
             raise ValueError(f"a remote env needs the server's token: token=... or ${TOKEN_ENV}")
         self.url = url.rstrip("/")

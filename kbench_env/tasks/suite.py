@@ -16,13 +16,13 @@ which and why; the rest load. ``dtype`` applies to plain KernelBench files (see 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import sysconfig
 import warnings
 from functools import lru_cache
 from pathlib import Path
 
+from kbench_env.config import environ
 from kbench_env.tasks.loaders.robust_kbench import load_robust_task, load_robust_tasks, load_robust_tree
 from kbench_env.tasks.loading import load_task
 from kbench_env.tasks.task import Task, TaskError
@@ -37,7 +37,7 @@ def _install_prefixes() -> list[str]:
 def tasks_root() -> Path:
     """The tasks folder: ``KBENCH_TASKS``, else the source checkout's ``tasks/`` (an editable install), else the
     copy a wheel installs as data under ``<prefix>/share/kbench/tasks`` (see pyproject's data-files)."""
-    env = os.environ.get("KBENCH_TASKS")
+    env = environ.get("KBENCH_TASKS")
     if env:
         return Path(env)
     checkout = Path(__file__).resolve().parents[2] / "tasks"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from kbench_env.config import environ
+
 #: How long a spare worker waits for a candidate before it exits (it holds a process, and on a GPU a CUDA context).
 #: Longer than a KernelBench-format build with many at once, since spares are started
 #: while the candidates in flight build, and than a trainer's generation between two batches (a minute or two).
@@ -22,10 +24,7 @@ CACHE_BYTES = 10 << 30
 
 def cache_bytes_default() -> int:
     """The cache bound: $KBENCH_CACHE_MAX_BYTES, else ``CACHE_BYTES``."""
-    try:
-        return int(os.environ.get("KBENCH_CACHE_MAX_BYTES", "")) or CACHE_BYTES
-    except ValueError:
-        return CACHE_BYTES
+    return environ.get("KBENCH_CACHE_MAX_BYTES") or CACHE_BYTES
 
 
 @dataclass
@@ -40,7 +39,7 @@ class Limits:
     open_files: int = 1024
     # Threads for candidate and reference alike. Half the cores: OpenMP barriers stall for a whole scheduler
     # slice when the threads outnumber the idle cores, which wrecks CPU timings.
-    threads: int = field(default_factory=lambda: int(os.environ.get("KBENCH_THREADS", 0)) or max(1, (os.cpu_count() or 2) // 2))
+    threads: int = field(default_factory=lambda: environ.get("KBENCH_THREADS") or max(1, (os.cpu_count() or 2) // 2))
     # CPU time of the worker process, all its threads together (each compiler gets its own): a backstop behind the
     # wall-clock timeouts. Processes and threads of a worker: the pids cgroup as root, RLIMIT_NPROC otherwise
     # (torch.compile's workers in a reference worker need many threads on a big machine).
