@@ -37,8 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the tiny model is a local folder: never ask the hub
 
-from integrations_verl import add_verl_parser, run_verl  # noqa: E402  (``verl``: bench/integrations_verl.py)
-
 
 def install_carried_wheels(folder: Path, site: Path) -> list[str]:
     """Install (no index, no dependencies) the wheels in ``folder`` whose distribution the interpreter lacks or has
@@ -177,11 +175,16 @@ def run_inspect(args) -> int:
 
 # ---------------------------------------------------------------------------------------------------- main
 
-PARSERS = {"inspect": inspect_parser, "verl": add_verl_parser}
-RUNNERS = {"inspect": run_inspect, "verl": run_verl}
+PARSERS = {"inspect": inspect_parser}
+RUNNERS = {"inspect": run_inspect}
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["verl"]:  # bench/integrations_verl.py; imported only here: it imports kbench_env, which must
+        from integrations_verl import main as verl_main  # not load before ``inspect`` installs carried gymnasium
+
+        return verl_main(argv)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="framework", required=True)
     for add in PARSERS.values():
