@@ -22,8 +22,8 @@
 # rich, markdown-it-py and click at the versions inspect-ai needs and the CPU tests pass with (bench/integrations_gpu.py
 # installs a carried wheel only where the image lacks the distribution or has an older version). Left out, as a
 # local run never imports them: debugpy (5 MB), s3fs, aiobotocore and aioitertools (S3 log folders). About 60 MB
-# (inspect-ai 34 MB with its log viewer, botocore 16 MB, which inspect-ai imports at start, zstandard 5 MB): carry
-# this folder alone, within the 64 MiB a device call carries.
+# (inspect-ai 34 MB with its log viewer and sandbox binaries, which are taken out below; botocore 16 MB, which
+# inspect-ai imports at start; zstandard 5 MB): carry this folder alone, within the 64 MiB a device call carries.
 set -euo pipefail
 DEST=${1:-.carry/wheels}
 SET=${2:-train}
@@ -57,5 +57,25 @@ for pkg in "${PKGS[@]}"; do
   name=${pkg%%=*}
   ls "$DEST" | grep -qi "^${name//-/_}-" || { echo "fetch_wheels: no wheel for $pkg in $DEST" >&2; exit 1; }
 done
+if [ "$SET" = inspect ]; then
+  # inspect-ai's wheel bundles sandbox-tool binaries for Docker sandboxes (28 MB) and its log viewer (11 MB); a local
+  # run uses neither, and without them the set fits a device call's 64 MiB beside the tree.
+  python3 - "$DEST"/inspect_ai-*.whl <<'PY'
+import csv, io, sys, zipfile
+path = sys.argv[1]
+drop = ("inspect_ai/binaries/", "inspect_ai/_view/dist/")
+with zipfile.ZipFile(path) as src:
+    items = [(i, src.read(i.filename)) for i in src.infolist() if not i.filename.startswith(drop)]
+kept = {i.filename for i, _ in items}
+with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as out:
+    for info, data in items:
+        if info.filename.endswith(".dist-info/RECORD"):
+            rows = [r for r in csv.reader(io.StringIO(data.decode())) if r and r[0] in kept]
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerows(rows)
+            data = buf.getvalue().encode()
+        out.writestr(info, data)
+PY
+fi
 du -sh "$DEST"
 ls "$DEST"
