@@ -135,9 +135,15 @@ def sample_options(extra_info, options: dict) -> dict:
     return out
 
 
+def _device_kind(device) -> str:
+    """"cuda" of "cuda:1": a prompt names the kind of device it was written for, not the index."""
+    kind, _, _ = str(device).partition(":")
+    return kind
+
+
 def _same(key: str, a, b) -> bool:
     if key == "device":
-        return str(a).split(":")[0] == str(b).split(":")[0]
+        return _device_kind(a) == _device_kind(b)
     return a == b
 
 
