@@ -13,6 +13,7 @@ without a deadline."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -133,9 +134,18 @@ class RayExecutor:
         """Results in order (``Evaluates.evaluate_many``): at most ``max_workers`` in flight, and at most what the
         actors take at once (``workers``, the default)."""
         n = max(1, min(max_workers or self.workers, self.workers, len(items)))
+        # each attempt is bounded by stuck_after and an evaluation makes at most retries + 1 of them; n run at once
+        deadline = self.stuck_after * (self.retries + 1) * math.ceil(len(items) / n) + 60.0
         with ThreadPoolExecutor(max_workers=n) as pool:
             futures = {pool.submit(self._run, t, a, seed): i for i, (t, a) in enumerate(items)}
-            return in_order(((futures[f], f.result()) for f in as_completed(futures)), len(items), progress)
+            try:
+                arrivals = ((futures[f], f.result()) for f in as_completed(futures, timeout=deadline))
+                return in_order(arrivals, len(items), progress)
+            except TimeoutError:
+                for f in futures:
+                    f.cancel()
+                raise RuntimeError(f"the Ray batch of {len(items)} evaluations did not finish within {deadline:g} s "
+                                   f"(stuck_after {self.stuck_after:g} s x {self.retries + 1} attempts)") from None
 
     def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
         return self._run(task, action, seed)
