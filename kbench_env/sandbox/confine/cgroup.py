@@ -8,51 +8,34 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 import time
 import uuid
 
+from kbench_env.sandbox.confine.cgroup_fs import DetectedOnce, cgroup_mounts, sweep_stale
 from kbench_env.sandbox.confine.freeze_group import FreezeGroup
 
 
-class PidsCgroup:
+class PidsCgroup(DetectedOnce):
     """A pids cgroup per worker (root only): a process limit that holds for uid 0 and a complete kill list."""
 
     _base: tuple | None = None  # (path of kbench's parent cgroup, version), detected once
     _detected = False
-    _lock = threading.Lock()
-
-    @classmethod
-    def base(cls) -> tuple | None:
-        with cls._lock:
-            if not cls._detected:
-                cls._detected = True
-                cls._base = cls._detect()
-        return cls._base
 
     @classmethod
     def _detect(cls) -> tuple | None:
-        if os.geteuid() != 0:
-            return None
-        try:
-            with open("/proc/self/mountinfo") as f:
-                mounts = [line.split() for line in f]
-        except OSError:
-            return None
-        for m in mounts:  # cgroup v1 with the pids controller
-            sep = m.index("-")
-            if m[sep + 1] == "cgroup" and "pids" in m[sep + 3].split(","):
-                return cls._prepare(os.path.join(m[4], "kbench"), 1)
-        for m in mounts:  # cgroup v2 with pids enabled for children of the root
-            sep = m.index("-")
-            if m[sep + 1] == "cgroup2":
+        mounts = cgroup_mounts()
+        for kind, mount, options in mounts:  # cgroup v1 with the pids controller
+            if kind == "cgroup" and "pids" in options:
+                return cls._prepare(os.path.join(mount, "kbench"), 1)
+        for kind, mount, _ in mounts:  # cgroup v2 with pids enabled for children of the root
+            if kind == "cgroup2":
                 try:
-                    with open(os.path.join(m[4], "cgroup.subtree_control")) as f:
+                    with open(os.path.join(mount, "cgroup.subtree_control")) as f:
                         if "pids" not in f.read().split():
                             continue
                 except OSError:
                     continue
-                return cls._prepare(os.path.join(m[4], "kbench"), 2)
+                return cls._prepare(os.path.join(mount, "kbench"), 2)
         return None
 
     @staticmethod
@@ -62,11 +45,7 @@ class PidsCgroup:
             if version == 2:
                 with open(os.path.join(path, "cgroup.subtree_control"), "w") as f:
                     f.write("+pids")
-            now = time.time()
-            for e in os.scandir(path):  # groups left by killed parents (an hour old, empty)
-                if e.is_dir(follow_symlinks=False) and now - e.stat().st_mtime > 3600:
-                    with contextlib.suppress(OSError):
-                        os.rmdir(e.path)
+            sweep_stale(path)
             return path, version
         except OSError:
             return None

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
+
+from kbench_env.sandbox.confine.cgroup_fs import DetectedOnce, cgroup_mounts, sweep_stale
 
 
 class FreezeTimeout(OSError):
@@ -22,41 +23,24 @@ class FreezeTimeout(OSError):
     reports it)."""
 
 
-class FreezeGroup:
+class FreezeGroup(DetectedOnce):
     """The freezer side of a worker's cgroup (``path``, ``version`` 1 or 2)."""
 
     _base: tuple | None = None  # (kbench's directory in a freezable hierarchy, version), detected once
     _detected = False
-    _lock = threading.Lock()
 
     def __init__(self, path: str, version: int):
         self.path, self.version = path, version
         self._events = -1
 
     @classmethod
-    def base(cls) -> tuple | None:
-        with cls._lock:
-            if not cls._detected:
-                cls._detected = True
-                cls._base = cls._detect()
-        return cls._base
-
-    @classmethod
     def _detect(cls) -> tuple | None:
-        if os.geteuid() != 0:
-            return None
-        try:
-            with open("/proc/self/mountinfo") as f:
-                mounts = [line.split() for line in f]
-        except OSError:
-            return None
         found = []
-        for m in mounts:
-            sep = m.index("-")
-            if m[sep + 1] == "cgroup2":
-                found.append((0, m[4], 2))
-            elif m[sep + 1] == "cgroup" and "freezer" in m[sep + 3].split(","):
-                found.append((1, m[4], 1))
+        for kind, mount, options in cgroup_mounts():
+            if kind == "cgroup2":
+                found.append((0, mount, 2))
+            elif kind == "cgroup" and "freezer" in options:
+                found.append((1, mount, 1))
         for _, mount, version in sorted(found):  # v2 first
             path = os.path.join(mount, "kbench")
             try:
@@ -65,11 +49,7 @@ class FreezeGroup:
                 continue
             if version == 2 and not _has_freeze(path):
                 continue
-            now = time.time()
-            for e in os.scandir(path):  # groups left by killed parents (an hour old, empty)
-                if e.is_dir(follow_symlinks=False) and now - e.stat().st_mtime > 3600:
-                    with contextlib.suppress(OSError):
-                        os.rmdir(e.path)
+            sweep_stale(path)
             return path, version
         return None
 
