@@ -1,0 +1,256 @@
+"""nvcc's compile of one ``.cu`` file run step by step: the commands ``nvcc --dryrun`` prints, in its order, with
+its environment, so that the host compiler's step can take what distinct candidates share from a GCC precompiled
+header.
+
+Why: the torch head of KernelBench-format device code is parsed by cudafe++ and cicc (EDG front ends, which take
+no precompiled header) and a third time by the host compiler, whose input is cudafe++'s output. That output starts
+with the same text for every source that starts with the same head and includes: it is split at the first line of
+the source's own code, the start goes into a header whose ``.gch`` is made once (builder/pch.py) and included as
+the first line of the rest.
+
+How the build stays what nvcc makes of the source:
+
+- the commands are nvcc's own; a dryrun of another shape than one host preprocessing, cudafe++, device passes
+  (preprocessing, cicc, ptxas, fatbinary) and one host compile of cudafe++'s output (relocatable device code,
+  preprocessing only, a flag this module does not know) is not run here, and nvcc runs it;
+- cudafe++ names the translation unit's module (the names of its anonymous namespace and internal device variables,
+  which cudafe++, cicc and the registration code share) from the whole file; here it is given a name made from the
+  shared start, so that start reads the same for every source that shares it;
+- the split is at a line, the rest starts with a line marker that restates where it is, and the header is included
+  before any token: the host compiler reads the same text. GCC uses a ``.gch`` only when the compile's flags match
+  the ones it was made with, and reads the header's text (written beside it) otherwise. A ``.gch`` is made only from
+  text whose pragmas are diagnostic settings or balanced visibility pushes, and looked up by that text (the build
+  directory's name in line markers left out) and the whole command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+
+from kbench_env.backends import narrow_head
+from kbench_env.builder.compiler import CompileError, run
+
+HOST_HEADER = "kb_host_prefix.h"
+#: How the narrow head ends, with the device code's implicit CUDA includes after it (builder/torch_ext.py).
+NARROW_END = "} // namespace torch\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
+#: Lines that may lead the source's own code and stay in the shared start: includes, line comments, blank lines.
+LEADING = re.compile(r'[ \t]*(?:#[ \t]*include[ \t]*[<"][^>"\n]+[>"][ \t]*(?://.*)?|//.*)?')
+MARKER = re.compile(r'^# (\d+)(?: "((?:[^"\\\n]|\\.)*)"((?: \d+)*))?[ \t]*$', re.M)
+PRAGMA = re.compile(r"^[ \t]*#[ \t]*(pragma\b.*|if 0\b.*|if\b.*|ifdef\b.*|ifndef\b.*|endif\b.*)$", re.M)
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+#: nvcc options whose compile is not one object from one translation unit: nvcc runs them.
+NOT_STEPPED = ("-rdc", "--relocatable-device-code", "-dc", "--device-c", "-dw", "--device-w", "-dlto", "--dlto",
+               "-E", "--preprocess", "-M", "-MM", "--split-compile", "-split-compile", "-lto", "--keep", "-keep",
+               "-save-temps", "--save-temps", "-cuda", "--cuda", "-ptx", "--ptx", "-cubin", "--cubin", "-fatbin")
+
+
+@dataclass
+class Steps:
+    """An nvcc compile's steps: its environment's assignments, its commands, and where in them the parts are that
+    this module changes."""
+
+    env: list
+    commands: list
+    cudafe: int  # the index of cudafe++
+    cpp4: str  # the host preprocessing's output (cudafe++'s input)
+    module_id: str  # the module-name file cudafe++ writes and cicc reads
+    host_input: str  # cudafe++'s output, the host compile's input
+
+    def script(self, command: str) -> list:
+        """``command`` as nvcc runs it: in a shell, with nvcc's variables exported."""
+        return ["/bin/sh", "-c", "set -a\n" + "\n".join(self.env) + "\nset +a\n" + command]
+
+
+def plan(argv: list, cwd: str, keep: str, timeout: float) -> Steps | None:
+    """The steps of nvcc's compile ``argv`` (intermediate files in ``keep``), or None where they are not the shape
+    this module knows (nvcc then runs them itself)."""
+    if any(a.split("=")[0] in NOT_STEPPED for a in argv) or "-c" not in argv:
+        return None
+    try:
+        out = run(list(argv) + ["--dryrun", "--keep", "--keep-dir", keep], cwd, timeout, "nvcc --dryrun") or ""
+    except CompileError:
+        return None  # a bad flag: nvcc says so when it runs
+    env, commands = [], []
+    for line in out.splitlines():
+        if line.startswith("#$ "):
+            body = line[3:].rstrip()
+            (env if ASSIGNMENT.match(body) else commands).append(body)
+    try:
+        tokens = [shlex.split(c) for c in commands]
+    except ValueError:
+        return None
+    if not tokens or any(not t for t in tokens):
+        return None
+    programs = [os.path.basename(t[0]) for t in tokens]
+    host = programs[-1]
+    if programs.count("cudafe++") != 1 or any(p not in {"cudafe++", "cicc", "ptxas", "fatbinary", host}
+                                              for p in programs):
+        return None
+    i = programs.index("cudafe++")
+    if "cicc" in programs[:i]:
+        return None  # cicc reads the module name cudafe++ writes
+    cudafe, last = tokens[i], tokens[-1]
+    inputs = [t for t in last if t.endswith(".cudafe1.cpp")]
+    if (cudafe.count("--gen_module_id_file") != 1 or "--module_id_file_name" not in cudafe
+            or not cudafe[-1].endswith(".cpp4.ii") or "-c" not in last or len(inputs) != 1
+            or any("$" in t for t in last) or len(re.findall(r"(?<=\s)--gen_module_id_file(?=\s|$)", commands[i])) != 1
+            or not any("-E" in t and t[t.index("-o") + 1:t.index("-o") + 2] == [cudafe[-1]]
+                       for t in tokens[:i] if "-o" in t)):
+        return None
+    return Steps(env, commands, i, cudafe[-1], cudafe[cudafe.index("--module_id_file_name") + 1], inputs[0])
+
+
+def source_prefix_lines(text: str) -> int:
+    """How many lines start a ``.cu`` that sources share: the head the builder wrote (the narrow head, or
+    load_inline's implicit includes) and the source's own leading includes, line comments and blank lines."""
+    start = 0
+    if text.startswith(narrow_head.MARK):
+        end = text.find(NARROW_END)
+        if end < 0:
+            return 0
+        start = text.count("\n", 0, end + len(NARROW_END))
+    lines = text.split("\n")
+    n = start
+    while n < len(lines) and LEADING.fullmatch(lines[n]):
+        n += 1
+    return n
+
+
+def split_at(text: str, first: int) -> tuple | None:
+    """(start, rest) of preprocessed ``text`` at its first line that belongs to line ``first`` or later of the file
+    its first line marker names (the source), after some text of another file (what cudafe++ writes first is
+    attributed to the source's first lines); ``rest`` starts with a marker restating that place, so that the two
+    read as ``text``. None where there is no such line."""
+    main, file, line, flags, pos, other = None, None, 0, "", 0, False
+    for m in [*MARKER.finditer(text), None]:
+        end = len(text) if m is None else m.start()
+        if file is not None and file != main and not file.startswith("<") and text.count("\n", pos, end):
+            other = True
+        elif other and file == main and pos < end:
+            count = text.count("\n", pos, end) + (m is None and not text.endswith("\n"))
+            if line + count > first:
+                at = pos
+                for _ in range(max(0, first - line)):
+                    at = text.index("\n", at) + 1
+                number = max(first, line)
+                kept = "".join(f" {f}" for f in flags.split() if f in ("3", "4"))
+                marker = f'# {number} "{file}"{kept}\n'
+                return text[:at], marker + text[at:]
+        if m is None:
+            return None
+        if m.group(2) is not None:
+            file, flags = m.group(2), m.group(3) or ""
+            main = file if main is None else main
+        line, pos = int(m.group(1)), m.end() + 1
+
+
+def plain_pragmas(text: str) -> bool:
+    """Whether ``text``'s pragmas outside ``#if 0`` blocks (cudafe++ keeps device bodies there) are diagnostic
+    settings and visibility pushes matched by pops: state a precompiled header surely carries over."""
+    depth, visibility = 0, 0  # depth: nesting inside an "#if 0" block
+    for m in PRAGMA.finditer(text):
+        words = m.group(1).replace("(", " ").split()
+        if words[0] in ("if", "ifdef", "ifndef"):
+            depth += 1 if depth or m.group(1).split()[:2] == ["if", "0"] else 0
+        elif words[0] == "endif":
+            depth = max(0, depth - 1)
+        elif depth:
+            continue
+        elif words[1:3] == ["GCC", "diagnostic"]:
+            continue
+        elif words[1:3] == ["GCC", "visibility"] and len(words) > 3 and words[3] in ("push", "pop"):
+            visibility += 1 if words[3] == "push" else -1
+            if visibility < 0:
+                return False
+        else:
+            return False
+    return visibility == 0
+
+
+def normalised(text: str, directory: str) -> str | None:
+    """``text`` with ``directory`` (the build's own) named ``<build>`` in its line markers; None where it occurs
+    anywhere else (the text would differ between build directories in more than where it comes from)."""
+    out = MARKER.sub(lambda m: m.group(0).replace(f'"{directory}/', '"<build>/'), text)
+    return None if directory in out else out
+
+
+def module_name(start: str, directory: str, source: str) -> str | None:
+    """The module name given to cudafe++ (nvcc's shape: ``_<hex>_<length>_<file>_<hex>``), made from the shared
+    start of the host preprocessing's output; None where that start names the build directory."""
+    text = normalised(start, directory)
+    if text is None:
+        return None
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    stem = re.sub(r"\W", "_", os.path.basename(source))
+    return f"_{digest[:8]}_{len(stem)}_{stem}_{digest[8:16]}"
+
+
+def compile_cu(argv: list, source: str, cwd: str, headers, timeout: float, what: str) -> bool:
+    """Compile ``source`` with nvcc's ``argv`` (a compile to one object) step by step in ``cwd``, the host step
+    against the shared start's precompiled header where ``headers`` (pch.BindingHeaders) has one or makes it;
+    False, with nothing run, where the steps are not the shape this module knows. Raises CompileError as the
+    compile would fail (``what``: the message's start)."""
+    deadline = time.monotonic() + timeout
+    keep = tempfile.mkdtemp(prefix="kb-nvcc-")
+    try:
+        steps = plan(argv, cwd, keep, timeout)
+        if steps is None:
+            return False
+        with open(source) as f:
+            first = source_prefix_lines(f.read()) + 1
+        directory = os.path.dirname(os.path.abspath(source))
+        shared = False
+        for i, command in enumerate(steps.commands):
+            if i == steps.cudafe:
+                with open(steps.cpp4) as f:
+                    parts = split_at(f.read(), first)
+                name = module_name(parts[0], directory, source) if parts is not None else None
+                if name is not None:  # cudafe++ reads the name instead of making one from the whole file
+                    with open(steps.module_id, "w") as f:
+                        f.write(name)
+                    command = re.sub(r"(?<=\s)--gen_module_id_file(?=\s|$)", "", command)
+                    shared = True
+            if i == len(steps.commands) - 1 and shared:
+                _use_prefix(steps, first, directory, headers, deadline)
+            run(steps.script(command), cwd, deadline - time.monotonic(), what)
+        return True
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
+
+
+def _use_prefix(steps: Steps, first: int, directory: str, headers, deadline: float) -> None:
+    """Make the host compile's input include its shared start from a header with a precompiled ``.gch`` beside it
+    (made now, or not yet in the background: then the input is left whole)."""
+    with open(steps.host_input) as f:
+        parts = split_at(f.read(), first)
+    if parts is None or not plain_pragmas(parts[0]):
+        return
+    text = normalised(parts[0], directory)
+    tokens = shlex.split(steps.commands[-1])
+    at = tokens.index(steps.host_input)
+    out = tokens.index("-o")
+    rest = [t for k, t in enumerate(tokens) if k not in (at, out, out + 1) and t != "-c"]
+    if text is None or rest.count("-x") != 1 or rest[rest.index("-x") + 1:rest.index("-x") + 2] != ["c++"]:
+        return
+    rest[rest.index("-x") + 1] = "c++-header"
+    key = hashlib.sha256(f"{shlex.join(rest)}\n{text}".encode()).hexdigest()[:32]
+
+    def command(header: str, output: str) -> list:
+        return steps.script(shlex.join(rest + [header, "-o", output]))
+
+    gch = headers.host_prefix(key, parts[0], command, deadline - time.monotonic())
+    if gch is None:
+        return
+    header = os.path.join(os.path.dirname(steps.host_input), HOST_HEADER)
+    with open(header, "w") as f:
+        f.write(parts[0])  # what GCC reads where it finds the .gch not valid for this compile
+    os.symlink(gch, header + ".gch")
+    with open(steps.host_input, "w") as f:
+        f.write(f'#include "{HOST_HEADER}"\n' + parts[1])
