@@ -128,27 +128,48 @@ def split_at(text: str, first: int) -> tuple | None:
     its first line marker names (the source), after some text of another file (what cudafe++ writes first is
     attributed to the source's first lines); ``rest`` starts with a marker restating that place, so that the two
     read as ``text``. None where there is no such line."""
-    main, file, line, flags, pos, other = None, None, 0, "", 0, False
-    for m in [*MARKER.finditer(text), None]:
-        end = len(text) if m is None else m.start()
-        if file is not None and file != main and not file.startswith("<") and text.count("\n", pos, end):
-            other = True
-        elif other and file == main and pos < end:
-            count = text.count("\n", pos, end) + (m is None and not text.endswith("\n"))
+    head = MARKER.match(text)
+    if head is None or head.group(2) is None:
+        return None
+    main = re.escape(head.group(2))
+    other = re.search(rf'^# \d+ "(?!<)(?!{main}")', text, re.M)
+    if other is None:
+        return None
+    walked = 0
+    for m in re.compile(rf'^# \d+ "{main}"', re.M).finditer(text, other.end()):
+        if m.start() < max(walked, other.end()):
+            continue  # inside a stretch of the source already walked
+        found, walked = _in_source(text, m.start(), first)
+        if found is not None:
+            return found
+    return None
+
+
+def _in_source(text: str, pos: int, first: int) -> tuple:
+    """(split, end): the split of ``text`` at line ``first`` of the file named by the marker at ``pos`` if it is
+    in the stretch of that file that starts there (up to a marker naming another file, at ``end``), else None."""
+    file = flags = None
+    line, at = 0, pos
+    for m in MARKER.finditer(text, pos):
+        if file is not None and at < m.start():
+            count = text.count("\n", at, m.start())
             if line + count > first:
-                at = pos
-                for _ in range(max(0, first - line)):
-                    at = text.index("\n", at) + 1
-                number = max(first, line)
-                kept = "".join(f" {f}" for f in flags.split() if f in ("3", "4"))
-                marker = f'# {number} "{file}"{kept}\n'
-                return text[:at], marker + text[at:]
-        if m is None:
-            return None
+                return _cut(text, at, line, first, file, flags), m.start()
         if m.group(2) is not None:
+            if file is not None and m.group(2) != file:
+                return None, m.start()
             file, flags = m.group(2), m.group(3) or ""
-            main = file if main is None else main
-        line, pos = int(m.group(1)), m.end() + 1
+        line, at = int(m.group(1)), m.end() + 1
+    if file is not None and line + text.count("\n", at) + (not text.endswith("\n")) > first:
+        return _cut(text, at, line, first, file, flags), len(text)
+    return None, len(text)
+
+
+def _cut(text: str, at: int, line: int, first: int, file: str, flags: str) -> tuple:
+    for _ in range(max(0, first - line)):
+        at = text.index("\n", at) + 1
+    kept = "".join(f" {f}" for f in flags.split() if f in ("3", "4"))  # a system header's text stays one
+    return text[:at], f'# {max(first, line)} "{file}"{kept}\n' + text[at:]
 
 
 def plain_pragmas(text: str) -> bool:
@@ -177,7 +198,7 @@ def plain_pragmas(text: str) -> bool:
 def normalised(text: str, directory: str) -> str | None:
     """``text`` with ``directory`` (the build's own) named ``<build>`` in its line markers; None where it occurs
     anywhere else (the text would differ between build directories in more than where it comes from)."""
-    out = MARKER.sub(lambda m: m.group(0).replace(f'"{directory}/', '"<build>/'), text)
+    out = re.sub(rf'^(# \d+ "){re.escape(directory)}/', r"\1<build>/", text, flags=re.M)
     return None if directory in out else out
 
 
