@@ -41,14 +41,14 @@ int launch(float* p, double* q) {
 """
 
 
-def test_the_shared_start_is_the_builders_head_and_the_sources_leading_includes():
-    assert nvcc_steps.source_prefix_lines(SOURCE) == 4
-    assert nvcc_steps.source_prefix_lines("int x;\n#include <vector>\n") == 0
-    narrow = (f"{narrow_head.MARK}\n#define AT_PER_OPERATOR_HEADERS\nnamespace at {{\nint f();\n}}\n"
-              f"namespace torch {{\n}} // namespace torch\n#include <cuda.h>\n#include <cuda_runtime.h>\n")
-    head = narrow.count("\n")
-    assert nvcc_steps.source_prefix_lines(narrow + "\n#include <ATen/cuda/CUDAContext.h>\nint k;\n") == head + 2
-    assert nvcc_steps.source_prefix_lines(narrow[:-60]) == 0  # a head that does not end as the builder writes it
+def test_the_shared_start_is_what_the_builder_writes_the_same_for_every_source():
+    assert nvcc_steps.shared_lines(nvcc_steps.IMPLICIT + SOURCE) == 3
+    assert nvcc_steps.shared_lines(SOURCE) == 0  # no implicit head (no_implicit_headers): nothing shared
+    a = narrow_head.head_for("torch::Tensor f(torch::Tensor x) { return torch::empty_like(x); }")
+    b = narrow_head.head_for("torch::Tensor f(torch::Tensor x) { return x.sum(); } // relu max")
+    n = nvcc_steps.shared_lines(a)
+    assert n > 2 and a.split("\n")[:n] == b.split("\n")[:n] and a.split("\n")[n].startswith("#include <ATen/ops/")
+    assert a != b
 
 
 def test_a_split_reads_as_the_text_and_restates_where_the_rest_is():
@@ -62,6 +62,20 @@ def test_a_split_reads_as_the_text_and_restates_where_the_rest_is():
     start, rest = nvcc_steps.split_at(text, 8)
     assert rest == '# 8 "/b/cuda.cu" 3\nint d;\n'
     assert nvcc_steps.split_at(text, 9) is None
+
+
+def test_a_split_at_an_include_and_at_the_first_new_file_of_cudafes_output():
+    gcc = ('# 0 "/b/cuda.cu"\n# 1 "/i/a.h" 1\nint a;\n# 2 "/b/cuda.cu" 2\n\n# 1 "/i/b.h" 1\nint b;\n'
+           '# 4 "/b/cuda.cu" 2\nint c;\n')
+    start, rest = nvcc_steps.split_at(gcc, 3)  # line 3 includes b.h: the split is where b.h begins
+    assert rest.startswith('# 1 "/i/b.h" 1\n') and start + rest == gcc
+    assert nvcc_steps.files_of(start) == {"/b/cuda.cu", "/i/a.h"}
+    cudafe = ('# 1 "/b/cuda.cu"\nstatic char pre;\n# 1\nint q;\n# 1\nint r;\nint s;\n# 5 "/i/a.h"\nint a;\n# 6\n'
+              'int a2;\n# 3 "/i/b.h"\nint b;\n# 4 "/b/cuda.cu"\nint c;\n')
+    start, rest = nvcc_steps.split_at(cudafe, 3, {"/b/cuda.cu", "/i/a.h"})
+    assert rest.startswith('# 3 "/i/b.h"\n') and start + rest == cudafe  # cudafe++'s own first lines stay before
+    start, rest = nvcc_steps.split_at(cudafe, 3, {"/b/cuda.cu", "/i/a.h", "/i/b.h"})
+    assert rest == '# 4 "/b/cuda.cu"\nint c;\n'
 
 
 def test_only_plain_pragmas_and_no_build_directory_go_into_a_precompiled_start():
@@ -114,7 +128,8 @@ def _nvcc(directory, body: int) -> list:
 
 
 @needs_nvcc
-def test_a_later_candidate_reads_the_shared_start_precompiled_and_builds_what_nvcc_builds(tmp_path):
+def test_a_later_candidate_reads_the_shared_start_precompiled_and_builds_what_nvcc_builds(tmp_path, monkeypatch):
+    monkeypatch.setattr(nvcc_steps, "shared_lines", lambda text: 2)  # its includes stand for the builder's head
     headers = pch.BindingHeaders(str(tmp_path / "scratch"))
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -132,6 +147,7 @@ def test_a_later_candidate_reads_the_shared_start_precompiled_and_builds_what_nv
 
 @needs_nvcc
 def test_the_host_compile_reads_the_precompiled_start_and_a_failing_step_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(nvcc_steps, "shared_lines", lambda text: 2)
     headers = pch.BindingHeaders(str(tmp_path / "scratch"))
     outputs = []
     real = nvcc_steps.run

@@ -1,12 +1,12 @@
 """nvcc's compile of one ``.cu`` file run step by step: the commands ``nvcc --dryrun`` prints, in its order, with
-its environment, so that the host compiler's step can take what distinct candidates share from a GCC precompiled
-header.
+its environment, so that the host compiler's step can take what every source shares from a GCC precompiled header.
 
 Why: the torch head of KernelBench-format device code is parsed by cudafe++ and cicc (EDG front ends, which take
-no precompiled header) and a third time by the host compiler, whose input is cudafe++'s output. That output starts
-with the same text for every source that starts with the same head and includes: it is split at the first line of
-the source's own code, the start goes into a header whose ``.gch`` is made once (builder/pch.py) and included as
-the first line of the rest.
+no precompiled header) and a third time by the host compiler, whose input is cudafe++'s output. The first lines
+of the ``.cu`` that the builder writes the same for every source (the start of the narrow head, or load_inline's
+implicit includes) are most of that input: cudafe++'s output is split where they end, its start goes into a header
+whose ``.gch`` is made once per builder and compile command (builder/pch.py) and included as the first line of
+the rest.
 
 How the build stays what nvcc makes of the source:
 
@@ -15,9 +15,10 @@ How the build stays what nvcc makes of the source:
   preprocessing only, a flag this module does not know) is not run here, and nvcc runs it;
 - cudafe++ names the translation unit's module (the names of its anonymous namespace and internal device variables,
   which cudafe++, cicc and the registration code share) from the whole file; here it is given a name made from the
-  shared start, so that start reads the same for every source that shares it;
-- the split is at a line, the rest starts with a line marker that restates where it is, and the header is included
-  before any token: the host compiler reads the same text. GCC uses a ``.gch`` only when the compile's flags match
+  shared start, so that start reads the same for every source (a module's name need not be unique without
+  relocatable device code, which is not run here);
+- the split is between lines, a rest that starts inside the source's text starts with a line marker restating
+  where it is, and the header is included before any token: the host compiler reads the same text. GCC uses a ``.gch`` only when the compile's flags match
   the ones it was made with, and reads the header's text (written beside it) otherwise. A ``.gch`` is made only from
   text whose pragmas are diagnostic settings or balanced visibility pushes, and looked up by that text (the build
   directory's name in line markers left out) and the whole command.
@@ -38,11 +39,12 @@ from kbench_env.backends import narrow_head
 from kbench_env.builder.compiler import CompileError, run
 
 HOST_HEADER = "kb_host_prefix.h"
-#: How the narrow head ends, with the device code's implicit CUDA includes after it (builder/torch_ext.py).
-NARROW_END = "} // namespace torch\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
-#: Lines that may lead the source's own code and stay in the shared start: includes, line comments, blank lines.
-LEADING = re.compile(r'[ \t]*(?:#[ \t]*include[ \t]*[<"][^>"\n]+[>"][ \t]*(?://.*)?|//.*)?')
+#: The head load_inline puts on device code (builder/torch_ext.inline_files).
+IMPLICIT = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
 MARKER = re.compile(r'^# (\d+)(?: "((?:[^"\\\n]|\\.)*)"((?: \d+)*))?[ \t]*$', re.M)
+NAMED = re.compile(r'^# (\d+) "((?:[^"\\\n]|\\.)*)"((?: \d+)*)[ \t]*$', re.M)  # markers that name a file
+BARE = re.compile(r"^# (\d+)[ \t]*$", re.M)  # markers that only renumber lines
+NAMED_FILE = re.compile(r'^# \d+ "((?:[^"\\\n]|\\.)*)"', re.M)
 PRAGMA = re.compile(r"^[ \t]*#[ \t]*(pragma\b.*|if 0\b.*|if\b.*|ifdef\b.*|ifndef\b.*|endif\b.*)$", re.M)
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: nvcc options whose compile is not one object from one translation unit: nvcc runs them.
@@ -107,69 +109,62 @@ def plan(argv: list, cwd: str, keep: str, timeout: float) -> Steps | None:
     return Steps(env, commands, i, cudafe[-1], cudafe[cudafe.index("--module_id_file_name") + 1], inputs[0])
 
 
-def source_prefix_lines(text: str) -> int:
-    """How many lines start a ``.cu`` that sources share: the head the builder wrote (the narrow head, or
-    load_inline's implicit includes) and the source's own leading includes, line comments and blank lines."""
-    start = 0
+def shared_lines(text: str) -> int:
+    """How many first lines of a ``.cu`` the builder wrote the same for every source: the start of the narrow head
+    (backends/narrow_head.py) or load_inline's implicit includes; 0 where it wrote none."""
     if text.startswith(narrow_head.MARK):
-        end = text.find(NARROW_END)
-        if end < 0:
-            return 0
-        start = text.count("\n", 0, end + len(NARROW_END))
-    lines = text.split("\n")
-    n = start
-    while n < len(lines) and LEADING.fullmatch(lines[n]):
-        n += 1
-    return n
+        return narrow_head.shared_lines(text)
+    return IMPLICIT.count("\n") if text.startswith(IMPLICIT) else 0
 
 
-def split_at(text: str, first: int) -> tuple | None:
-    """(start, rest) of preprocessed ``text`` at its first line that belongs to line ``first`` or later of the file
-    its first line marker names (the source), after some text of another file (what cudafe++ writes first is
-    attributed to the source's first lines); ``rest`` starts with a marker restating that place, so that the two
-    read as ``text``. None where there is no such line."""
+def split_at(text: str, first: int, seen: set | None = None) -> tuple | None:
+    """(start, rest) of preprocessed ``text`` where line ``first`` of the file its first line marker names (the
+    source) begins: at that line's text, or where a header it includes begins (``seen`` None: gcc's output, whose
+    markers say where an include starts), or (``seen``: the files of the start of gcc's output; for cudafe++'s,
+    which has no includes) where a file not among them begins. Only after some text of another file (what cudafe++
+    writes first is attributed to the source's first lines). The two read as ``text``: a rest that starts inside
+    the source's text starts with a marker restating where it is. None where there is no such place."""
     head = MARKER.match(text)
     if head is None or head.group(2) is None:
         return None
-    main = re.escape(head.group(2))
-    other = re.search(rf'^# \d+ "(?!<)(?!{main}")', text, re.M)
-    if other is None:
-        return None
-    walked = 0
-    for m in re.compile(rf'^# \d+ "{main}"', re.M).finditer(text, other.end()):
-        if m.start() < max(walked, other.end()):
-            continue  # inside a stretch of the source already walked
-        found, walked = _in_source(text, m.start(), first)
-        if found is not None:
-            return found
-    return None
+    main = head.group(2)
+    file, line, flags, pos, other = None, 0, "", 0, False
+    for m in [*NAMED.finditer(text), None]:
+        end = len(text) if m is None else m.start()
+        if file == main and other:
+            at, line = _in_source(text, pos, end, line, first)
+            if at is not None:
+                kept = "".join(f" {f}" for f in flags.split() if f in ("3", "4"))  # a system header's stays one
+                return text[:at], f'# {max(first, line)} "{main}"{kept}\n' + text[at:]
+            if m is not None and line >= first and seen is None and " 1" in f"{m.group(3)} ":
+                return text[:end], text[end:]  # an include on the line: its header begins here
+        if m is None:
+            return None
+        name = m.group(2)
+        if seen is not None and other and name != main and name not in seen:
+            return text[:end], text[end:]
+        other = other or (name != main and not name.startswith("<"))
+        file, flags, line, pos = name, m.group(3) or "", int(m.group(1)), m.end() + 1
 
 
-def _in_source(text: str, pos: int, first: int) -> tuple:
-    """(split, end): the split of ``text`` at line ``first`` of the file named by the marker at ``pos`` if it is
-    in the stretch of that file that starts there (up to a marker naming another file, at ``end``), else None."""
-    file = flags = None
-    line, at = 0, pos
-    for m in MARKER.finditer(text, pos):
-        if file is not None and at < m.start():
-            count = text.count("\n", at, m.start())
-            if line + count > first:
-                return _cut(text, at, line, first, file, flags), m.start()
-        if m.group(2) is not None:
-            if file is not None and m.group(2) != file:
-                return None, m.start()
-            file, flags = m.group(2), m.group(3) or ""
-        line, at = int(m.group(1)), m.end() + 1
-    if file is not None and line + text.count("\n", at) + (not text.endswith("\n")) > first:
-        return _cut(text, at, line, first, file, flags), len(text)
-    return None, len(text)
+def _in_source(text: str, pos: int, end: int, line: int, first: int) -> tuple:
+    """(where line ``first`` begins, its number) if it begins in the source's text from ``pos`` (line ``line``) to
+    ``end``, else (None, the number of the line at ``end``); markers without a file name renumber lines."""
+    for m in [*BARE.finditer(text, pos, end), None]:
+        stop = end if m is None else m.start()
+        count = text.count("\n", pos, stop) + (stop == len(text) and not text.endswith("\n"))
+        if line + count > first:
+            for _ in range(max(0, first - line)):
+                pos = text.index("\n", pos) + 1
+            return pos, max(first, line)
+        if m is None:
+            return None, line + count
+        line, pos = int(m.group(1)), m.end() + 1
 
 
-def _cut(text: str, at: int, line: int, first: int, file: str, flags: str) -> tuple:
-    for _ in range(max(0, first - line)):
-        at = text.index("\n", at) + 1
-    kept = "".join(f" {f}" for f in flags.split() if f in ("3", "4"))  # a system header's text stays one
-    return text[:at], f'# {max(first, line)} "{file}"{kept}\n' + text[at:]
+def files_of(text: str) -> set:
+    """The files the line markers of ``text`` name."""
+    return set(NAMED_FILE.findall(text))
 
 
 def plain_pragmas(text: str) -> bool:
@@ -225,32 +220,33 @@ def compile_cu(argv: list, source: str, cwd: str, headers, timeout: float, what:
         if steps is None:
             return False
         with open(source) as f:
-            first = source_prefix_lines(f.read()) + 1
+            lines = shared_lines(f.read())
         directory = os.path.dirname(os.path.abspath(source))
-        shared = False
+        seen = None  # the files of the shared start, once it is known
         for i, command in enumerate(steps.commands):
-            if i == steps.cudafe:
+            if i == steps.cudafe and lines:
                 with open(steps.cpp4) as f:
-                    parts = split_at(f.read(), first)
+                    parts = split_at(f.read(), lines + 1)
                 name = module_name(parts[0], directory, source) if parts is not None else None
                 if name is not None:  # cudafe++ reads the name instead of making one from the whole file
                     with open(steps.module_id, "w") as f:
                         f.write(name)
                     command = re.sub(r"(?<=\s)--gen_module_id_file(?=\s|$)", "", command)
-                    shared = True
-            if i == len(steps.commands) - 1 and shared:
-                _use_prefix(steps, first, directory, headers, deadline)
+                    seen = files_of(parts[0])
+            if i == len(steps.commands) - 1 and seen is not None:
+                _use_prefix(steps, lines + 1, seen, directory, headers, deadline)
             run(steps.script(command), cwd, deadline - time.monotonic(), what)
         return True
     finally:
         shutil.rmtree(keep, ignore_errors=True)
 
 
-def _use_prefix(steps: Steps, first: int, directory: str, headers, deadline: float) -> None:
-    """Make the host compile's input include its shared start from a header with a precompiled ``.gch`` beside it
-    (made now, or not yet in the background: then the input is left whole)."""
+def _use_prefix(steps: Steps, first: int, seen: set, directory: str, headers, deadline: float) -> None:
+    """Make the host compile's input include its shared start (the text before line ``first`` of the source or the
+    first file not in ``seen``) from a header with a precompiled ``.gch`` beside it (made now, or not yet in the
+    background: then the input is left whole)."""
     with open(steps.host_input) as f:
-        parts = split_at(f.read(), first)
+        parts = split_at(f.read(), first, seen)
     if parts is None or not plain_pragmas(parts[0]):
         return
     text = normalised(parts[0], directory)
