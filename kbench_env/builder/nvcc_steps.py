@@ -42,10 +42,11 @@ HOST_HEADER = "kb_host_prefix.h"
 #: The head load_inline puts on device code (builder/torch_ext.inline_files).
 IMPLICIT = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
 MARKER = re.compile(r'^# (\d+)(?: "((?:[^"\\\n]|\\.)*)"((?: \d+)*))?[ \t]*$', re.M)
-NAMED = re.compile(r'^# (\d+) "((?:[^"\\\n]|\\.)*)"((?: \d+)*)[ \t]*$', re.M)  # markers that name a file
-BARE = re.compile(r"^# (\d+)[ \t]*$", re.M)  # markers that only renumber lines
-NAMED_FILE = re.compile(r'^# \d+ "((?:[^"\\\n]|\\.)*)"', re.M)
-PRAGMA = re.compile(r"^[ \t]*#[ \t]*(pragma\b.*|if 0\b.*|if\b.*|ifdef\b.*|ifndef\b.*|endif\b.*)$", re.M)
+# Markers after a line's end ("\n" first: a literal start is found fast), naming a file or only renumbering lines.
+NAMED = re.compile(r'\n# (\d+) "((?:[^"\\\n]|\\.)*)"((?: \d+)*)[ \t]*(?=\n|\Z)')
+BARE = re.compile(r"\n# (\d+)[ \t]*(?=\n|\Z)")
+NAMED_FILE = re.compile(r'\n# \d+ "((?:[^"\\\n]|\\.)*)"')
+PRAGMA = re.compile(r"\n[ \t]*#[ \t]*((?:pragma|if|ifdef|ifndef|endif)\b[^\n]*)")
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: nvcc options whose compile is not one object from one translation unit: nvcc runs them.
 NOT_STEPPED = ("-rdc", "--relocatable-device-code", "-dc", "--device-c", "-dw", "--device-w", "-dlto", "--dlto",
@@ -128,9 +129,9 @@ def split_at(text: str, first: int, seen: set | None = None) -> tuple | None:
     if head is None or head.group(2) is None:
         return None
     main = head.group(2)
-    file, line, flags, pos, other = None, 0, "", 0, False
+    file, flags, line, pos, other = main, head.group(3) or "", int(head.group(1)), head.end() + 1, False
     for m in [*NAMED.finditer(text), None]:
-        end = len(text) if m is None else m.start()
+        end = len(text) if m is None else m.start() + 1  # where the marker's line begins
         if file == main and other:
             at, line = _in_source(text, pos, end, line, first)
             if at is not None:
@@ -150,8 +151,8 @@ def split_at(text: str, first: int, seen: set | None = None) -> tuple | None:
 def _in_source(text: str, pos: int, end: int, line: int, first: int) -> tuple:
     """(where line ``first`` begins, its number) if it begins in the source's text from ``pos`` (line ``line``) to
     ``end``, else (None, the number of the line at ``end``); markers without a file name renumber lines."""
-    for m in [*BARE.finditer(text, pos, end), None]:
-        stop = end if m is None else m.start()
+    for m in [*BARE.finditer(text, pos - 1, end), None]:
+        stop = end if m is None else m.start() + 1
         count = text.count("\n", pos, stop) + (stop == len(text) and not text.endswith("\n"))
         if line + count > first:
             for _ in range(max(0, first - line)):
@@ -164,14 +165,14 @@ def _in_source(text: str, pos: int, end: int, line: int, first: int) -> tuple:
 
 def files_of(text: str) -> set:
     """The files the line markers of ``text`` name."""
-    return set(NAMED_FILE.findall(text))
+    return set(NAMED_FILE.findall("\n" + text))
 
 
 def plain_pragmas(text: str) -> bool:
     """Whether ``text``'s pragmas outside ``#if 0`` blocks (cudafe++ keeps device bodies there) are diagnostic
     settings and visibility pushes matched by pops: state a precompiled header surely carries over."""
     depth, visibility = 0, 0  # depth: nesting inside an "#if 0" block
-    for m in PRAGMA.finditer(text):
+    for m in PRAGMA.finditer("\n" + text):
         words = m.group(1).replace("(", " ").split()
         if words[0] in ("if", "ifdef", "ifndef"):
             depth += 1 if depth or m.group(1).split()[:2] == ["if", "0"] else 0
@@ -193,7 +194,7 @@ def plain_pragmas(text: str) -> bool:
 def normalised(text: str, directory: str) -> str | None:
     """``text`` with ``directory`` (the build's own) named ``<build>`` in its line markers; None where it occurs
     anywhere else (the text would differ between build directories in more than where it comes from)."""
-    out = re.sub(rf'^(# \d+ "){re.escape(directory)}/', r"\1<build>/", text, flags=re.M)
+    out = re.sub(rf'(\n# \d+ "){re.escape(directory)}/', r"\1<build>/", "\n" + text)[1:]
     return None if directory in out else out
 
 

@@ -7,7 +7,9 @@ the GPU's architecture, CUTLASS's include paths, and light headers (<torch/types
 <torch/extension.h>; off with KBENCH_LIGHT_HEADERS=0 on the trusted side), a build that then lacks a declaration of
 torch's being built again as written. The light plan's device code keeps load_inline's implicit <torch/types.h>
 (its C++ file brings its own head), and the head the builder puts on main.cpp comes precompiled where the builder
-gives a place for it (pch.py). The candidate's own flags are checked before any of that (flags.py).
+gives a place for it (pch.py); there the device code is compiled in nvcc's own steps, the host step reading what the
+builder wrote the same for every source from a precompiled header (nvcc_steps.py). The candidate's own flags are
+checked before any of that (flags.py).
 """
 
 from __future__ import annotations
