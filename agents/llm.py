@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from kbench_env.config import environ
+
 
 class LLMError(RuntimeError):
     """A completion failed after all retries."""
@@ -173,8 +175,8 @@ class OpenAIClient(LLMClient):
             import openai
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise ImportError("OpenAIClient needs the openai package: pip install 'kbench[llm]'") from exc
-        base_url = base_url or os.environ.get("KBENCH_LLM_BASE_URL") or None
-        model = model or os.environ.get("KBENCH_LLM_MODEL")
+        base_url = base_url or environ.get("KBENCH_LLM_BASE_URL")
+        model = model or environ.get("KBENCH_LLM_MODEL")
         if not model:
             raise ValueError("no model name: pass model= (--llm-model) or set KBENCH_LLM_MODEL")
         api_key = api_key or os.environ.get("OPENAI_API_KEY") or ("EMPTY" if base_url else None)

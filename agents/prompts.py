@@ -14,6 +14,7 @@ import re
 from kbench_env.env.prompt import SYSTEM_PROMPT, build_prompt
 from kbench_env.pipeline.feedback import policy_config_name, policy_error, policy_feedback
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.protocol.integrity_flags import kinds
 
 
 def task_prompt(task, evaluator) -> str:
@@ -29,7 +30,7 @@ def summarize_error(ev, max_lines: int = 12, max_chars: int = 1500) -> str:
     """The error of a failed evaluation in a few lines: the stage, compiler ``error:`` lines first."""
     r = _eval(ev)
     if r.integrity_flags:
-        return "rejected by integrity checks: " + "; ".join(f.split(":", 1)[0] for f in r.integrity_flags)
+        return "rejected by integrity checks: " + "; ".join(kinds(r.integrity_flags))
     error = policy_error(r)
     if not error:
         return "no error"

@@ -1,4 +1,4 @@
-"""What the forward audit (integrity.ForwardAudit) costs per audited forward call on the CPU, in this process:
+"""What the forward audit (worker/audit.ForwardAudit) costs per audited forward call on the CPU, in this process:
 
     python bench/audit_overhead.py [--calls 200]
 
@@ -53,7 +53,7 @@ def _measure(calls: int) -> list[dict]:
     import torch
 
     from kbench_env import fastpath
-    from kbench_env.pipeline import integrity
+    from kbench_env.worker import audit as worker_audit
 
     forwards, x = _forwards()
     rows = []
@@ -67,7 +67,7 @@ def _measure(calls: int) -> list[dict]:
                 fn(x)
                 plain.append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
-                audit = integrity.ForwardAudit(set(), fastpath.call_count, "cpu")
+                audit = worker_audit.ForwardAudit(set(), fastpath.call_count, "cpu")
                 with audit:
                     fn(x)
                 report = audit.report()
@@ -81,8 +81,8 @@ def _measure(calls: int) -> list[dict]:
 
 
 def _first_audit() -> dict:
-    code = ("import time, torch; from kbench_env.pipeline import integrity; x = torch.randn(8, 8)\n"
-            "t0 = time.perf_counter(); a = integrity.ForwardAudit(set(), lambda: 0, 'cpu')\n"
+    code = ("import time, torch; from kbench_env.worker import audit as worker_audit; x = torch.randn(8, 8)\n"
+            "t0 = time.perf_counter(); a = worker_audit.ForwardAudit(set(), lambda: 0, 'cpu')\n"
             "with a:\n    x.clone()\n"
             "r = a.report(); print((time.perf_counter() - t0) * 1e3)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,

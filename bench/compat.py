@@ -119,7 +119,7 @@ def main() -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from kbench_env.tasks.formats.robust_kbench import load_robust_tasks
+    from kbench_env.tasks.loaders.robust_kbench import load_robust_tasks
     from kbench_env.tasks.loading import load_task
 
     def kb_commit(path: Path) -> str:

@@ -60,8 +60,8 @@ extern "C" void own_copy(const char* x, char* y, int64_t nbytes) { std::memcpy(y
 
 def honest_candidate(task) -> str:
     """A correct CPU candidate (``ModelNew`` source) for a robust-kbench task (see the module docstring)."""
-    from kbench_env.tasks.formats.robust_kbench_source import _model_class, _rk_block, _string_literal
-    from kbench_env.tasks.formats.robust_kbench_submission import _rk_meta, _rk_source_of
+    from kbench_env.tasks.loaders.robust_kbench.source import _model_class, _rk_block, _string_literal
+    from kbench_env.tasks.loaders.robust_kbench.submission import _rk_meta, _rk_source_of
 
     meta = _rk_meta(task)
     plan = {"form": meta["form"], "init_keys": list(meta["init_settings"]),
@@ -170,7 +170,8 @@ def _cause(text: str | None) -> str:
 def summarise(records: list[dict]) -> dict:
     refs_bad = [r for r in records if not r["reference_ok"]]
     wrong = [r for r in records if not r["correct"]]
-    flags = collections.Counter(f.split(":", 1)[0] for r in records for f in r["integrity_flags"])
+    from kbench_env.protocol.integrity_flags import kinds
+    flags = collections.Counter(k for r in records for k in kinds(r["integrity_flags"]))
     ref_causes = collections.Counter(_cause(x["error"]) for r in records for x in r["references"] if not x["ok"])
     if any(not r["references"] for r in records):
         ref_causes["no CPU configuration"] = sum(not r["references"] for r in records)
@@ -185,6 +186,8 @@ def summarise(records: list[dict]) -> dict:
 
 def markdown(s: dict, records: list[dict], meta: dict) -> str:
     import torch
+
+    from kbench_env.protocol.integrity_flags import kinds
 
     lines = [
         "# robust-kbench on the CPU: references and an honest candidate per task", "",
@@ -234,7 +237,7 @@ def markdown(s: dict, records: list[dict], meta: dict) -> str:
         bad = [x for x in r["references"] if not x["ok"]]
         ref = "y" if r["reference_ok"] else ("n: no CPU configuration" if not r["references"] else
                                              f"n: {bad[0]['config']}: {bad[0]['error'][:160]}")
-        flag = ", ".join(f.split(":", 1)[0] for f in r["integrity_flags"]) or "-"
+        flag = ", ".join(kinds(r["integrity_flags"])) or "-"
         err = "-" if r["correct"] else f"{r['error_stage'] or 'incorrect'}: {(r['error'] or '').strip()[:200]}"
         speed = "-" if r["speedup"] is None else f"{r['speedup']:.2f}"
         lines.append(f"| {r['task']} | {len(r['cpu_configs'])} | {_md(ref)} | {'y' if r['correct'] else 'n'} | "
@@ -285,8 +288,8 @@ def run(args) -> int:
     from tqdm import tqdm
 
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.tasks.formats.robust_kbench import load_robust_tree
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.tasks.loaders.robust_kbench import load_robust_tree
+    from kbench_env.sandbox.confine.policy import Limits
 
     checkout = Path(args.robust_kbench)
     root = tasks_root(checkout)

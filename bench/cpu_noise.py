@@ -36,7 +36,7 @@ for p in (ROOT, ROOT / "tests"):
 
 from burner_candidate import burning  # noqa: E402  (tests/burner_candidate.py)
 
-from kbench_env.hardware import cpu_description  # noqa: E402
+from kbench_env.machine.hardware import cpu_description  # noqa: E402
 from kbench_env.pipeline.evaluator import Evaluator  # noqa: E402
 from kbench_env.tasks.suite import load_suite, resolve_task, solution_path  # noqa: E402
 

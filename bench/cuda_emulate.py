@@ -90,7 +90,7 @@ def emulate(path: Path, configs: tuple = ("odd",), cache: Path | None = None) ->
     import torch
 
     import kbench_env.fastpath as fastpath
-    from kbench_env.pipeline.compare import compare_outputs
+    from kbench_env.measure.compare import compare_outputs
     from kbench_env.tasks.suite import resolve_task
     from kbench_env.tasks.task import DTYPES
 

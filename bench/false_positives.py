@@ -160,12 +160,13 @@ def problem_text(rec: dict) -> str:
 
 def summarise(records: list[dict]) -> dict:
     """Counts over ``records`` (one evaluation each): flagged, incorrect (not flagged), per solution and per flag."""
+    from kbench_env.protocol.integrity_flags import kinds
     by_sol: dict = {}
     flags: dict = {}
     for r in records:
         by_sol.setdefault(r["solution"], []).append(r)
-        for f in r["integrity_flags"]:
-            flags[f.split(":", 1)[0]] = flags.get(f.split(":", 1)[0], 0) + 1
+        for k in kinds(r["integrity_flags"]):
+            flags[k] = flags.get(k, 0) + 1
     rows = []
     for sol, rs in by_sol.items():
         cached = [r["eval_seconds"] for r in rs if r.get("cached_build") and r.get("eval_seconds")]
@@ -265,7 +266,7 @@ def markdown(s: dict, meta: dict) -> str:
 
 def _evaluators(device: str, backends, args) -> dict:
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     limits = Limits(build_timeout=args.build_timeout, run_timeout=120, time_timeout=300)
     return {b: Evaluator(device=device, backend=b, limits=limits, timing=dict(CAMPAIGN_TIMING),

@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from kbench_env.builder.compiler import CompileError  # noqa: E402
 from kbench_env.builder.errors import BuildRefused  # noqa: E402
 from kbench_env.builder.fast import build_here  # noqa: E402
-from kbench_env.pipeline.compare import flatten_outputs  # noqa: E402
+from kbench_env.measure.compare import flatten_outputs  # noqa: E402
 
 SIG = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(([^)]*)\)', re.S)
 

@@ -30,6 +30,10 @@
 #   bash bench/gpu_session.sh mainjob # #22: `kbench run` with its defaults (the README's main job), then the
 #                                     # fast CUDA solutions and rms_norm in tests/test_gpu.py
 #   bash bench/gpu_session.sh trust   # tests/test_gpu.py whole, gpu_trust.py, timing_fidelity_trusted.py
+#   bash bench/gpu_session.sh integrations  # #39: verl's reward on a batch, the Inspect task (tiny model, shipped
+#                                     # solutions); carry .carry/wheels-inspect (bench/fetch_wheels.sh ... inspect)
+#   bash bench/gpu_session.sh edge    # #34: the event clock divided by $EDGE (under the flag ratio) at tolerances
+#                                     # $TOLS: what a forgery gains at the edge of the bound
 #   bash bench/gpu_session.sh trust3  # false_positives.py cut by $DEADLINE; eval_cost.py task on this tree and on
 #                                     # the tree before #21 (.carry/before: git archive 4ee33f8), same GPU
 #   bash bench/gpu_session.sh survive # #36: 5 consecutive processes on one cache folder (rl_batch --consecutive):
@@ -48,7 +52,7 @@ export PYTHONUNBUFFERED=1 KBENCH_CACHE=${KBENCH_CACHE:-/tmp/kbench-cache}
 OUT=${OUT:-/tmp/kbench-out}; mkdir -p "$OUT"
 START=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
-left() { echo $(( ${1:-580} - ($(date +%s) - START) )); }  # seconds until $1 (default 580) from the start
+left() { local n=$(( ${1:-580} - ($(date +%s) - START) )); echo $(( n > 1 ? n : 1 )); }  # seconds until $1 (default 580)
 
 if ! python3 -c "import gymnasium, trl" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
@@ -159,6 +163,18 @@ falsepos)
     2>&1 | tr '\r' '\n' | grep -v "^ *$" | tail -40
   stamp "test_escapes (cuda)"
   timeout $(left 540) python3 -m pytest -q tests/test_escapes.py -k cuda -p no:cacheprovider -rA 2>&1 | tail -6
+  ;;
+integrations)
+  stamp "verl: a batch scored through verl_reward.compute_score (bench/integrations_verl.py)"
+  timeout $(left ${VERL_END:-250}) python3 bench/integrations_gpu.py verl --device cuda --limit ${VERL_LIMIT:-4} --out "$OUT/verl_reward_gpu.md" \
+    2>&1 | tail -30
+  stamp "Inspect: the task with a tiny local model and with the shipped solutions (carries .carry/wheels-inspect)"
+  timeout $(left ${END:-580}) python3 bench/integrations_gpu.py inspect --device cuda --out "$OUT/inspect" 2>&1 | tail -30
+  ;;
+edge)
+  stamp "forged device times under the flag ratio (gpu_trust.py --edge), at the library's tolerance and tighter"
+  timeout $(left ${DEADLINE:-580}) python3 bench/gpu_trust.py --out "$OUT/trust_edge.jsonl" --only honest,divided_by_1,divided_by_2 \
+    --edge ${EDGE:-1.15,1.5,2.5} --tolerance ${TOLS:-0.2,0.05} 2>&1 | tail -40
   ;;
 trust1)
   stamp "tests/test_gpu.py without the rules tests"

@@ -24,6 +24,7 @@ def main(argv=None) -> int:
         print(__doc__)
         return 2
     from kbench_env.pipeline.result import EvalResult
+    from kbench_env.protocol.integrity_flags import kinds
     from test_gpu import ADVERSARIAL, exploit_problem, extension_problem, solution_problem
 
     recs = [json.loads(line) for line in Path(argv[0]).read_text().splitlines() if line.strip()]
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
             why = solution_problem(r, every_config=False)
         elif kind == "cuda_adversarial" and name in ADVERSARIAL:
             why = exploit_problem(name, r, honest)
-            how = ", ".join(f.split(":", 1)[0] for f in r.integrity_flags) or (
+            how = ", ".join(kinds(r.integrity_flags)) or (
                 f"failed {r.error_stage}" if not r.correct else f"uncaught, {r.speedup or 0:.2f}x")
             name = f"{name} ({how})"
         else:

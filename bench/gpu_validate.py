@@ -49,7 +49,7 @@ def primary_config(task, device: str = "cuda"):
 
 def _evaluator(backend: str, compile_baseline: bool, args):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     return Evaluator(device=args.device, backend=backend, compile_baseline=compile_baseline, timing=dict(TIMING),
                      limits=Limits(build_timeout=args.build_timeout, run_timeout=120, time_timeout=300),
@@ -66,14 +66,14 @@ def _line(t0: float, label: str, r) -> None:
 def run(plan: dict, args, t0: float, on_progress=None) -> list[dict]:
     """Evaluate ``{backend: [solution paths]}`` in one pipeline: every backend's evaluations in one pool (builds
     overlap), the GPU's lock taken by every evaluator (one candidate on the device at a time, whatever its
-    backend; kbench_env/devicelock.py), and each correct solution's torch.compile comparison queued as soon as its result arrives, until
+    backend; kbench_env/machine/device_lock.py), and each correct solution's torch.compile comparison queued as soon as its result arrives, until
     ``--compile-deadline`` seconds after the start."""
     from concurrent.futures import ThreadPoolExecutor, wait
 
     from kbench_env.tasks.suite import resolve_task
 
     evaluators, compilers = {}, {}
-    for backend in plan:  # on a GPU every evaluator takes the same per-GPU lock (kbench_env/devicelock.py)
+    for backend in plan:  # on a GPU every evaluator takes the same per-GPU lock (kbench_env/machine/device_lock.py)
         evaluators[backend] = _evaluator(backend, args.compile == "all", args)
         if args.compile == "primary":
             compilers[backend] = _evaluator(backend, True, args)
@@ -165,6 +165,8 @@ def _fmt(x, spec=".3g", suffix="x") -> str:
 
 
 def write_report(records: list[dict], meta: dict, out: Path) -> None:
+    from kbench_env.protocol.integrity_flags import kinds
+
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.with_suffix(".jsonl"), "w") as f:
         for rec in records:
@@ -187,7 +189,7 @@ def write_report(records: list[dict], meta: dict, out: Path) -> None:
                 comp += f" ({r['compile_config']})"
             elif r.get("compile_pass_error"):
                 comp += " (" + r["compile_pass_error"].replace("|", "/").replace("internal evaluator error: ", "").splitlines()[0][:90] + ")"
-            issue = "; ".join(f.split(":", 1)[0] for f in r.get("integrity_flags", [])) or (
+            issue = "; ".join(kinds(r.get("integrity_flags", []))) or (
                 (r.get("error_stage") or "") + ": " + (r.get("error") or "").splitlines()[0][:160] if r.get("error") else "")
             lines.append(f"| {r['task']} | {'yes' if r.get('correct') else 'NO'} | {_fmt(r.get('speedup'))} | {per} | "
                          f"{comp} | {issue.replace('|', '/')} |")

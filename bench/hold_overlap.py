@@ -1,7 +1,7 @@
 """Did any exclusive hold of a GPU overlap another hold of the same GPU? Read from a device-hold log.
 
 With ``KBENCH_DEVICE_HOLD_LOG=<file>`` every process's device locks append each hold of a GPU's lock file as it
-ends (kbench_env/devicelock.py ``log_hold``): lock file (one per physical GPU), mode (exclusive: a candidate's checks
+ends (kbench_env/machine/device_lock.py ``log_hold``): lock file (one per physical GPU), mode (exclusive: a candidate's checks
 and timing, reference timing, plausibility; shared: correctness checks under ``shared_checks``), pid, thread, and
 start and end on CLOCK_MONOTONIC. A logged hold lies inside the real one (logged after the ``flock`` is had and
 before it is dropped), so an overlap found here is a real one; GPU work done outside the lock (a worker's start)

@@ -58,7 +58,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from rl_batch_candidates import candidates_folder, catalogue, pick  # noqa: E402  (bench/ is on the path now)
 
-#: The phases of an evaluation that hold the device (evaluator._run_stages): the correctness checks, the start and
+#: The phases of an evaluation that hold the device (Evaluator._evaluate): the correctness checks, the start and
 #: first runs of a reference not yet timed and the judging of timed outputs read during the timing (shared with
 #: other candidates' checks under ``--shared-checks``) and the rest, which holds the device alone in either mode
 #: (``timed_output_checks`` is part of ``timing``'s wall time, so it is not added again).

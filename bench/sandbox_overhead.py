@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.sandbox.worker_process import Worker
     from kbench_env.tasks.suite import resolve_task
 

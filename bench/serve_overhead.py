@@ -10,12 +10,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gymnasium as gym, kbench_env
 from tests.serving_server import ServerProcess, TOKEN
+from kbench_env.config import EvaluatorConfig
 from kbench_env.serving.aclient import AsyncKBenchClient
 RELU = open("tasks/solutions/cpu/level1/relu.py").read()
 srv = ServerProcess("--workers", "2", "--queue", "200", "--suite", "default", "--max-batch", "200")
 try:
     for label, src, n in (("garbage (screen only)", "garbage", 200), ("relu, cached build", RELU, 20)):
-        loc = gym.make("KBench-v0", task="level1/relu", device="cpu", time_candidates=False, max_turns=10**6, spare_worker=False)
+        loc = gym.make("KBench-v0", task="level1/relu", device="cpu", max_turns=10**6,
+                       config=EvaluatorConfig.from_options(time_candidates=False, spare_worker=False))
         rem = gym.make("KBench-v0", url=srv.url, token=TOKEN, task="level1/relu", max_turns=10**6)
         loc.reset(seed=0); rem.reset(seed=0); loc.step(src); rem.step(src)
         t0 = time.perf_counter(); [loc.step(src) for _ in range(n)]; tl = time.perf_counter() - t0

@@ -106,8 +106,10 @@ WEIGHTS = {"good": 22, "wrong": 15, "crash": 15, "hang": 2, "resource": 4, "bad_
 
 def expected(kind: str, name: str, r: dict) -> str | None:
     """None if the result is what the kind calls for, else what is wrong with it."""
+    from kbench_env.protocol.integrity_flags import parse
+
     flags = r.get("integrity_flags") or []
-    sandbox = [f for f in flags if f.startswith("sandbox_violation")]
+    sandbox = [f for f in flags if parse(f).kind == "sandbox_violation"]
     if kind == "good":
         return None if r["correct"] and r["reward"] > 0 and not flags else f"good candidate failed: {r['error']}"
     if kind == "bad_input":
@@ -123,7 +125,8 @@ def expected(kind: str, name: str, r: dict) -> str | None:
 
 def outcome(r: dict) -> str:
     if r.get("integrity_flags"):
-        return "flagged:" + r["integrity_flags"][0].split(":", 1)[0]
+        from kbench_env.protocol.integrity_flags import parse
+        return "flagged:" + parse(r["integrity_flags"][0]).kind
     if r["correct"]:
         return "correct"
     err = r.get("error") or ""
@@ -225,7 +228,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
 
     import kbench_env  # noqa: F401  (registers KBench-v0)
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.sandbox.reaper import flush_cleanups
 
     work = tempfile.mkdtemp(prefix="kbench-soak-")
@@ -238,7 +241,7 @@ def run_soak(steps: int = 1000, out: str | None = None, seed: int = 0, cache_dir
     os.makedirs(scratch_root)
     limits = Limits(build_timeout=300, run_timeout=run_timeout, time_timeout=60, memory_bytes=1 << 30,
                     disk_bytes=256 << 20, processes=64, scratch_root=scratch_root)
-    ev = Evaluator(device="cpu", cache_dir=cache_dir, limits=limits, check_calls=2, input_sets=2,
+    ev = Evaluator(device="cpu", cache_dir=cache_dir, limits=limits, check_calls=2,
                    timing={"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01})
     env = gym.make("KBench-v0", task="level1/relu", evaluator=ev, max_turns=50, disable_env_checker=True)
     env.reset(seed=seed)

@@ -266,7 +266,7 @@ def main() -> int:
 
     import torch
 
-    name = torch.cuda.get_device_name() if cuda else __import__("kbench_env.hardware", fromlist=["x"]).cpu_description()
+    name = torch.cuda.get_device_name() if cuda else __import__("kbench_env.machine.hardware", fromlist=["x"]).cpu_description()
     rows = {
         "device": name, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count(),
         "naive_latency_s": naive["latency_s"], "naive_throughput_per_min": naive["throughput_per_min"],

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--check-task", default="level1/relu", help="task whose shipped solution each rank checks")
     args = ap.parse_args(own)
 
-    from kbench_env.devicelock import gpu_identity
+    from kbench_env.machine.device_lock import gpu_identity
     from kbench_env.tasks.suite import resolve_task, solution_path
     from kbench_training.grpo import build_trainer, parse_args
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from kbench_env.pipeline.compare import compare_outputs  # noqa: E402
+from kbench_env.measure.compare import compare_outputs  # noqa: E402
 from kbench_env.tasks.suite import resolve_task  # noqa: E402
 from kbench_env.tasks.task import DTYPES, Config, seeded  # noqa: E402
 
@@ -106,7 +106,7 @@ def check_config(task, cand_mod, cfg: Config, seed: int = 1234, init_seed: int =
 def evaluator_verdicts(items: list[tuple[str, Path]]) -> dict:
     """Candidate file -> the CPU evaluator's verdict (correct and unflagged, or its flags and first error)."""
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     ev = Evaluator(device="cpu", backend="triton", limits=Limits(build_timeout=600, run_timeout=600, time_timeout=600),
                    timing={"warmup": 0, "min_reps": 2, "max_reps": 2, "min_seconds": 0})

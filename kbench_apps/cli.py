@@ -17,7 +17,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from kbench_apps.cli_output import HelpFormatter, is_terminal, plural, quiet_closed_pipe, require_device
-from kbench_apps.precompute import add_parser as add_baseline_parser
+from kbench_apps.reference_timings import add_parser as add_baseline_parser
 from kbench_apps.report import main as report_main
 from kbench_apps.runlog import RunLog
 from kbench_apps.runner import add_remote_builds, run_suite
@@ -27,7 +27,7 @@ from kbench_env.pipeline.formats import FORMATS
 from kbench_env.pipeline.reward import PRESETS
 from kbench_env.pipeline.rules import RULES
 from kbench_env.sandbox.doctor import doctor, format_doctor
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import load_suite, resolve_task
 
 

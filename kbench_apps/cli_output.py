@@ -15,7 +15,7 @@ import sys
 import torch
 from rich.console import Console
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 #: The exit status of a command whose reader closed the pipe: 128 + SIGPIPE, what ``yes | head`` gives.
 CLOSED_PIPE_EXIT = 141

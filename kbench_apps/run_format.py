@@ -14,7 +14,7 @@ names one explicitly.
 from __future__ import annotations
 
 from kbench_env.backends import default_backend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.tasks.suite import solution_path
 
 #: The agents whose candidates are the shipped solutions or offline mutations of their tuning constants ("auto" is

@@ -25,6 +25,7 @@ from rich.table import Table
 from kbench_apps.cli_output import console as make_console, is_terminal, plural
 from kbench_apps.run_format import run_format
 from kbench_apps.runlog import RunLog
+from kbench_env.config import EvaluatorConfig
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import geomean
@@ -102,8 +103,9 @@ def run_suite(args) -> int:
                                          all_tasks)  # the agent's factory reads args.format too
     env = KBenchEnv(suite=args.suite, device=args.device, backend=args.backend, max_turns=max_turns,
                     reward=args.reward, rules=_opt(args, "rules", "strict"),
-                    format=args.format, dtype=dtype, **({"timing": timing} if timing else {}),
-                    remote_builds=_opt(args, "remote_builds", None))
+                    format=args.format, dtype=dtype,
+                    config=EvaluatorConfig.from_options(timing=timing or None,
+                                                        remote_builds=_opt(args, "remote_builds", None)))
     backend = env.evaluator.backend_name
     agent = make_agent(args.agent, backend, args)
     runnable = []

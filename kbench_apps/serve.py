@@ -17,6 +17,7 @@ import socket
 from pathlib import Path
 
 from kbench_apps.runner import TIMING_PRESETS, add_remote_builds
+from kbench_env.config import environ
 from kbench_env.executors import make_executor
 from kbench_env.pipeline.formats import FORMATS
 from kbench_env.pipeline.reward import PRESETS
@@ -34,8 +35,8 @@ def _token(args) -> str:
         if not token:
             raise ValueError(f"--token-file {args.token_file} is empty")
         return token
-    if os.environ.get(TOKEN_ENV):
-        return os.environ[TOKEN_ENV]
+    if environ.get(TOKEN_ENV):
+        return environ.get(TOKEN_ENV)
     token = secrets.token_urlsafe(24)
     # stdout, not the log: the log never holds the token
     print(f"kbench serve: no --token-file or ${TOKEN_ENV}; this run's token: {token}", flush=True)

@@ -33,7 +33,7 @@ import ctypes
 
 import torch
 
-from kbench_env.pipeline.coverage import own_call
+from kbench_env.measure.ownership import own_call
 
 _calls = 0
 
@@ -84,7 +84,7 @@ def cpp_kernel(source: str, name: str, flags: list | None = None):
     def call(*args):
         global _calls
         _calls += 1
-        with own_call(name):  # the audit's record of the candidate's own time (coverage.py)
+        with own_call(name):  # the audit's record of the candidate's own time (measure/ownership.py)
             fn(*[_c_arg(a, ctypes.c_double) for a in args])
 
     call.__name__ = name

@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(config, items):
 
 def cpu_evaluator(rules: str = "strict"):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     # Short timing keeps tests fast; correctness is what the tests look at.
     return Evaluator(device="cpu", limits=Limits(build_timeout=600, run_timeout=30, time_timeout=60),

@@ -14,6 +14,7 @@ import pytest
 import kbench_env  # noqa: F401 - registers KBench-v0
 from conftest import ROOT
 from kbench_env.backends import get_backend
+from kbench_env.config import EvaluatorConfig
 from kbench_env.env.prompt import build_prompt
 from kbench_env.pipeline import formats
 from kbench_env.pipeline.format_examples import FAST_CPU_EXAMPLE, FAST_CUDA_EXAMPLE
@@ -105,7 +106,7 @@ def test_env_prompt_and_info_state_the_format(fast_evaluator):
     env = gym.make("KBench-v0", task="level1/relu", evaluator=fast_evaluator, format="fast")
     prompt, info = env.reset(seed=0)
     assert info["format"] == "fast" and FAST_CPU_EXAMPLE in prompt
-    env2 = gym.make("KBench-v0", task="level1/relu", device="cpu", spare_worker=False)
+    env2 = gym.make("KBench-v0", task="level1/relu", device="cpu", config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         assert env2.unwrapped.evaluator.format == "kernelbench"  # the default: today's behaviour
         assert env2.reset(seed=0)[1]["format"] == "kernelbench"

@@ -18,12 +18,12 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
+from fake_openai import fake_openai
 
 from kbench_agents import tunables
 from kbench_agents.baselines import BestOfNAgent, IterativeRefinementAgent, SingleShotAgent
@@ -57,7 +57,7 @@ def tasks_root(tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def quick_evaluator():
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     return Evaluator(device="cpu", timing=QUICK, limits=Limits(build_timeout=600, run_timeout=60, time_timeout=120))
 
@@ -231,46 +231,21 @@ def test_client_retries_timeouts_and_concurrency():
     assert out == [str(i) for i in range(6)] and peak[0] == 2
 
 
-class _FakeOpenAI(BaseHTTPRequestHandler):
-    requests: list = []
-
-    def do_POST(self):  # noqa: N802 - http.server's naming
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _FakeOpenAI.requests.append((self.path, self.headers.get("Authorization"), body))
-        reply = {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": "```python\nclass ModelNew: pass\n```"}}],
-                 "usage": {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_openai_client_against_a_local_endpoint(monkeypatch):
     pytest.importorskip("openai")
-    server = HTTPServer(("127.0.0.1", 0), _FakeOpenAI)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("KBENCH_LLM_BASE_URL", f"http://127.0.0.1:{server.server_port}/v1")
+    with fake_openai() as server:
+        monkeypatch.setenv("KBENCH_LLM_BASE_URL", server.base_url)
         monkeypatch.setenv("KBENCH_LLM_MODEL", "tiny-coder")
         monkeypatch.delenv("OPENAI_API_KEY", raising=False)
         c = OpenAIClient(price_input_per_mtok=1.0, price_output_per_mtok=2.0, max_retries=0)
         text = c.complete([{"role": "user", "content": "write a kernel"}], temperature=0.2, max_tokens=64)
         assert "ModelNew" in text
-        path, auth, body = _FakeOpenAI.requests[-1]
+        path, auth, body = server.requests[-1]
         assert path == "/v1/chat/completions" and auth == "Bearer EMPTY"
         assert body["model"] == "tiny-coder" and body["max_tokens"] == 64 and body["temperature"] == 0.2
         u = c.usage
         assert (u.calls, u.prompt_tokens, u.completion_tokens) == (1, 1000, 500)
         assert u.cost_usd == pytest.approx((1000 * 1.0 + 500 * 2.0) / 1e6)
-    finally:
-        server.shutdown()
 
 
 # ====================================================================== soft verifiers: parsing and accuracy

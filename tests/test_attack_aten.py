@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT, read
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 ATTACKS = ROOT / "tests" / "data" / "attacks"
@@ -118,8 +118,9 @@ def test_symbols_name_what_reaches_compute_past_the_dispatcher(tmp_path):
                      "at::_ops::empty_memory_format::redispatch": None, "cblas_sgemm": "compute",
                      "at::enableRecordFunction": "control", "dlsym": "lookup"}, kinds
     flags = linked.flags([("/cache/unit/calls.so", scan)])
-    assert [f.split(":", 1)[0] for f in flags] == ["audit_blinded", "pytorch_compute_linked"], flags
-    assert "at::cpu::addmm" in flags[1] and "cblas_sgemm" in flags[1] and "at::cpu::empty" not in flags[1]
+    assert [f.kind for f in flags] == ["audit_blinded", "pytorch_compute_linked"], flags
+    detail = flags[1].detail
+    assert "at::cpu::addmm" in detail and "cblas_sgemm" in detail and "at::cpu::empty" not in detail
 
 
 def test_an_honest_library_names_no_suspect_and_kernelbench_drops_the_compute_flag(tmp_path):
@@ -130,9 +131,8 @@ def test_an_honest_library_names_no_suspect_and_kernelbench_drops_the_compute_fl
                                 '{ for (long i = 0; i < n; ++i) y[i] = std::fmax(y[i], 0.0f); }', "honest")
     assert symbols.scan(honest)["suspects"] == [] and "relu" in symbols.scan(honest)["defines"]
     calls = [("calls.so", symbols.scan(_library(tmp_path, _CALLS % "entry")))]
-    assert [f.split(":", 1)[0] for f in rules.linked_flags("kernelbench", calls)] == ["audit_blinded"]
-    assert [f.split(":", 1)[0] for f in rules.linked_flags("strict", calls)] == ["audit_blinded",
-                                                                                 "pytorch_compute_linked"]
+    assert [f.kind for f in rules.linked_flags("kernelbench", calls)] == ["audit_blinded"]
+    assert [f.kind for f in rules.linked_flags("strict", calls)] == ["audit_blinded", "pytorch_compute_linked"]
 
 
 def test_a_library_that_is_not_elf_is_flagged_under_strict(tmp_path):
@@ -143,7 +143,7 @@ def test_a_library_that_is_not_elf_is_flagged_under_strict(tmp_path):
     path.write_bytes(b"#!/bin/sh\n")
     scan = symbols.scan(str(path))
     assert "unreadable" in scan
-    assert [f.split(":", 1)[0] for f in rules.linked_flags("strict", [(str(path), scan)])] == ["pytorch_compute_linked"]
+    assert [f.kind for f in rules.linked_flags("strict", [(str(path), scan)])] == ["pytorch_compute_linked"]
 
 
 # ---------------------------------------------------------------------- GPU coverage: whose kernel is it

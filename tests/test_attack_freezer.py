@@ -21,8 +21,8 @@ import time
 import pytest
 
 from conftest import ROOT, no_hang, read
-from kbench_env.sandbox.cgroup import PidsCgroup
-from kbench_env.sandbox.freeze_group import FreezeGroup
+from kbench_env.sandbox.confine.cgroup import PidsCgroup
+from kbench_env.sandbox.confine.freeze_group import FreezeGroup
 from kbench_env.sandbox.memory import MemoryError_
 from kbench_env.sandbox.worker_process import Worker
 

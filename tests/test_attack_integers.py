@@ -24,7 +24,7 @@ from conftest import ROOT, read
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.gpu_blocks import BlockInputs
 from kbench_env.pipeline.revealed_inputs import RevealedInputs
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.loading import load_task
 from kbench_env.tasks.suite import resolve_task

@@ -1,4 +1,4 @@
-"""The forward audit on the CPU sees every thread and notices when it was blinded (audit_threads.py), in this
+"""The forward audit on the CPU sees every thread and notices when it was blinded (worker/audit_threads.py), in this
 process: PyTorch compute on a helper thread is a forbidden operator; operator records left off on forward's thread,
 a stopped profiler, or a library of the candidate's naming RecordFunction's switches or hooks make an
 ``audit_blinded`` flag; an honest forward makes neither, and the fast path's own-call records (the coverage's own
@@ -12,18 +12,19 @@ import threading
 import pytest
 import torch
 
-from kbench_env.pipeline import audit_threads, integrity
+from kbench_env.pipeline import integrity
+from kbench_env.worker import audit, audit_threads
 
 
 def _audit(forward, extension_calls=lambda: 0) -> dict:
-    audit = integrity.ForwardAudit(set(), extension_calls, "cpu")
-    with torch.no_grad(), audit:
+    forward_audit = audit.ForwardAudit(set(), extension_calls, "cpu")
+    with torch.no_grad(), forward_audit:
         forward()
-    return audit.report()
+    return forward_audit.report()
 
 
 def _kinds(report: dict) -> list[str]:
-    return [f.split(":", 1)[0] for f in integrity.audit_flags(report, "small")]
+    return [f.kind for f in integrity.audit_flags(report, "small")]
 
 
 def test_compute_on_a_helper_thread_is_seen():
@@ -65,7 +66,7 @@ def test_a_profiler_stopped_in_forward_is_flagged():
 
 
 def test_an_honest_forward_is_not_blinded_and_keeps_its_own_call_records(tmp_path, monkeypatch):
-    """The fast path's calls open their own records while the audit runs (coverage.own_call): the profiler of every
+    """The fast path's calls open their own records while the audit runs (measure/ownership.own_call): the profiler of every
     thread is not the calling thread's, and the own time must still be counted."""
     monkeypatch.setenv("KBENCH_BUILD_ROOT", str(tmp_path))
     from kbench_env import fastpath

@@ -19,7 +19,7 @@ from kbench_env.env.env import KBenchEnv
 from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.pipeline.result import ConfigResult, EvalResult
 from kbench_env.pipeline.reward import MIN_COVERAGE, get_reward_fn, tiered
-from kbench_env.tasks.formats import robust_kbench as rk
+from kbench_env.tasks.loaders import robust_kbench as rk
 from kbench_env.tasks.loading import load_task
 from kbench_env.tasks.suite import load_suite, resolve_task
 from kbench_env.tasks.task import TaskError

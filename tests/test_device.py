@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from kbench_env.backends import default_backend
-from kbench_env.device import Device, resolve_device
+from kbench_env.machine.device import Device, resolve_device
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.tasks.task import Config
 

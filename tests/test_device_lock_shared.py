@@ -1,4 +1,4 @@
-"""The shared/exclusive device lock (kbench_env/shared_devicelock.py) and the Evaluator's ``shared_checks``: shared
+"""The shared/exclusive device lock (kbench_env/machine/shared_device_lock.py) and the Evaluator's ``shared_checks``: shared
 holders overlap each other, an exclusive holder overlaps nobody (threads and processes), a waiting exclusive
 holder stops new shared ones, the shared holders are capped; evaluations give the same results either way."""
 
@@ -12,7 +12,7 @@ import pytest
 
 import candidates as C
 from conftest import ROOT, read
-from kbench_env.shared_devicelock import SharedDeviceLock
+from kbench_env.machine.shared_device_lock import SharedDeviceLock
 
 TIMING = {"warmup": 1, "min_reps": 3, "max_reps": 10, "min_seconds": 0.01}
 

@@ -7,8 +7,9 @@ import multiprocessing as mp
 import threading
 import time
 
+from kbench_env.config import EvaluatorConfig
 from kbench_env.pipeline.device_hold import shared_checks_setting
-from kbench_env.shared_devicelock import SharedDeviceLock
+from kbench_env.machine.shared_device_lock import SharedDeviceLock
 
 #: How long the reading process keeps shared holds coming; a starved writer gets the lock only after it.
 READ_SPAN_S = 4.0
@@ -20,11 +21,14 @@ def test_shared_checks_default_on_gpus_off_on_the_cpu(monkeypatch):
     assert shared_checks_setting(None, "cuda") is True
     assert shared_checks_setting(None, "cpu") is False
     assert shared_checks_setting(False, "cuda:0") is False and shared_checks_setting(True, "cpu") is True
+    # the variable is the setting of a config made without one (config/environ.py)
+    assert EvaluatorConfig().resources.shared_checks is None
     monkeypatch.setenv("KBENCH_SHARED_CHECKS", "0")
-    assert shared_checks_setting(None, "cuda:0") is False
+    assert shared_checks_setting(EvaluatorConfig().resources.shared_checks, "cuda:0") is False
     monkeypatch.setenv("KBENCH_SHARED_CHECKS", "1")
-    assert shared_checks_setting(None, "cpu") is True
-    assert shared_checks_setting(False, "cpu") is False  # an explicit setting wins over the variable
+    assert shared_checks_setting(EvaluatorConfig().resources.shared_checks, "cpu") is True
+    given = EvaluatorConfig.from_options(shared_checks=False).resources.shared_checks
+    assert shared_checks_setting(given, "cpu") is False  # an explicit setting wins over the variable
 
 
 def _readers(path: str, started, out) -> None:
@@ -69,7 +73,7 @@ def _writer(path: str, started, out) -> None:
 
 
 def test_a_writer_of_another_process_is_not_starved_by_a_stream_of_shared_holds(tmp_path):
-    """Fails without the gate (shared_devicelock.py): the reading process then keeps its file lock for as long as its
+    """Fails without the gate (machine/shared_device_lock.py): the reading process then keeps its file lock for as long as its
     shared holds keep coming, and the writer gets the lock only after the last of them."""
     ctx = mp.get_context("spawn")
     path = str(tmp_path / "locks" / "gpu-test.lock")

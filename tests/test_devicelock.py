@@ -1,4 +1,4 @@
-"""The GPU lock (kbench_env/devicelock.py) excludes other threads and other processes: hold intervals never overlap."""
+"""The GPU lock (kbench_env/machine/device_lock.py) excludes other threads and other processes: hold intervals never overlap."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import multiprocessing as mp
 import threading
 import time
 
-from kbench_env.devicelock import DeviceLock
+from kbench_env.machine.device_lock import DeviceLock
 
 
 def _hold(path: str, n: int, out) -> None:

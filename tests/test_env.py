@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 
 import kbench_env  # noqa: F401  (registers KBench-v0)
 from conftest import ROOT, read
+from kbench_env.config import EvaluatorConfig
 from kbench_env.env.env import KBenchEnv
 
 RELU_SOLUTION = read(ROOT / "tasks/solutions/cpu/level1/relu.py")
@@ -119,7 +120,7 @@ def test_random_task_from_suite(evaluator):
                                              ({"device": "cuda"}, "device='cuda'"),
                                              ({"backend": "triton"}, "backend='triton'"),
                                              ({"reward": lambda r: 1.0}, "reward="),
-                                             ({"input_sets": 1, "noise": 0.5}, "input_sets, noise")])
+                                             ({"config": EvaluatorConfig()}, "config=")])
 def test_shared_evaluator_conflicting_argument_is_an_error(evaluator, conflict, named):
     with pytest.raises(ValueError, match="given evaluator") as err:
         KBenchEnv(task="level1/relu", evaluator=evaluator, **conflict)
@@ -138,24 +139,22 @@ def test_shared_evaluator_agreeing_arguments_accepted(evaluator):
 
 
 def test_make_vec_passes_evaluator_options_to_its_evaluator(evaluator):
-    venv = gym.make_vec("KBench-v0", num_envs=2, task="level1/relu", device="cpu", reward="binary", input_sets=1,
-                        noise=0.25, spare_worker=False, cache_dir=evaluator.cache_dir, max_turns=2)
+    options = EvaluatorConfig.from_options(check_calls=1, noise=0.25, spare_worker=False, cache_dir=evaluator.cache_dir)
+    venv = gym.make_vec("KBench-v0", num_envs=2, task="level1/relu", device="cpu", reward="binary", config=options,
+                        max_turns=2)
     try:
         ev = venv.evaluator
         assert all(e.evaluator is ev for e in venv.envs) and all(e.max_turns == 2 for e in venv.envs)
-        assert (ev.input_sets, ev.noise, ev._spares) == (1, 0.25, None)
+        assert (ev.check_calls, ev.noise, ev._spares) == (1, 0.25, None)
         assert ev.reward_fn is not evaluator.reward_fn
     finally:
         venv.close()
 
 
-def test_docstring_documents_every_argument_and_evaluator_option():
+def test_docstring_documents_every_argument():
     import inspect
 
-    from kbench_env.pipeline.evaluator import Evaluator
-
-    names = (set(inspect.signature(KBenchEnv.__init__).parameters) | set(inspect.signature(Evaluator).parameters))
-    names -= {"self", "evaluator_kwargs"}
+    names = set(inspect.signature(KBenchEnv.__init__).parameters) - {"self"}
     rows = {line.split("|")[1].strip().strip("`") for line in KBenchEnv.__doc__.splitlines()
             if line.strip().startswith("| `")}
     assert names <= rows, f"undocumented: {sorted(names - rows)}"

@@ -20,10 +20,11 @@ import pytest
 
 from candidates import _forward
 from conftest import ROOT
-from kbench_env.sandbox import buildcache
+from kbench_env.builder import cache
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine import policy
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.reaper import flush_cleanups
 from kbench_env.tasks.suite import resolve_task
 
@@ -296,7 +297,7 @@ def test_ballast_cannot_be_put_into_the_cache(ev):
     tag = f"ballast-{uuid.uuid4().hex[:10]}"
     r = ev.evaluate(RELU, _attack(f"""
     planted = [p for p in ({ev.build_root!r} + "/{tag}/{tag}.so", {ev.build_root!r} + "/{tag}.so")
-               if plant(p, size={buildcache.BUILD_BYTES})]
+               if plant(p, size={policy.BUILD_BYTES})]
     raise RuntimeError("PLANTED" + repr(planted))
     """))
     assert "PLANTED[]" in r.error, r.feedback()
@@ -342,7 +343,7 @@ def test_the_cache_is_kept_within_its_bound(tmp_path, monkeypatch):
         r = ev.evaluate(RELU, src)
         assert r.correct, r.feedback()
         flush_cleanups()  # eviction runs in the background
-        assert buildcache.disk_usage(ev.build_root)[0] <= 2.5 * pad
+        assert cache.disk_usage(ev.build_root)[0] <= 2.5 * pad
     def built(src):  # a unit of the cache holds its kernel's source
         return any(src.split("// ")[1].split("\n")[0] in open(k).read()
                    for k in glob.glob(os.path.join(ev.build_root, "fast-*", "kernel.cpp")))
@@ -355,8 +356,8 @@ def test_the_cache_is_kept_within_its_bound(tmp_path, monkeypatch):
 def test_eviction_passes_over_what_a_live_worker_holds_and_goes_by_last_use(tmp_path):
     root = str(tmp_path)
 
-    def build(i: int) -> buildcache.Claim:
-        claim = buildcache.Claim(root, hashlib.sha256(b"%d" % i).hexdigest())
+    def build(i: int) -> cache.Claim:
+        claim = cache.Claim(root, hashlib.sha256(b"%d" % i).hexdigest())
         os.makedirs(os.path.join(claim.path, "kb-0"))
         with open(os.path.join(claim.path, "kb-0", "kb.so"), "wb") as f:
             f.write(b"\1" * (256 << 10))
@@ -367,12 +368,12 @@ def test_eviction_passes_over_what_a_live_worker_holds_and_goes_by_last_use(tmp_
     for c in claims[1:]:
         c.release()
     os.utime(claims[2].path, (5000, 5000))  # used again since: the most recent
-    evicted = buildcache.enforce_bound(root, 600 << 10)  # room for two
+    evicted = cache.enforce_bound(root, 600 << 10)  # room for two
     # the oldest is held by a live worker: passed over; of the rest only the most recently used stays
     assert sorted(evicted) == sorted(os.path.basename(c.path) for c in (claims[1], claims[3]))
     assert os.path.isdir(claims[0].path) and os.path.isdir(claims[2].path)
     claims[0].release()
-    assert buildcache.enforce_bound(root, 300 << 10) == [os.path.basename(claims[0].path)]
+    assert cache.enforce_bound(root, 300 << 10) == [os.path.basename(claims[0].path)]
     assert sorted(os.listdir(root)) == sorted([".evict.lock", os.path.basename(claims[2].path)])
 
 
@@ -387,14 +388,14 @@ def test_a_claim_that_raced_an_eviction_holds_the_directory_there_now(tmp_path, 
 
     def flock(fd, op):
         if op == fcntl.LOCK_SH and not raced:
-            raced.append(buildcache.enforce_bound(root, 0))  # between the claim's open and its lock
+            raced.append(cache.enforce_bound(root, 0))  # between the claim's open and its lock
         return real(fd, op)
 
     monkeypatch.setattr(fcntl, "flock", flock)
-    claim = buildcache.Claim(root, key)
+    claim = cache.Claim(root, key)
     try:
         assert raced == [[key]]
-        assert os.path.isdir(claim.path) and buildcache.enforce_bound(root, 0) == []
+        assert os.path.isdir(claim.path) and cache.enforce_bound(root, 0) == []
     finally:
         claim.release()
     assert not os.path.exists(claim.path)  # empty and unheld: removed on release

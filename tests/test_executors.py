@@ -61,7 +61,7 @@ def test_ray_actors_device_is_the_clusters():
     """"auto" asks the cluster (a GPU cluster's actors evaluate on their own "cuda", whatever the driver has), and
     the executor's device is what a server in front of it names in its prompts."""
     pytest.importorskip("ray")
-    from kbench_env.device import Device
+    from kbench_env.machine.device import Device
     from kbench_env.executors.ray_executor import actor_device
 
     assert actor_device("auto", 8) == Device("cuda") and actor_device("auto", 0) == Device("cpu")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import candidates as C
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.reward import EXPLOIT, INVALID, NO_BUILD, WRONG
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 
 TIERS = {EXPLOIT, INVALID, NO_BUILD, WRONG}
 

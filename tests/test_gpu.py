@@ -153,7 +153,7 @@ ADVERSARIAL = {
         prelude="CACHE = {}\n"), ("timed_output_wrong",), False),
     "patched_timer": ("level1/relu", _adv(
         "        return ext.relu(args[0])\n",
-        prelude="import kbench_env.worker.timing as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
+        prelude="import kbench_env.measure.stats as _t\n_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"),
         TIMING_LIE_CAUGHT, False),
     "patched_cuda_events": ("level1/relu", _adv("        return ext.relu(args[0])\n", prelude=PATCHED_EVENTS),
                             TIMING_LIE_CAUGHT, False),
@@ -294,7 +294,7 @@ class _SharedDevice:
 
 def _evaluator(backend: str, shared_device: bool = True, rules: str = "strict", format: str = "kernelbench"):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     ev = Evaluator(device="cuda", backend=backend, compile_baseline=False, timing=dict(TIMING),
                    limits=Limits(build_timeout=1200, run_timeout=120, time_timeout=300), rules=rules, format=format)
@@ -386,7 +386,7 @@ def test_auto_picks_the_gpu_and_the_cli_refuses_one_that_is_not_there():
     """What the CPU suite cannot see: with a GPU present, "auto" means it, and `--device cuda:N` past the last GPU
     is refused up front while `--device cuda` is accepted."""
     from kbench_apps.cli_output import require_device
-    from kbench_env.device import resolve_device
+    from kbench_env.machine.device import resolve_device
 
     assert resolve_device("auto") == "cuda"
     require_device("cuda")

@@ -1,7 +1,7 @@
 """The GPU timing's trusted-side arithmetic, on the CPU (pipeline/gpu_blocks.py): the bound on reported device
 times (an honest timing is not raised, a forged one is paid the bound and flagged past FLAG_RATIO), the per-block
 inputs made from secret seeds, and the refusal of memory ranges a worker names outside its allocation
-(sandbox/cuda_ipc.py). The exchange itself needs a GPU: tests/test_gpu.py and bench/gpu_trust.py run it."""
+(protocol/cuda_ipc.py). The exchange itself needs a GPU: tests/test_gpu.py and bench/gpu_trust.py run it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from kbench_env.pipeline import gpu_blocks
 from kbench_env.pipeline.gpu_blocks import BlockInputs, GpuTiming, _bounded, bound_ms
-from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
+from kbench_env.protocol.cuda_ipc import IpcError, Mappings
 
 #: What an H200 measured for level1/relu's reference (bench/results/trust_gpu.md): a block's fixed cost.
 REFERENCE = {"block": 8, "fixed_ms": 0.75, "method": "cuda-graph"}
@@ -107,7 +107,7 @@ def test_a_forgery_stays_under_the_bound_on_every_timing(monkeypatch):
 
 
 def test_the_gpu_stopping_rule():
-    from kbench_env.worker.timing import gpu_blocks_done
+    from kbench_env.measure.stats import gpu_blocks_done
 
     steady = [1.0, 1.0, 1.0, 1.0]
     assert not gpu_blocks_done(steady, total_s=1.0, elapsed_s=0.1, block=8)  # under 5 blocks

@@ -12,7 +12,7 @@ import torch
 
 from conftest import ROOT, no_hang, read
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 pytestmark = pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""The device-hold log (``KBENCH_DEVICE_HOLD_LOG``, kbench_env/devicelock.py) and its overlap check
+"""The device-hold log (``KBENCH_DEVICE_HOLD_LOG``, kbench_env/machine/device_lock.py) and its overlap check
 (bench/hold_overlap.py): every hold of a lock file is logged by every process, the check finds none overlapping
 when the lock works, and finds the one that does in a log where it does not."""
 
@@ -11,8 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from kbench_env.devicelock import DeviceLock
-from kbench_env.shared_devicelock import SharedDeviceLock
+from kbench_env.machine.device_lock import DeviceLock
+from kbench_env.machine.shared_device_lock import SharedDeviceLock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 import hold_overlap  # noqa: E402

@@ -75,10 +75,10 @@ CASES = {
     "inputs_modified": (with_model(
         f"    def forward(self, x):\n        out = {OP}(x)\n        x.mul_(2)\n        return out\n"), "inputs_modified"),
     # PyTorch's relu behind a faked forward-audit report (own kernel ran, no PyTorch compute): the audit's report is
-    # the worker's, so replacing what it runs on is flagged (integrity.AuditGuard).
+    # the worker's, so replacing what it runs on is flagged (worker/audit.AuditGuard).
     "patched_audit": (with_model(
         "    def forward(self, x):\n        return torch.relu(x)\n",
-        prelude="\nimport kbench_env.pipeline.integrity as _i\n_i.ForwardAudit._report = lambda self: "
+        prelude="\nimport kbench_env.worker.audit as _i\n_i.ForwardAudit._report = lambda self: "
                 "{'forbidden_ops': {}, 'own_ops': ['kb_relu::relu_forward'], 'extension_calls': 1, "
                 "'cpu_us': {'own': 1.0, 'total': 1.0}}\n"), "audit_patched"),
 }
@@ -90,7 +90,7 @@ CASES = {
 HARNESS_PATCHES = {
     "patched_timer": with_model(
         f"    def forward(self, x):\n        return {OP}(x)\n",
-        prelude="\nimport itertools\nimport kbench_env.worker.timing as _t\n_c = itertools.count()\n"
+        prelude="\nimport itertools\nimport kbench_env.measure.stats as _t\n_c = itertools.count()\n"
                 "_t._perf_counter = lambda: next(_c) * 1e-9\n"),
     "patched_clock_in_forward": with_model(
         f"    def forward(self, x):\n        import time\n        time.perf_counter = lambda: 0.0\n"
@@ -219,7 +219,7 @@ def test_a_patched_worker_clock_is_not_read_on_the_cpu(evaluator):
 
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing, roofline=False)
     body = f"    def forward(self, x):\n        return {OP}(x)\n"
-    blind = with_model(body, prelude="\nimport itertools\nimport time\nimport kbench_env.worker.timing as _t\n"
+    blind = with_model(body, prelude="\nimport itertools\nimport time\nimport kbench_env.measure.stats as _t\n"
                                      "_c = itertools.count()\n_t._perf_counter = lambda: next(_c) * 1e-9\n"
                                      "time.perf_counter = _t._perf_counter\n")
     r = ev.evaluate(RELU, blind)
@@ -237,15 +237,15 @@ def test_time_under_the_roofline_floor_is_flagged():
     from kbench_env.pipeline.baseline import Baselines
     from kbench_env.pipeline.check import instantiate
     from kbench_env.pipeline.result import EvalResult
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     task = resolve_task("level1/matmul_square")
     cfg = task.configs_for("cpu")[0]
     prepared: dict = {}
     _, cr = instantiate(task, cfg, 7, 0, prepared, "cpu")
-    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2, 3)
+    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2)
     base.calibration = {"bandwidth": 1e10, "flops": {cfg.dtype: 1e10}}
-    n = prepared[cfg.name][3][0].shape[0]
+    n = prepared[cfg.name].inputs[0].shape[0]
     honest_ms = 2 * n**3 / 1e10 * 1e3
     result = EvalResult(task=task.name, backend="cpu", device="cpu")
     result.configs.append(cr)

@@ -17,10 +17,11 @@ import pytest
 import torch
 
 from conftest import ROOT
-from kbench_env.tasks.formats import kernelbench
+from kbench_env.config import EvaluatorConfig
+from kbench_env.tasks.loaders import kernelbench
 from kbench_env.tasks import shapecheck
 from kbench_env.tasks import task as task_mod
-from kbench_env.pipeline.compare import DEFAULT_TOLERANCES, tolerance_for
+from kbench_env.measure.compare import DEFAULT_TOLERANCES, tolerance_for
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.sizes import size_constants
 from kbench_env.tasks.suite import SkippedTaskWarning, load_suite
@@ -195,7 +196,7 @@ def test_a_derivation_error_is_one_task_s_row(tmp_path):
 
 
 def test_no_configuration_for_the_device_is_the_task_s_error_at_reset():
-    env = KBenchEnv(task=str(DATA / "cuda_only.py"), device="cpu", spare_worker=False)
+    env = KBenchEnv(task=str(DATA / "cuda_only.py"), device="cpu", config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         with pytest.raises(TaskError, match="no input configuration for cpu"):
             env.reset(seed=0)

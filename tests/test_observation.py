@@ -10,6 +10,7 @@ from gymnasium.utils.env_checker import check_env
 import candidates
 import kbench_env  # noqa: F401  (registers KBench-v0)
 from conftest import ROOT, read
+from kbench_env.config import EvaluatorConfig
 from kbench_env.env.env import KBenchEnv, sanitize
 from kbench_env.pipeline.feedback import full_feedback, policy_feedback
 from kbench_env.pipeline.result import ConfigResult, EvalResult
@@ -175,6 +176,15 @@ def test_sanitize_keeps_plus_minus_and_writes_other_characters_as_ascii():
     text = sanitize("1.5±0.1 ms; error: ‘foo’ was not declared — café")
     assert text == "1.5±0.1 ms; error: 'foo' was not declared - caf\\xe9"
     assert "?" not in text
+    # ASCII control characters (a reply of random tokens, echoed in the screen's error) are written out too
+    assert sanitize("bad\x1b[0m\x05 reply\n\t") == "bad\\x1b[0m\\x05 reply\n\t"
+    env = KBenchEnv(task="level1/relu", device="cpu", config=EvaluatorConfig.from_options(spare_worker=False))
+    try:
+        env.reset(seed=0)
+        obs = env.step("\x1b\x05 not python (")[0]
+        assert env.observation_space.contains(obs), [c for c in obs if c not in env.observation_space.character_set]
+    finally:
+        env.close()
 
 
 @pytest.mark.parametrize("error_stage, error", [

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, cpu_evaluator
+from kbench_env.config import EvaluatorConfig
 from kbench_env.pipeline.reference_cache import ReferenceCache, drifted, resolve_root
 
 CAL = {"bandwidth": 1.0e10, "flops": {"float32": 1.0e11}, "type": "calibration"}
@@ -116,12 +117,15 @@ def test_default_is_on_for_gpus_and_off_on_the_cpu(tmp_path, monkeypatch):
     assert resolve_root(None, "cpu", tmp_path) is None
     assert resolve_root(None, "cuda:0", tmp_path) == tmp_path / "reference"
     assert resolve_root(False, "cuda:0", tmp_path) is None
+    # the variable is the setting of a config made without one (config/environ.py); an option given wins
+    assert EvaluatorConfig().timing.reference_cache is None
     monkeypatch.setenv("KBENCH_REFERENCE_CACHE", "1")
-    assert resolve_root(None, "cpu", tmp_path) == tmp_path / "reference"
+    assert resolve_root(EvaluatorConfig().timing.reference_cache, "cpu", tmp_path) == tmp_path / "reference"
     monkeypatch.setenv("KBENCH_REFERENCE_CACHE", str(tmp_path / "shared"))
-    assert resolve_root(None, "cpu", tmp_path) == tmp_path / "shared"
+    assert resolve_root(EvaluatorConfig().timing.reference_cache, "cpu", tmp_path) == tmp_path / "shared"
     monkeypatch.setenv("KBENCH_REFERENCE_CACHE", "0")
-    assert resolve_root(None, "cuda", tmp_path) is None
+    assert resolve_root(EvaluatorConfig().timing.reference_cache, "cuda", tmp_path) is None
+    assert EvaluatorConfig.from_options(reference_cache=True).timing.reference_cache is True
 
 
 def _evaluate_relu(ref_root):
@@ -196,11 +200,11 @@ def test_kbench_baseline_precomputes_and_a_rerun_times_only_what_is_missing(tmp_
 def test_keys_change_with_what_changes_a_timing():
     from kbench_env.pipeline.baseline import Baselines
     from kbench_env.pipeline.reference_cache import machine_fingerprint
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.tasks.suite import resolve_task
 
     def fields(timing, cfg_index=0, threads=2, compile_baseline=False):
-        b = Baselines("cpu", "cpu", "/nonexistent", Limits(threads=threads), timing, compile_baseline, 1e-2, 3)
+        b = Baselines("cpu", "cpu", "/nonexistent", Limits(threads=threads), timing, compile_baseline, 1e-2)
         task = resolve_task("level1/relu")
         return b.disk_fields(task, task.configs_for("cpu")[cfg_index])
 

@@ -1,4 +1,4 @@
-"""Remote builds (``Evaluator(remote_builds="ray")``, kbench_env/builder/remote.py) on a local Ray instance with 2
+"""Remote builds (``Evaluator(remote_builds="ray")``, kbench_env/builder/ray_builds.py) on a local Ray instance with 2
 CPUs, CPU backend: a load_inline candidate built in a Ray task evaluates as a local build does and its unit is then a
 local cache hit; a compile error comes back as the compiler wrote it; an artifact whose bytes do not match its
 manifest is refused; a task that fails for kbench's reasons falls back to this host's builder, said once, with the
@@ -16,10 +16,10 @@ import pytest
 
 from conftest import ROOT, read
 from kbench_env.builder.client import Builder, BuilderError
-from kbench_env.builder.remote import RemoteBuilder, parse_option
+from kbench_env.builder.ray_builds import RemoteBuilder, parse_option
 from kbench_env.builder.store import ExternalBuildRefused
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")
@@ -34,7 +34,7 @@ NOT_COMPARED = {"eval_seconds", "worker_seconds", "build_seconds", "phase_second
 def cluster():
     """The ``ray`` module, joined to a local instance (tests that need no Ray do not take it, so run without it)."""
     ray = pytest.importorskip("ray")
-    from kbench_env.raycluster import connect
+    from kbench_env.machine.ray_cluster import connect
 
     started = not ray.is_initialized()
     yield connect("local", num_cpus=2)
@@ -165,7 +165,7 @@ def test_a_task_that_fails_falls_back_to_this_host_said_once(cluster, tmp_path):
 
 
 def test_a_build_that_falls_back_after_a_task_timed_out_has_its_full_timeout(cluster, tmp_path, monkeypatch):
-    from kbench_env.builder import remote as remote_module
+    from kbench_env.builder import ray_builds as remote_module
 
     builder = RemoteBuilder(Builder("cpu", "cpu", str(tmp_path), LIMITS))
     given = []

@@ -20,7 +20,7 @@ def _r(**kw) -> EvalResult:
 
 
 CASES = {
-    "exploit": _r(stage="timed", compiled=True, correct=True, speedup=50.0, integrity_flags=["x: y"]),
+    "exploit": _r(stage="timed", compiled=True, correct=True, speedup=50.0, integrity_flags=["lazy_output: y"]),
     "invalid": _r(stage="none"),
     "no_build": _r(stage="screened"),
     "wrong": _r(stage="ran", compiled=True),

@@ -1,4 +1,4 @@
-"""robust-kbench folders and submissions (kbench_env/tasks/formats/robust_kbench.py), on a small task written here in that format."""
+"""robust-kbench folders and submissions (kbench_env/tasks/loaders/robust_kbench/), on a small task written here in that format."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kbench_env.tasks.formats import robust_kbench as rk
-from kbench_env.tasks.formats import robust_kbench_read as rkr
-from kbench_env.tasks.formats import robust_kbench_submission as rks
-from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.tasks.loaders import robust_kbench as rk
+from kbench_env.tasks.loaders.robust_kbench import read as rkr
+from kbench_env.tasks.loaders.robust_kbench import submission as rks
+from kbench_env.measure.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.suite import load_suite, task_from_path
 from kbench_env.tasks.task import TaskError
 
@@ -189,7 +189,7 @@ def test_configs_are_the_cartesian_product(folder, tasks):
     assert len(rkr.read_configs(folder, "forward", multi=False)) == 1
     single = rk.load_robust_tasks(folder, multi=False)[0].configs  # the file's one, and an odd one held out for
     assert [(c.held_out, c.devices) for c in single] == [(False, ("cpu", "cuda")), (True, ("cpu", "cuda"))]  # both
-    assert single[1].sizes["num_input_features"] == 31  # robust_kbench_cpu.derive_held_out
+    assert single[1].sizes["num_input_features"] == 31  # robust_kbench/cpu_configs.derive_held_out
 
 
 def test_values_lists_and_defaults(tmp_path):

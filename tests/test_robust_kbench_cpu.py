@@ -1,4 +1,4 @@
-"""robust-kbench tasks sized for a GPU get CPU configurations (kbench_env/tasks/formats/robust_kbench_cpu.py), names stay unique
+"""robust-kbench tasks sized for a GPU get CPU configurations (kbench_env/tasks/loaders/robust_kbench/cpu_configs.py), names stay unique
 across a whole tree, and the compatibility sweep's honest candidate (bench/compat_robust.py) is correct on the
 CPU: on task folders written here in robust-kbench's format (GPU-sized settings, sizes left to the functions'
 defaults, a shape constraint that a common scaling breaks, a size fixed in the file)."""
@@ -10,9 +10,9 @@ import json
 import pytest
 import torch
 
-from kbench_env.tasks.formats import robust_kbench as rk
-from kbench_env.tasks.formats.robust_kbench_cpu import derive_cpu_settings
-from kbench_env.tasks.formats.kernelbench import CPU_ELEMENT_BUDGET
+from kbench_env.tasks.loaders import robust_kbench as rk
+from kbench_env.tasks.loaders.robust_kbench.cpu_configs import derive_cpu_settings
+from kbench_env.tasks.loaders.kernelbench import CPU_ELEMENT_BUDGET
 
 from bench.compat_robust import build_references, honest_candidate
 

@@ -15,7 +15,7 @@ from kbench_env.pipeline import plausibility
 from kbench_env.pipeline.baseline import Baselines
 from kbench_env.pipeline.check import instantiate
 from kbench_env.pipeline.result import EvalResult
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 from kbench_env.tasks.task import Config
 
@@ -29,7 +29,7 @@ def _judge(out_floats: int, candidate_ms: float, block_calls: int):
     cfg = Config(name="floor", sizes={"batch_size": 4, "dim": out_floats // 4})
     prepared: dict = {}
     _, cr = instantiate(task, cfg, 7, 0, prepared, "cpu")
-    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2, 3)
+    base = Baselines("cpu", "cpu", "/nonexistent", Limits(), {}, False, 1e-2)
     base.calibration = {"bandwidth": BANDWIDTH, "flops": {cfg.dtype: 1e12}}
     result = EvalResult(task=task.name, backend="cpu", device="cpu")
     result.configs.append(cr)

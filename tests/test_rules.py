@@ -1,4 +1,4 @@
-"""The rules option (rules.py) and kernel coverage (coverage.py), on the CPU backend.
+"""The rules option (rules.py) and kernel coverage (pipeline/coverage.py, worker/profile_times.py), on the CPU backend.
 
 A KernelBench-style level-2 answer (PyTorch's convolution, then the ReLU and bias fused in a C++ kernel of its own)
 is accepted and paid under rules="kernelbench" with its coverage reported, and flagged under the strict default;
@@ -17,8 +17,12 @@ import torch
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import EventList, FunctionEvent
 
+from kbench_env.config import EvaluatorConfig
+from kbench_env.measure.ownership import ALLOWED_GLUE, own_call
 from kbench_env.pipeline import coverage
 from kbench_env.pipeline import integrity
+from kbench_env.worker import audit as worker_audit
+from kbench_env.worker.profile_times import profile_times
 from kbench_env.pipeline import rules
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.tasks.suite import resolve_task
@@ -141,7 +145,7 @@ def _audit(fn, namespaces=frozenset()):
 
     backend = get_backend("cpu")
     ext = backend.count_calls(_Ext)
-    audit = integrity.ForwardAudit(set(namespaces), backend.extension_calls, "cpu")
+    audit = worker_audit.ForwardAudit(set(namespaces), backend.extension_calls, "cpu")
     with audit, torch.no_grad():
         fn(ext)
     return audit.report()
@@ -163,8 +167,6 @@ def test_extension_calls_are_own_time_less_the_pytorch_they_call():
 def test_cpu_coverage_arithmetic_on_fixed_events():
     """An own region of 100 us with a 70 us aten::mm inside, a 20 us own-namespace op and a 30 us aten::add at
     the root: own = (100 - 70) + 20 = 50 of total 150."""
-    from kbench_env.pipeline.integrity import ALLOWED_GLUE
-
     region = _ev(1, "kbench_ext::calls_mm", 0, 100)
     mm = _ev(2, "aten::mm", 10, 80)
     view = _ev(3, "aten::view", 85, 90)  # glue inside a region is not subtracted
@@ -174,11 +176,11 @@ def test_cpu_coverage_arithmetic_on_fixed_events():
     view.set_cpu_parent(region)
     mine = _ev(4, "mykernels::fused", 100, 120)
     add = _ev(5, "aten::add", 120, 150)
-    times = coverage.profile_times([region, mm, view, mine, add], {"mykernels"}, True, "cpu", ALLOWED_GLUE)
+    times = profile_times([region, mm, view, mine, add], {"mykernels"}, True, "cpu", ALLOWED_GLUE)
     assert times == {"cpu_us": {"own": 50.0, "total": 150.0}}
     assert coverage.coverage(times) == pytest.approx(50 / 150, abs=1e-4)
     # records are not believed when the worker cannot vouch for them: the region then counts as nobody's
-    untrusted = coverage.profile_times([region, mm, view, mine, add], {"mykernels"}, False, "cpu", ALLOWED_GLUE)
+    untrusted = profile_times([region, mm, view, mine, add], {"mykernels"}, False, "cpu", ALLOWED_GLUE)
     assert untrusted == {"cpu_us": {"own": 20.0, "total": 125.0}}  # mm, view, mine, add
 
 
@@ -192,7 +194,7 @@ def test_extension_calls_open_records_only_while_profiled():
         ext.spin(10)
     assert [e.name for e in p.function_events] == ["kbench_ext::spin"]
     assert not torch._C._autograd._profiler_enabled()
-    assert isinstance(coverage.own_call("spin"), contextlib.nullcontext)  # no profiler, no record
+    assert isinstance(own_call("spin"), contextlib.nullcontext)  # no profiler, no record
 
 
 # ---------------------------------------------------------------------- device time on a GPU, synthetic events
@@ -234,7 +236,7 @@ def _gpu_profile(trust=True):
     ]
     events = EventList(host + dev)
     events._build_tree()
-    return coverage.profile_times(events, set(), trust, "cuda", integrity.ALLOWED_GLUE)
+    return profile_times(events, set(), trust, "cuda", ALLOWED_GLUE)
 
 
 def test_device_time_is_attributed_by_launcher_then_name():
@@ -266,12 +268,12 @@ def test_library_kernels_of_unfamiliar_names_are_attributed_by_their_launch():
            _ev(1337, "void at::native::vectorized_elementwise_kernel<4>", 1700, 1750, cuda, "kernel")]
     events = EventList(host + dev)
     events._build_tree()
-    report = coverage.profile_times(events, set(), True, "cuda", integrity.ALLOWED_GLUE)
+    report = profile_times(events, set(), True, "cuda", ALLOWED_GLUE)
     assert {cls for _, cls, _ in report["device_us"]} == {"torch"}
     assert coverage.coverage(report, PREFIXES) == 0.0
     assert coverage.own_device_kernels(report, PREFIXES) == []
     flags = integrity.audit_flags(report, "gpu", PREFIXES)
-    assert [f.split(":")[0] for f in flags] == ["no_kernel_launched"]
+    assert [f.kind for f in flags] == ["no_kernel_launched"]
 
 
 def test_device_time_without_trusted_records_falls_back_to_names():
@@ -293,10 +295,10 @@ def test_a_pytorch_only_gpu_forward_runs_no_own_kernel():
     ])
     events._build_tree()
     report = {"own_ops": [], "extension_calls": 0,
-              **coverage.profile_times(events, set(), True, "cuda", integrity.ALLOWED_GLUE)}
+              **profile_times(events, set(), True, "cuda", ALLOWED_GLUE)}
     assert coverage.coverage(report, PREFIXES) == 0.0
     for r in rules.RULES:
-        assert [f.split(":")[0] for f in rules.audit_flags(r, report, "gpu", PREFIXES)] == ["no_kernel_launched"]
+        assert [f.kind for f in rules.audit_flags(r, report, "gpu", PREFIXES)] == ["no_kernel_launched"]
 
 
 # ---------------------------------------------------------------------- plumbing
@@ -306,12 +308,13 @@ def test_unknown_rules_are_a_clear_error():
     with pytest.raises(ValueError, match=r"unknown rules 'loose'.*'strict'.*'kernelbench'"):
         Evaluator(device="cpu", rules="loose", spare_worker=False)
     with pytest.raises(ValueError, match="unknown rules"):
-        gym.make("KBench-v0", task="level1/relu", device="cpu", rules="KernelBench", spare_worker=False)
+        gym.make("KBench-v0", task="level1/relu", device="cpu", rules="KernelBench",
+                 config=EvaluatorConfig.from_options(spare_worker=False))
 
 
 def test_env_takes_rules_and_its_prompt_states_them():
     env = gym.make("KBench-v0", task="level2/conv2d_relu_bias", device="cpu", rules="kernelbench",
-                   spare_worker=False)
+                   config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         assert env.unwrapped.evaluator.rules == "kernelbench"
         obs, _ = env.reset(seed=0)
@@ -321,7 +324,7 @@ def test_env_takes_rules_and_its_prompt_states_them():
         assert "Kernel coverage (share of forward's CPU time in your own kernels; rules kernelbench): " in obs
     finally:
         env.close()
-    strict = gym.make("KBench-v0", task="level1/relu", device="cpu", spare_worker=False)
+    strict = gym.make("KBench-v0", task="level1/relu", device="cpu", config=EvaluatorConfig.from_options(spare_worker=False))
     try:
         obs, _ = strict.reset(seed=0)
         assert strict.unwrapped.evaluator.rules == "strict" and "are not allowed" in obs

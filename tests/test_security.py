@@ -16,7 +16,7 @@ import pytest
 from candidates import _forward
 from conftest import ROOT
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 # Set before any fork server starts (collection time): it must never reach a worker.

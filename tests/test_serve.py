@@ -15,9 +15,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import kbench_env  # noqa: F401  (registers KBench-v0)
+from kbench_env.config import EvaluatorConfig
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.serving.aclient import AsyncKBenchClient
-from kbench_env.serving.client import RemoteKBenchEnv
+from kbench_env.serving.remote_env import RemoteKBenchEnv
 from tests import candidates
 from tests.serving_server import TOKEN, ServerProcess, alive, cmdline
 from tests.conftest import ROOT
@@ -118,8 +119,8 @@ def test_remote_env_passes_check_env(server):
 
 
 def test_remote_env_behaves_like_the_local_env(server):
-    local = gym.make("KBench-v0", suite="default", device="cpu", time_candidates=False, max_turns=3,
-                     spare_worker=False)
+    local = gym.make("KBench-v0", suite="default", device="cpu", max_turns=3,
+                     config=EvaluatorConfig.from_options(time_candidates=False, spare_worker=False))
     remote = gym.make("KBench-v0", url=server.url, token=TOKEN, suite="default", max_turns=3, device="cpu")
     assert remote.action_space == local.action_space and remote.observation_space == local.observation_space
     for seed in (3, 11):  # a seeded draw from the suite picks the same task

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from kbench_env.serving.client import RemoteKBenchEnv
+from kbench_env.serving.remote_env import RemoteKBenchEnv
 from tests.conftest import ROOT
 from tests.serving_server import TOKEN, ServerProcess
 

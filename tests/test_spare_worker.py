@@ -9,9 +9,9 @@ import signal
 import time
 
 import candidates as C
-from kbench_env.sandbox import policy
+from kbench_env.sandbox.confine import policy
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
 from kbench_env.tasks.suite import resolve_task, solution_path
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.measure.compare import compare_outputs, flatten_outputs
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import DTYPES, _call
 

@@ -73,7 +73,7 @@ KBENCH = {"level": 1, "configs": [{"name": "small", "sizes": {"n": 1000}},
 @pytest.fixture(scope="module")
 def triton_evaluator(evaluator):
     from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
 
     return Evaluator(device="cpu", backend="triton", cache_dir=evaluator.cache_dir,
                      limits=Limits(build_timeout=600, run_timeout=300, time_timeout=300),

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import ROOT, read
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 ATTACKS = ROOT / "tests" / "data" / "attacks"

@@ -12,8 +12,8 @@ import time
 import pytest
 import torch
 
-from kbench_env.pipeline import integrity
-from kbench_env.pipeline.compare import compare_outputs, error_figures
+from kbench_env.measure.inputs import perturb
+from kbench_env.measure.compare import compare_outputs, error_figures
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import ConfigResult, config_label
 from kbench_env.pipeline.seeds import stream_seeds
@@ -32,14 +32,14 @@ def test_timed_call_noise_is_drawn_per_element():
     """No tiling or scaling of a smaller draw: every element has its own draw (a linear task could otherwise
     correct a cached result cheaply), and another seed gives other noise."""
     x = torch.randn(64, 4096)
-    d = integrity.perturb([x], 5, 1e-2)[0] - x
+    d = perturb([x], 5, 1e-2)[0] - x
     assert abs(d.mean().item()) < 1e-3 and abs(d.std().item() / x.std().item() - 1e-2) < 1e-3
     rows = d / d[:, :1]  # a row that is a scaled copy of another would show as a constant ratio
     assert len({tuple(r[:4].tolist()) for r in rows}) == 64
     corr = torch.corrcoef(torch.stack([d[0], d[1], d[:, 0].repeat(64)[:4096]]))
     assert corr[0, 1].abs() < 0.1 and corr[0, 2].abs() < 0.1
     assert torch.unique(d).numel() > 0.5 * d.numel()  # (differences are rounded to the inputs' ulps)
-    assert not torch.equal(d, integrity.perturb([x], 6, 1e-2)[0] - x)
+    assert not torch.equal(d, perturb([x], 6, 1e-2)[0] - x)
 
 
 # ---------------------------------------------------------------------- the parent's thread count
@@ -92,7 +92,7 @@ def test_parent_threads_overlapping_holders_leave_the_count():
 def test_evaluator_lowers_threads_to_the_cores_the_worker_leaves(evaluator, monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 2)
     before = torch.get_num_threads()
-    with evaluator._trusted_threads():
+    with evaluator.device_hold().threads():
         assert torch.get_num_threads() == max(1, min(before, 2 - evaluator.limits.threads))
     assert torch.get_num_threads() == before
 
@@ -202,7 +202,7 @@ def test_worker_warm_up_on_the_cpu():
 
 
 def test_spare_is_assigned_before_its_replacement_starts():
-    from kbench_env.sandbox.policy import Limits
+    from kbench_env.sandbox.confine.policy import Limits
     from kbench_env.sandbox.spares import SpareWorkers
 
     order = []
@@ -226,7 +226,7 @@ def test_spare_is_assigned_before_its_replacement_starts():
 def test_a_timing_stops_once_its_median_is_precise():
     """The GPU timing stops before its device-time target once the median's 95% interval is within the precision:
     steady blocks after 5, noisy ones not at all."""
-    from kbench_env.worker import timing
+    from kbench_env.measure import stats as timing
 
     rng = random.Random(0)
     steady = [0.047 * (1 + rng.gauss(0, 0.002)) for _ in range(5)]

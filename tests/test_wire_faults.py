@@ -13,7 +13,7 @@ from candidates import _forward
 from conftest import ROOT, no_hang, read
 from kbench_env.env.env import KBenchEnv
 from kbench_env.pipeline.evaluator import Evaluator
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.tasks.suite import resolve_task
 
 RELU = resolve_task("level1/relu")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kbench_env.backends import get_backend
 from kbench_env.env.env import sanitize
-from kbench_env.device import resolve_device
+from kbench_env.machine.device import resolve_device
 from kbench_env.env.prompt import SYSTEM_PROMPT, build_prompt
 from kbench_env.tasks.suite import load_suite
 from kbench_env.tasks.task import Task

@@ -133,7 +133,7 @@ def where_kernels_run(args: argparse.Namespace):
     """``(evaluator, tasks, device, backend, format)``: the server's evaluator (``--env-url``) or one in this
     process (on this rank's own GPU under a multi-process launch), and the suite's tasks for that device."""
     from kbench_env.backends import default_backend
-    from kbench_env.device import Device
+    from kbench_env.machine.device import Device
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.pipeline.formats import resolve_backend
 

@@ -22,7 +22,8 @@ the attempts of all live episodes of a turn are evaluated together (``Evaluator.
 termination / truncation ends the episode, exactly as ``env.step`` would. Attempt tokens are kept as sampled (never
 re-tokenized from text); the feedback's tokens are the chat template's rendering of a user turn.
 
-Episode reward (``episode_reward``), with ``r_1..r_T`` the env's per-turn rewards and ``T`` the turns used:
+Episode reward (``episode_reward``, in ``kbench_env.pipeline.reward`` for the framework adapters too), with
+``r_1..r_T`` the env's per-turn rewards and ``T`` the turns used:
 
     "best" (default):  max_t r_t - turn_cost * (T - 1)
     "last":            r_T       - turn_cost * (T - 1)
@@ -40,25 +41,10 @@ import time
 
 from kbench_env.env.env import KBenchEnv
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.reward import episode_reward
 from kbench_env.tasks.task import Task
 
 from .data import prompt_index
-
-EPISODE_REWARDS = ("best", "last")
-
-
-def episode_reward(turn_rewards: list[float], mode: str = "best", turn_cost: float = 0.02) -> float:
-    """One scalar for an episode from the env's per-turn rewards (see the module docstring)."""
-    if not turn_rewards:
-        raise ValueError("an episode has at least one turn")
-    if mode == "best":
-        base = max(turn_rewards)
-    elif mode == "last":
-        base = turn_rewards[-1]
-    else:
-        raise ValueError(f"episode reward must be one of {EPISODE_REWARDS}, got {mode!r}")
-    return float(base - turn_cost * (len(turn_rewards) - 1))
-
 
 def truncate_feedback(text: str, max_chars: int | None) -> str:
     """Keep the head (the error or the table) and the last line (the env's request for the next attempt)."""

@@ -1,4 +1,4 @@
-"""Probe: CUDA inter-process memory (sandbox/cuda_ipc.py) between two plain processes, with no sandbox: the child
+"""Probe: CUDA inter-process memory (protocol/cuda_ipc.py) between two plain processes, with no sandbox: the child
 exports a tensor and a CUDA graph's output, the parent writes one and reads the other, and times the exchange.
 
     PYTHONPATH=. python bench/probes/gpu_ipc_probe.py      (on a GPU, from the repository root)
@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from kbench_env.sandbox.cuda_ipc import Exporter, Mappings
+from kbench_env.protocol.cuda_ipc import Exporter, Mappings
 
 
 def child(conn) -> None:

@@ -11,7 +11,7 @@ from kbench_env.backends.base import Backend
 from kbench_env.backends.cpu import CpuBackend
 from kbench_env.backends.cuda import CudaBackend
 from kbench_env.backends.triton import TritonBackend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 _BACKENDS = {"cpu": CpuBackend, "cuda": CudaBackend, "triton": TritonBackend}
 

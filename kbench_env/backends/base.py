@@ -7,11 +7,10 @@ import ast
 
 import torch
 
-from kbench_env.fastpath import call_count as fastpath_calls
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.tasks.task import DTYPES
-from kbench_env.worker import timing
-from kbench_env.pipeline.coverage import own_call
+from kbench_env.measure import stats
+from kbench_env.measure.ownership import own_call
 
 #: The calibration's copy: this many bytes read and as many written, so its bandwidth is that of a working set of
 #: twice this (the roofline floor applies it only to blocks whose outputs take at least as much: plausibility.py).
@@ -24,10 +23,11 @@ class Backend:
 
     def __init__(self):
         self._extension_calls = 0
+        self._fast_path_calls = lambda: 0  # the fast path's call counter, once prepare_worker has routed it
 
     # ---- parent side
     def screen(self, tree: ast.Module, source: str) -> None:
-        """Raise screen.ScreenError if the source cannot be a kernel for this backend."""
+        """Raise ScreenError (protocol/screen_error.py) if the source cannot be a kernel for this backend."""
 
     def rules(self) -> str:
         return ""
@@ -38,8 +38,9 @@ class Backend:
     # ---- worker side
     def prepare_worker(self, builds) -> None:
         """Before the candidate's code runs: route its builds to the trusted builder through ``builds``
-        (worker/builds.py's BuildClient). Every backend's candidates may use the fast path."""
-        builds.route_fastpath()
+        (worker/builds.py's BuildClient). Every backend's candidates may use the fast path, whose calls then count
+        as calls into the candidate's own code."""
+        self._fast_path_calls = builds.route_fastpath()
 
     def sync(self) -> None:
         """Wait for all work issued so far on the device (every stream)."""
@@ -49,7 +50,7 @@ class Backend:
 
     def extension_calls(self) -> int:
         """How many calls went into the candidate's own compiled code (extension modules, fast-path kernels)."""
-        return self._extension_calls + fastpath_calls()
+        return self._extension_calls + self._fast_path_calls()
 
     def count_calls(self, module):
         """Wrap a compiled extension module so that calls into it are counted (decoy detection)."""
@@ -66,7 +67,7 @@ class Backend:
         # not small: several copies a timed call, so that the bandwidth is not understated (an understated one
         # raises the roofline's floor towards honest kernels: pipeline/plausibility.py).
         copies = 1 if cpu else 8
-        t = timing.time_calls(lambda: [y.copy_(x) for _ in range(copies)], lambda j: [], warmup=2, min_reps=5,
+        t = stats.time_calls(lambda: [y.copy_(x) for _ in range(copies)], lambda j: [], warmup=2, min_reps=5,
                               max_reps=20, min_seconds=0.1, sync=self.sync)
         bw = copies * 2 * x.numel() * 4 / (min(t.times_ms) / 1e3)  # the device's capacity: best, not typical, time
         rates = {}
@@ -76,7 +77,7 @@ class Backend:
             if cpu and dt in (torch.float16, torch.bfloat16):
                 dt = torch.float32
             a = torch.randn(size, size, device=device).to(dt)
-            t = timing.time_calls(lambda: a @ a, lambda j: [], warmup=2, min_reps=3, max_reps=10,
+            t = stats.time_calls(lambda: a @ a, lambda j: [], warmup=2, min_reps=3, max_reps=10,
                                   min_seconds=0.1, sync=self.sync)
             rates[name] = 2 * size**3 / (min(t.times_ms) / 1e3)
         return {"bandwidth": bw, "flops": rates}
@@ -96,7 +97,7 @@ class _CountingModule:
 
             def counted(*args, **kwargs):
                 backend._extension_calls += 1
-                with own_call(name):  # the audit's record of the candidate's own time (coverage.py)
+                with own_call(name):  # the audit's record of the candidate's own time (measure/ownership.py)
                     return attr(*args, **kwargs)
 
             counted.__name__ = getattr(attr, "__name__", name)

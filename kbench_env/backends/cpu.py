@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from kbench_env.pipeline.screen import ScreenError
+from kbench_env.protocol.screen_error import ScreenError
 from kbench_env.backends.base import calls_named
 from kbench_env.backends.extension import ExtensionBackend
 

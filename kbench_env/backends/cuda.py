@@ -34,13 +34,13 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from kbench_env.pipeline import integrity
-from kbench_env.worker import timing
-from kbench_env.pipeline.screen import ScreenError
+from kbench_env.measure import stats
+from kbench_env.measure.inputs import copy_into
+from kbench_env.protocol.screen_error import ScreenError
 from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
 from kbench_env.backends.gpu_calibration import calibrate_gpu
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.backends import narrow_head
 from kbench_env.backends.extension import NEEDS_EXTENSION_H, ExtensionBackend, _with_opt, lighten
 
@@ -148,16 +148,16 @@ class CudaBackend(ExtensionBackend):
 
     def time_calls(self, fn, make_inputs, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
                    min_seconds: float = 0.1, max_seconds: float = 4.0, block: int | None = None,
-                   precision: float = timing.PRECISION) -> timing.Timing:
+                   precision: float = stats.PRECISION) -> stats.Timing:
         """Per-call device time (see the module docstring).
 
         Blocks are timed until ``min_seconds`` of device time, or sooner once the median is known to within
-        ``precision`` of itself (its 95% confidence interval, ``timing.median_is_precise``) after a tenth of that
+        ``precision`` of itself (its 95% confidence interval, ``stats.median_is_precise``) after a tenth of that
         device time. The floor is there because device time of very short blocks varies between timings more
         than within one: without it, few-microsecond kernels stopped after a handful of blocks that agreed with
         each other while repeated timings disagreed. Nothing here checks the outputs: an evaluation's timing is
         pipeline/gpu_blocks.py's."""
-        clock = timing._perf_counter
+        clock = stats._perf_counter
         # Every input handed to the candidate before the capture stays alive until the timing ends, so no static
         # buffer of the capture reuses the address of one it has seen: a cache keyed on pointers would find a hit
         # while being captured and leave that call out of the graph (tests/test_gpu.py's cache_by_pointer, once the
@@ -172,12 +172,12 @@ class CudaBackend(ExtensionBackend):
         B = block or self._block_size(fn, make_inputs, probe, handed)
         graph = self._capture(fn, make_inputs, B, handed=handed)
         times, j, start, total = [], 0, clock(), 0.0
-        while not timing.gpu_blocks_done(times, total, clock() - start, B, min_reps, max_reps, min_seconds,
+        while not stats.gpu_blocks_done(times, total, clock() - start, B, min_reps, max_reps, min_seconds,
                                          max_seconds, precision):
             if graph is not None:
                 g, static_in, _ = graph
                 for b, dst in enumerate(static_in):
-                    integrity.copy_into(dst, make_inputs(j + b))
+                    copy_into(dst, make_inputs(j + b))
                 self.flush_l2(device)
                 ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 ev0.record()
@@ -198,7 +198,7 @@ class CudaBackend(ExtensionBackend):
             times.append(ms / B)
             total += ms / 1e3
             j += B
-        return timing.summarize(times)
+        return stats.summarize(times)
 
     def _block_size(self, fn, make_inputs, probe: list, handed: list, target_ms: float = 2.0,
                     max_block: int = MAX_BLOCK) -> int:
@@ -208,10 +208,10 @@ class CudaBackend(ExtensionBackend):
         spread it thin. A call under 2 ms is estimated from
         a graph of PROBE_CALLS calls replayed between events: back-to-back eager calls measure the host's launch
         rate (~40 us a call from Python), and one call between events its launch latency."""
-        t0 = timing._perf_counter()
+        t0 = stats._perf_counter()
         outs = fn(*probe)
         torch.cuda.synchronize()
-        est_ms = (timing._perf_counter() - t0) * 1e3  # an upper bound: launch and synchronisation included
+        est_ms = (stats._perf_counter() - t0) * 1e3  # an upper bound: launch and synchronisation included
         if est_ms < 2.0:
             captured = self._capture(fn, make_inputs, PROBE_CALLS, first=-2000, handed=handed)
             if captured is not None:

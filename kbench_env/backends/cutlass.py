@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import re
 
-from kbench_env.sandbox.confine.paths import CUTLASS_VARS as ENV_VARS
+from kbench_env.config import environ
+from kbench_env.config.environ import CUTLASS_VARS as ENV_VARS
 
 #: g++/nvcc's words for an include that was not found, naming a CUTLASS (or CuTe) header.
 MISSING_CUTLASS = re.compile(r"(?:cutlass|cute)/[\w./-]+\s*:\s*No such file or directory|"
@@ -22,16 +23,14 @@ MISSING_CUTLASS = re.compile(r"(?:cutlass|cute)/[\w./-]+\s*:\s*No such file or d
 
 def root(env: dict | None = None) -> str | None:
     """The CUTLASS checkout given in the environment (the repository root), or None."""
-    env = os.environ if env is None else env
-    for var in ENV_VARS:
-        path = (env.get(var) or "").strip()
-        if path:
-            path = os.path.abspath(os.path.expanduser(path))
-            # given as .../include (what robust-kbench puts on the path): the root is above it
-            if os.path.basename(path.rstrip(os.sep)) == "include" and os.path.isdir(os.path.join(path, "cutlass")):
-                path = os.path.dirname(path.rstrip(os.sep))
-            return path
-    return None
+    given = environ.cutlass_checkouts(env)
+    if not given:
+        return None
+    path = os.path.abspath(os.path.expanduser(given[0]))
+    # given as .../include (what robust-kbench puts on the path): the root is above it
+    if os.path.basename(path.rstrip(os.sep)) == "include" and os.path.isdir(os.path.join(path, "cutlass")):
+        path = os.path.dirname(path.rstrip(os.sep))
+    return path
 
 
 def include_paths(env: dict | None = None) -> list[str]:

@@ -61,7 +61,7 @@ _FACTORY = re.compile(r"^inline at::Tensor (\w+)\(")
 
 
 def _include_dir() -> str:
-    import torch.utils.cpp_extension as cpp  # late: the fork server imports this module (sandbox/forkserver.py)
+    import torch.utils.cpp_extension as cpp  # late: the fork server imports this module (sandbox/confine/forkserver.py)
 
     return cpp.include_paths()[0]
 

@@ -2,10 +2,10 @@
 (``kernel[grid](...)``).
 
 Owns the Triton screen rule (at least one ``@triton.jit`` function), the worker-side set-up (Triton compiles in the
-worker, its cache in the scratch directory: the trusted builder does not build Triton kernels; on a CPU device, Triton's interpreter, so kernels run on CPU tensors with no GPU),
-launch counting for the decoy check, and the prompt's rules and example. Every launch is counted and, while the
+worker, its cache in the scratch directory: the trusted builder does not build Triton kernels; on a CPU device,
+Triton's interpreter, so kernels run on CPU tensors with no GPU), launch counting for the decoy check, and the prompt's rules and example. Every launch is counted and, while the
 profiler is on, wrapped in a ``kbench_kernel::<name>`` record, so that the runtime audit knows the tensor
-operations the interpreter runs inside a launch are the kernel's own (integrity.py). On a GPU, synchronisation,
+operations the interpreter runs inside a launch are the kernel's own (worker/audit.py). On a GPU, synchronisation,
 memory poisoning, calibration and timing (CUDA-graph replay with L2 flush) are the CUDA backend's.
 """
 
@@ -17,16 +17,11 @@ import sys
 
 import torch
 
-from kbench_env.worker import timing
-from kbench_env.pipeline.screen import ScreenError
+from kbench_env.protocol.screen_error import ScreenError
 from kbench_env.backends.base import Backend
 from kbench_env.backends.cuda import CudaBackend
-from kbench_env.device import Device
-from kbench_env.pipeline.coverage import profiling
-
-#: Profiler record names that mark a launch of the candidate's own Triton kernel (see integrity.py).
-KERNEL_RECORD_PREFIX = "kbench_kernel::"
-
+from kbench_env.machine.device import Device
+from kbench_env.measure.ownership import KERNEL_RECORD_PREFIX, profiling
 
 def _is_triton_jit(decorator: ast.expr) -> bool:
     """``@triton.jit``, ``@jit`` (from triton), ``@triton.jit(...)``."""

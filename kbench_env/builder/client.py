@@ -17,11 +17,12 @@ import threading
 from concurrent.futures import Future
 
 from kbench_env.builder import server
+from kbench_env.config import environ
 from kbench_env.protocol.wire import pack, unpack
-from kbench_env.sandbox.cgroup import kill_session
+from kbench_env.sandbox.confine.cgroup import kill_session
 from kbench_env.sandbox.confine.environment import scrubbed_environment
-from kbench_env.sandbox.forkserver import context, spawning
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.forkserver import context, spawning
+from kbench_env.sandbox.confine.policy import Limits
 
 
 #: Seconds without a request after which the builder process is stopped (the next request starts another).
@@ -36,14 +37,15 @@ def request_defaults(limits: Limits, max_bytes: int | None, light_headers: bool 
     """(max_bytes, light_headers) of a request, those left out (None) given: Limits.build_bytes, and lighter
     headers unless $KBENCH_LIGHT_HEADERS is 0 (0: build every source as written)."""
     if light_headers is None:
-        light_headers = os.environ.get("KBENCH_LIGHT_HEADERS", "1") != "0"
+        light_headers = environ.get("KBENCH_LIGHT_HEADERS")
     return int(limits.build_bytes if max_bytes is None else max_bytes), light_headers
 
 
 def build_environment(backend: str, device: str, timeout: float = 60.0) -> dict:
     """The build environment (backend.build_environment) of ``device``, read in a process started from the fork
-    server, as the builder process reads it: this process does not initialise CUDA (devicelock.py). For a builder
-    that does not read its own (a remote builder, builder/remote.py). Raises BuilderError if it cannot be read."""
+    server, as the builder process reads it: this process does not initialise CUDA (machine/device_lock.py). For a
+    builder that does not read its own (a remote builder, builder/ray_builds.py). Raises BuilderError if it cannot be
+    read."""
     ctx = context()
     conn, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=server.send_build_environment, args=(child, backend, device), daemon=True,

@@ -1,4 +1,4 @@
-"""What a remote build runs on a Ray node (builder/remote.py sends it there as a Ray task, CPUs only): the same
+"""What a remote build runs on a Ray node (builder/ray_builds.py sends it there as a Ray task, CPUs only): the same
 builder as a local build under the same confinement (client.Builder starting server.py on this node), on a build
 root of this Ray worker process's own. The reply goes back with the artifact's bytes and its manifest, and the unit
 is removed here (the trusted side's store holds it from then on).

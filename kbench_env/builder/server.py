@@ -58,7 +58,7 @@ def _confine(config: dict, conn) -> dict:
     if shutil.which("ninja") is None:  # torch's builds need it on PATH; the venv's bin may not be on it
         os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     # Before the confinement: the CUDA backend asks the GPU for its architecture (a remote builder, on a node
-    # without the GPU, is given the GPU host's: builder/remote.py).
+    # without the GPU, is given the GPU host's: builder/ray_builds.py).
     if config.get("build_env") is None:
         config["build_env"] = get_backend(config["backend"]).build_environment(config["device"])
     os.environ.update(config["build_env"])

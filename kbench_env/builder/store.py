@@ -4,7 +4,7 @@ step; a unit with a manifest whose artifact still has its digest is a hit. One b
 threads and processes (an flock per unit), so a second request for a unit being built waits and finds it built.
 
 Only the builder writes here, and the trusted side when it publishes a build made by a remote builder
-(``publish_external``, builder/remote.py: its files written by ``get_or_build``); workers see the cache
+(``publish_external``, builder/ray_builds.py: its files written by ``get_or_build``); workers see the cache
 read-only (sandbox/confine). GPU workers have no read-only view (confinement.LIMITATIONS): the digest check turns a
 library changed after its build into a rebuild rather than a load, though it cannot stop a change made between the
 check and the load.
@@ -24,7 +24,7 @@ import time
 import uuid
 
 from kbench_env.builder.compiler import CompileError
-from kbench_env.sandbox import buildcache
+from kbench_env.builder import cache
 
 MANIFEST = ".kbench-build.json"
 _UNIT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,199}$")
@@ -93,7 +93,7 @@ class Store:
                     artifact, module = make(staging)
                 except CompileError as exc:
                     raise CompileError(str(exc).replace(staging, "<build>")) from None
-                size = buildcache.disk_usage(staging)[0]
+                size = cache.disk_usage(staging)[0]
                 if size > max_bytes:
                     raise CompileError(f"the build's output is {size / 2**20:.1f} MiB, over the "
                                        f"{max_bytes / 2**20:.1f} MiB this candidate's builds may still add to the "
@@ -105,7 +105,7 @@ class Store:
         return {**manifest, "path": os.path.join(self.path(unit), artifact)}, False
 
     def publish_external(self, unit: str, files: dict, manifest: dict, max_bytes: int) -> tuple[dict, bool]:
-        """(manifest, cached): publish a build made elsewhere (a remote builder, builder/remote.py) through
+        """(manifest, cached): publish a build made elsewhere (a remote builder, builder/ray_builds.py) through
         ``get_or_build``, as a local build, so a later local request for ``unit`` finds it. ``files``:
         {name: bytes}, the artifact among them. Refused with ExternalBuildRefused, nothing published, when the
         manifest names another unit or artifact, the artifact's bytes do not have the manifest's SHA-256, or the

@@ -21,6 +21,8 @@ from __future__ import annotations
 import re
 import struct
 
+from kbench_env.sandbox.confine.record_controls import is_record_control
+
 #: ``at::<namespace>::`` of the per-dispatch-key entry points that run a kernel without the dispatcher
 #: (ATen/ops/*_<namespace>_dispatch.h; ``meta`` computes shapes only) and of ATen's kernels themselves.
 DIRECT_NAMESPACES = frozenset({"cpu", "cuda", "mps", "xpu", "mtia", "native", "compositeexplicitautograd",
@@ -41,21 +43,6 @@ FORTRAN_PLAIN = re.compile(r"^[sdcz](?:gemm|gemv|ger|axpy|dot|gemm3m|symm|syrk|t
 MATH_NAMESPACES = frozenset({"dnnl", "mkldnn", "ideep", "fbgemm", "cutlass_library", "cublasLt"})
 #: Run-time symbol lookup: a way to call any of the above without naming it.
 LOOKUP = frozenset({"dlsym", "dlvsym", "dlopen", "dlmopen"})
-#: RecordFunction's switches and global hooks: {mangled prefix: what it is}. A library that names one can switch the
-#: operator records the forward audit reads off, or hook every operator (pipeline/audit_threads.py scans the
-#: worker's loaded libraries for them too, and the worker's audit hook refuses looking them up through ctypes).
-RECORD_CONTROLS = {
-    "_ZN2at20enableRecordFunctionEb": "at::enableRecordFunction (what at::RecordFunctionGuard calls)",
-    "_ZN2at24set_record_function_tls_": "at::set_record_function_tls_",
-    "_ZN2at17addGlobalCallback": "at::addGlobalCallback",
-    "_ZN2at22addThreadLocalCallback": "at::addThreadLocalCallback",
-    "_ZN2at14removeCallback": "at::removeCallback",
-    "_ZN2at15disableCallback": "at::disableCallback",
-    "_ZN2at14clearCallbacks": "at::clearCallbacks",
-    "_ZN2at20clearGlobalCallbacks": "at::clearGlobalCallbacks",
-    "_ZN2at25clearThreadLocalCallbacks": "at::clearThreadLocalCallbacks",
-}
-_CONTROL_PREFIXES = tuple(RECORD_CONTROLS)
 #: At most this many suspects are reported per library (the first, in symbol order).
 MAX_SUSPECTS = 200
 
@@ -122,11 +109,6 @@ def nested_name(mangled: str) -> list[str]:
     return parts
 
 
-def is_record_control(name: str) -> bool:
-    """Whether a (mangled) symbol name is one of RecordFunction's switches or hooks (RECORD_CONTROLS)."""
-    return name.startswith(_CONTROL_PREFIXES)
-
-
 def readable(name: str) -> str:
     """A symbol as people read it: ``at::cpu::addmm`` for a C++ name (its leading nested name), the name for C."""
     parts = nested_name(name)
@@ -137,7 +119,7 @@ def _suspect(name: str, defined: bool) -> bool:
     parts = nested_name(name)
     if defined:  # the library's own code: suspect only where it is a math library's entry point
         return bool(MATH_LIBRARY.match(name)) or bool(parts and parts[0] in MATH_NAMESPACES)
-    if name.startswith(_CONTROL_PREFIXES) or name in LOOKUP or MATH_LIBRARY.match(name) or FORTRAN_PLAIN.match(name):
+    if is_record_control(name) or name in LOOKUP or MATH_LIBRARY.match(name) or FORTRAN_PLAIN.match(name):
         return True
     if not parts:
         return False

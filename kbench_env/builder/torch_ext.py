@@ -215,7 +215,7 @@ def build_context(backend, build_env: dict) -> dict:
 
 def plan_units(req: dict, backend, context: dict, light_headers: bool) -> list:
     """The units ``build`` tries for ``req`` (requests.normalise'd), in order: a remote build must come back as one
-    of them (builder/remote.py)."""
+    of them (builder/ray_builds.py)."""
     return [requests.extension_unit(req["kind"], req["name"], key_sources, options, context)
             for _, key_sources, _, options in _plans(req, backend, light_headers)]
 

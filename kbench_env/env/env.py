@@ -8,7 +8,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from kbench_env.device import resolve_device
+from kbench_env.config import EvaluatorConfig
+from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.env.prompt import build_prompt
@@ -20,6 +21,9 @@ from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
 from kbench_env.tasks.suite import find_task, load_suite, resolve_task
 from kbench_env.tasks.task import Task, TaskError
 
+#: The Evaluator's options that the env takes itself (a prompt depends on them); the others go in ``config=``.
+EVALUATOR_ARGUMENTS = ("device", "backend", "reward", "rules", "format")
+
 _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-",
                         "\u2014": "-", "\u2026": "...", "\u00a0": " "})
 
@@ -27,7 +31,9 @@ _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '
 def sanitize(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
     """``text`` within ``OBSERVATION_CHARSET`` and ``limit`` characters (an overlong text says it was cut)."""
     allowed = set(OBSERVATION_CHARSET)
-    out = "".join(ch if ch in allowed else ch.encode("ascii", "backslashreplace").decode("ascii")
+    # unicode_escape, not backslashreplace: an ASCII control character (a model's reply echoed in an error) is
+    # outside the charset too, and backslashreplace leaves ASCII as it is
+    out = "".join(ch if ch in allowed else ch.encode("unicode_escape").decode("ascii")
                   for ch in text.translate(_PLAIN))
     if len(out) > limit:
         out = out[: limit - 40] + "\n... (truncated)"
@@ -35,10 +41,10 @@ def sanitize(text: str, limit: int = MAX_OBSERVATION_CHARS) -> str:
 
 
 def check_shared_evaluator(evaluator: Evaluator, *, device: str | None = None, backend: str | None = None,
-                           reward: Any = None, rules: str | None = None, evaluator_kwargs: dict | None = None,
+                           reward: Any = None, rules: str | None = None, config: EvaluatorConfig | None = None,
                            format: str | None = None) -> None:
-    """Raise ValueError when an argument given beside a shared ``evaluator`` disagrees with it, or is an Evaluator
-    option that the shared evaluator already fixed: such an argument would otherwise be silently ignored."""
+    """Raise ValueError when an argument given beside a shared ``evaluator`` disagrees with it, or is a ``config``
+    that the shared evaluator already fixed: such an argument would otherwise be silently ignored."""
     conflicts = []
     if device is not None and resolve_device(device) != evaluator.device:
         conflicts.append(f"device={device!r} (the evaluator runs on {evaluator.device!r})")
@@ -51,8 +57,8 @@ def check_shared_evaluator(evaluator: Evaluator, *, device: str | None = None, b
         conflicts.append(f"rules={rules!r} differs from the given evaluator's rules {evaluator.rules!r}")
     if format is not None and format != getattr(evaluator, "format", "kernelbench"):
         conflicts.append(f"format={format!r} (the evaluator's format is {evaluator.format!r})")
-    if evaluator_kwargs:
-        conflicts.append(f"Evaluator options {', '.join(sorted(evaluator_kwargs))} (the evaluator is already made)")
+    if config is not None:
+        conflicts.append("config= (the evaluator is already made with its own)")
     if conflicts:
         raise ValueError("arguments that the given evaluator would ignore: " + "; ".join(conflicts)
                          + ". Make the Evaluator with these arguments, or leave them out when passing evaluator=")
@@ -144,37 +150,14 @@ class KBenchEnv(gym.Env):
     | `format`           | str             | see note    | Action format: "kernelbench" (the default: load_inline),   |
     |                    |                 |             | "fast" (fastpath extern "C" kernels, ~1 s builds) or       |
     |                    |                 |             | "triton" (GPU only); fixes the backend for fast and triton |
-    | `baseline`         | str             | `"eager"`   | Speedup measured against "eager" or "compile" reference    |
-    | `limits`           | Limits, None    | `Limits()`  | Sandbox limits, per-stage timeouts (`sandbox.policy`)      |
-    | `cache_dir`        | str, Path, None | see note    | Builds, shared by all workers: `$KBENCH_CACHE` or          |
-    |                    |                 |             | `~/.cache/kbench`                                          |
-    | `input_sets`       | int             | `3`         | Kept on the evaluator; does not shape the timing           |
-    | `noise`            | float           | `1e-2`      | Relative size of the per-call perturbation of timed inputs |
-    | `check_calls`      | int             | `4`         | Timed calls per block, drawn afterwards, whose outputs are |
-    |                    |                 |             | checked by the trusted side                                |
-    | `timing`           | dict, None      | `None`      | The timing's stopping rule (warmup, min_reps, max_reps,    |
-    |                    |                 |             | min_seconds: pipeline/blocks.py, gpu_blocks.py)            |
-    | `time_candidates`  | bool            | `True`      | False: correctness only, speedup stays None                |
-    | `compile_baseline` | bool, None      | `None`      | Also time the reference under torch.compile; None: on for  |
-    |                    |                 |             | GPUs, off on CPU, or `KBENCH_COMPILE_BASELINE=0/1`         |
-    | `reverify_above`   | float           | `10.0`      | Speedups above this are re-timed by an independent clock   |
-    | `roofline`         | bool            | `True`      | Flag times below the device's bandwidth / FLOP-rate floor  |
-    | `build_workers`    | int, None       | CPU cores   | Candidates in flight at once in `evaluate_many`            |
-    | `spare_worker`     | bool, int, None | `None` (on) | Keep confined idle workers ready, one per evaluation in    |
-    |                    |                 |             | flight (an int: at most that many); off with False or      |
-    |                    |                 |             | `KBENCH_SPARE_WORKER=0`                                    |
-    | `reference_cache`  | bool, str, None | `None`      | Reference timings on disk (pipeline/reference_cache.py):   |
-    |                    |                 |             | None: on for GPUs, off on the CPU; a folder to use         |
-    | `remote_builds`    | str, None       | `None`      | "ray" or "ray:<address>": builds as Ray tasks on a         |
-    |                    |                 |             | cluster's CPU nodes (builder/remote.py)                    |
-    | `shared_checks`    | bool, None      | `None`      | Correctness checks share the device (timing stays alone on |
-    |                    |                 |             | it): None: on for GPUs, off on the CPU; or                 |
-    |                    |                 |             | `KBENCH_SHARED_CHECKS=0/1`                                 |
+    | `config`           | EvaluatorConfig | `None`      | Every other Evaluator option (`kbench_env.config`: timing, |
+    |                    | None            |             | integrity, resources); None: the defaults and `KBENCH_*`   |
 
-    `device`, `backend`, `reward`, `rules`, `format` and the options from `baseline` down are the Evaluator's
-    (they reach it through `**evaluator_kwargs`); with `evaluator=` they belong to that Evaluator: `device`,
-    `backend`, `reward`, `rules` and `format` may be repeated only with the values it has, and any other Evaluator
-    option beside `evaluator=` raises ValueError instead of being ignored.
+    `device`, `backend`, `reward`, `rules` and `format` are the Evaluator's options a prompt depends on; given here
+    they win over `config`'s. Every other Evaluator option goes in `config` (`EvaluatorConfig.from_options(
+    spare_worker=False, timing={...})`). With `evaluator=` they all belong to that Evaluator: `device`, `backend`,
+    `reward`, `rules` and `format` may be repeated only with the values it has, and `config` beside `evaluator=`
+    raises ValueError instead of being ignored.
 
     ## Vector Environment
     ``gym.make_vec("KBench-v0", num_envs=N, vectorization_mode="vector_entry_point")`` (``env.vector``): N episodes
@@ -190,7 +173,8 @@ class KBenchEnv(gym.Env):
     ## Version History
     * v0: first version: text actions and observations, tiered reward, held-out configurations, integrity checks,
       the "strict" and "kernelbench" rules, and arguments that conflict with a shared ``evaluator`` raising
-      ValueError; the action ``format`` ("kernelbench", "fast", "triton"), "kernelbench" by default.
+      ValueError; the action ``format`` ("kernelbench", "fast", "triton"), "kernelbench" by default; the
+      Evaluator's other options in one ``config`` (an ``EvaluatorConfig``).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -199,19 +183,18 @@ class KBenchEnv(gym.Env):
                  backend: str | None = None, max_turns: int = 4, reward: Any = None,
                  target_speedup: float | None = None, evaluator: Evaluator | None = None,
                  render_mode: str | None = None, rules: str | None = None, dtype: str | None = None,
-                 format: str | None = None, **evaluator_kwargs):
+                 format: str | None = None, config: EvaluatorConfig | None = None):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         if evaluator is not None:
             check_shared_evaluator(evaluator, device=device, backend=backend, reward=reward, rules=rules,
-                                   evaluator_kwargs=evaluator_kwargs, format=format)
+                                   config=config, format=format)
         self._owns_evaluator = evaluator is None  # closed with the env (its spare worker); a shared one is not
-        self.evaluator = evaluator or Evaluator(device=device or "auto", backend=backend,
-                                                reward="tiered" if reward is None else reward,
-                                                rules=check_rules(rules or "strict"),
-                                                format=format or "kernelbench", **evaluator_kwargs)
+        # the arguments given here win over the config's (None: the config's, by default the Evaluator's defaults)
+        self.evaluator = evaluator or Evaluator(config, device=device, backend=backend, reward=reward, rules=rules,
+                                                format=format)
         self.dtype = dtype
         self.suite_spec = suite
         self._suite: list[Task] | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 
-from kbench_env.hardware import describe
+from kbench_env.machine.hardware import describe
 from kbench_env.pipeline.formats import check_format, format_example, format_line, format_rules
 from kbench_env.pipeline.rules import prompt_rules
 from kbench_env.tasks.task import Task

@@ -13,10 +13,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from kbench_env.env.env import KBenchEnv
+from kbench_env.config import EvaluatorConfig
 from kbench_env.pipeline.evaluator import Evaluator
-
-#: KBenchEnv's own arguments; every other keyword of ``make_vec`` is an Evaluator option.
-_ENV_ARGUMENTS = ("task", "suite", "max_turns", "target_speedup")
 
 
 class KBenchVectorEnv(VectorEnv):
@@ -24,19 +22,17 @@ class KBenchVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, evaluator: Evaluator | None = None, device: str | None = None,
                  backend: str | None = None, reward=None, max_workers: int | None = None,
-                 render_mode: str | None = None, rules: str | None = None, **kwargs):
-        env_kwargs = {k: v for k, v in kwargs.items() if k in _ENV_ARGUMENTS}
-        evaluator_kwargs = {k: v for k, v in kwargs.items() if k not in _ENV_ARGUMENTS}
+                 render_mode: str | None = None, rules: str | None = None, format: str | None = None,
+                 config: EvaluatorConfig | None = None, **env_kwargs):
+        """``env_kwargs``: KBenchEnv's own arguments (``task``, ``suite``, ``max_turns``, ...)."""
         self._owns_evaluator = evaluator is None
         if evaluator is None:
-            evaluator = Evaluator(device=device or "auto", backend=backend,
-                                  reward="tiered" if reward is None else reward, rules=rules or "strict",
-                                  **evaluator_kwargs)
-            evaluator_kwargs = {}
+            evaluator = Evaluator(config, device=device, backend=backend, reward=reward, rules=rules, format=format)
+            config = None  # the evaluator's own, made with it
         self.evaluator = evaluator
         # Each env checks that these agree with the shared evaluator (a conflict is an error, never ignored).
         self.envs = [KBenchEnv(evaluator=evaluator, device=device, backend=backend, reward=reward,
-                               render_mode=render_mode, rules=rules, **env_kwargs, **evaluator_kwargs)
+                               render_mode=render_mode, rules=rules, format=format, config=config, **env_kwargs)
                      for _ in range(num_envs)]
         self.num_envs = num_envs
         self.max_workers = max_workers

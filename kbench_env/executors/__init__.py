@@ -4,10 +4,12 @@ trusted sides of several GPUs then share no interpreter); ``auto`` (the default)
 several devices, else ``local``; ``ray``: one actor per GPU (or CPU slot) of an existing or local Ray cluster. Both
 take ``[(task, action), ...]`` and return EvalResults in order; the Evaluator stays the only thing that compiles,
 runs or times candidate code. Both take the same arguments (``options.py``): ``device``, ``workers`` and the
-Evaluator's own; Ray adds its cluster's."""
+Evaluator's own; Ray adds its cluster's. Every executor, like the Evaluator, has the ``Evaluates`` protocol
+(evaluates.py)."""
 
 from __future__ import annotations
 
+from kbench_env.executors.evaluates import Evaluates
 from kbench_env.executors.local import LocalExecutor, local_devices
 from kbench_env.executors.processes import ProcessExecutor
 from kbench_env.executors.ray_executor import RayExecutor  # ray itself (the [ray] extra) only when one is made

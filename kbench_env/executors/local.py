@@ -12,9 +12,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
+from kbench_env.executors.evaluates import in_order
 from kbench_env.executors.options import check_arguments
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.result import EvalResult
+from kbench_env.tasks.task import Task
 
 #: A candidate still running after this long is stuck: far above an evaluation's own deadlines (sandbox.Limits).
 STUCK_AFTER_S = 3600.0
@@ -63,11 +66,11 @@ class LocalExecutor:
             with self._lock:
                 self._load[i] -= 1
 
-    def evaluate_many(self, items: list, seed: int | None = None) -> list:
-        out = [None] * len(items)
-        for i, r in self.evaluate_iter(items, seed=seed):
-            out[i] = r
-        return out
+    def evaluate_many(self, items: list, max_workers: int | None = None, seed: int | None = None,
+                      progress=None) -> list[EvalResult]:
+        """``evaluate_iter``'s results in order (``Evaluates.evaluate_many``); ``max_workers`` in flight at once
+        (default ``workers``)."""
+        return in_order(self.evaluate_iter(items, max_workers, seed), len(items), progress)
 
     def evaluate_iter(self, items: list, max_workers: int | None = None, seed: int | None = None):
         """Yield ``(index, EvalResult)`` for ``[(task, action), ...]`` as the evaluations finish, spread over the
@@ -95,7 +98,7 @@ class LocalExecutor:
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
 
-    def evaluate(self, task, action, seed: int | None = None):
+    def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
         return self._run(task, action, seed)
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ Both executors are built as ``make_executor(kind, device=..., workers=..., **eva
 - ``workers``: evaluations in flight at once: the local executor's threads (default: the Evaluator's
   ``build_workers``), the Ray executor's actors (default: one per GPU of the cluster, else 1).
 - everything else goes to each ``Evaluator`` (``cache_dir``, ``timing``, ``reward``, ``rules``, ``remote_builds``:
-  builds as Ray tasks on a cluster's CPU nodes, builder/remote.py, ...).
+  builds as Ray tasks on a cluster's CPU nodes, builder/ray_builds.py, ...).
 
 Every executor also takes ``stuck_after`` (by name): seconds an evaluation may run before it counts as stuck (the
 processes executor kills its device process and sends its candidates elsewhere; Ray kills and restarts the actor

@@ -5,7 +5,7 @@ trusted-side work (inputs, reference runs, comparisons, the worker protocol) und
 GPUs, the longer each candidate holds its device while the trusted side waits its turn (multi-GPU in
 bench/RESULTS.md). Here each device's trusted side has its own process, as each Ray actor has
 (executors/ray_executor.py), with the caches shared on disk and the device lock per physical GPU
-(kbench_env/devicelock.py).
+(kbench_env/machine/device_lock.py).
 
 Each device process (``spawn``: no CUDA state is inherited) makes its Evaluator once and runs the candidates it
 is sent on a thread pool (builds overlap, the device lock orders the device work). A candidate goes to the live
@@ -32,10 +32,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.reduction import ForkingPickler
 
+from kbench_env.executors.evaluates import in_order
 from kbench_env.executors.local import local_devices
 from kbench_env.executors.options import check_arguments
 from kbench_env.executors.retried import RetriedResult
 from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline.result import EvalResult
+from kbench_env.tasks.task import Task
 
 #: Times a candidate is sent again after the process it was sent to died (or was killed as stuck).
 RETRIES = 2
@@ -293,13 +296,12 @@ class ProcessExecutor:
                 raise RuntimeError(f"ProcessExecutor: candidate {index[job_id]} of the batch: {payload}")
             yield index[job_id], RetriedResult.of(payload, lost) if lost else payload
 
-    def evaluate_many(self, items: list, seed: int | None = None) -> list:
-        out = [None] * len(items)
-        for i, r in self.evaluate_iter(items, seed=seed):
-            out[i] = r
-        return out
+    def evaluate_many(self, items: list, max_workers: int | None = None, seed: int | None = None,
+                      progress=None) -> list[EvalResult]:
+        """``evaluate_iter``'s results in order (``Evaluates.evaluate_many``; ``max_workers`` as there)."""
+        return in_order(self.evaluate_iter(items, max_workers, seed), len(items), progress)
 
-    def evaluate(self, task, action, seed: int | None = None):
+    def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
         return self.evaluate_many([(task, action)], seed=seed)[0]
 
     def close(self) -> None:

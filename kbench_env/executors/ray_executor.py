@@ -1,7 +1,7 @@
 """The Ray executor: one actor per GPU (or per CPU slot), each holding an Evaluator for its device, on an
 existing Ray cluster (``address="auto"``) or a local instance (``"local"`` or None). Builds use the actor's CPUs;
 results come back as EvalResult dicts and are rebuilt here, so callers see the same objects as with the local
-executor. ``kbench serve --ray-address`` builds this same executor (``raycluster.connect`` is the one place an
+executor. ``kbench serve --ray-address`` builds this same executor (``ray_cluster.connect`` is the one place an
 address is understood).
 
 An actor that dies (its worker process killed, its node gone) loses no evaluation: Ray restarts the actor
@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from kbench_env.backends import get_backend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
+from kbench_env.executors.evaluates import in_order
 from kbench_env.executors.local import STUCK_AFTER_S
 from kbench_env.executors.options import check_arguments
 from kbench_env.executors.retried import RetriedResult
@@ -26,7 +27,8 @@ from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.rules import DEFAULT as DEFAULT_RULES, check_rules
-from kbench_env.raycluster import connect
+from kbench_env.machine.ray_cluster import connect
+from kbench_env.tasks.task import Task
 
 
 class _EvaluatorActor:
@@ -126,11 +128,16 @@ class RayExecutor:
             result = EvalResult.from_dict(d)
             return RetriedResult.of(result, lost) if lost else result
 
-    def evaluate_many(self, items: list, seed: int | None = None) -> list[EvalResult]:
-        with ThreadPoolExecutor(max_workers=max(1, min(self.workers, len(items)))) as pool:
-            return list(pool.map(lambda ta: self._run(ta[0], ta[1], seed), items))
+    def evaluate_many(self, items: list, max_workers: int | None = None, seed: int | None = None,
+                      progress=None) -> list[EvalResult]:
+        """Results in order (``Evaluates.evaluate_many``): at most ``max_workers`` in flight, and at most what the
+        actors take at once (``workers``, the default)."""
+        n = max(1, min(max_workers or self.workers, self.workers, len(items)))
+        with ThreadPoolExecutor(max_workers=n) as pool:
+            futures = {pool.submit(self._run, t, a, seed): i for i, (t, a) in enumerate(items)}
+            return in_order(((futures[f], f.result()) for f in as_completed(futures)), len(items), progress)
 
-    def evaluate(self, task, action, seed: int | None = None) -> EvalResult:
+    def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
         return self._run(task, action, seed)
 
     def close(self) -> None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.input_draws import input_draws
 from kbench_env.tasks.task import Config, Task
@@ -33,9 +33,9 @@ class Baselines:
     ``disk_root``: the reference cache's folder (reference_cache.py), or None to keep timings in memory only."""
 
     def __init__(self, device: str, backend_name: str, build_root: str, limits: Limits, timing: dict,
-                 compile_baseline: bool, noise: float, input_sets: int, disk_root=None):
+                 compile_baseline: bool, noise: float, disk_root=None):
         self.device, self.backend_name, self.build_root, self.limits = device, backend_name, build_root, limits
-        self.timing, self.compile_baseline, self.noise, self.input_sets = timing, compile_baseline, noise, input_sets
+        self.timing, self.compile_baseline, self.noise = timing, compile_baseline, noise
         self.times_by_key: dict = {}
         self.floors: dict = {}
         self.calibration: dict | None = None
@@ -44,8 +44,8 @@ class Baselines:
         self.cal_lock = threading.Lock()
         # The settings a stored timing must have been made with (the measured graph gap, added to ``timing`` by the
         # calibration, is the drift check's to compare, not the key's).
-        self.settings = {"timing": dict(timing), "noise": noise, "input_sets": input_sets,
-                         "compile_baseline": compile_baseline, "threads": limits.threads}
+        self.settings = {"timing": dict(timing), "noise": noise, "compile_baseline": compile_baseline,
+                         "threads": limits.threads}
         self.disk_root, self.disk = disk_root, None
         self.timed = 0  # configurations timed here (not found in memory or on disk)
         # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``
@@ -141,10 +141,10 @@ class Baselines:
 
     def prepare_paired(self, w: Worker, task: Task, cfg: Config, prepared: dict) -> str:
         """Run configuration ``cfg`` (eager) once in reference worker ``w``; the name its blocks go by."""
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        p = prepared[cfg.name]
         name = f"{cfg.name}#eager"
-        w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": init_seed, "compile": False,
-                "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
+        w.send({"type": msg.RUN, "config": name, "dtype": cfg.dtype, "init_seed": p.init_seed, "compile": False,
+                "backward": task.backward, "reply": "none"}, {"init_inputs": p.init_inputs, "inputs": p.inputs})
         expect(w.recv(self.limits.run_timeout, "reference run (eager)"), task)
         return name
 
@@ -211,15 +211,15 @@ class Baselines:
 
     def _run_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, label: str, compiled: bool) -> None:
         """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing."""
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-        w.send({"type": msg.RUN, "config": f"{cfg.name}#{label}", "dtype": cfg.dtype, "init_seed": init_seed,
+        p = prepared[cfg.name]
+        w.send({"type": msg.RUN, "config": f"{cfg.name}#{label}", "dtype": cfg.dtype, "init_seed": p.init_seed,
                 "compile": compiled, "backward": task.backward, "reply": "none"},
-               {"init_inputs": init_inputs, "inputs": inputs})
+               {"init_inputs": p.init_inputs, "inputs": p.inputs})
         expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
 
     def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set) -> dict:
         """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it)."""
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        inputs = prepared[cfg.name].inputs
         out = {}
         for label, compiled in self._labels():
             name = f"{cfg.name}#{label}"
@@ -244,13 +244,13 @@ class Baselines:
         cached = self.times_by_key[self.key(task, cfg)].get("wall_ms")
         if cached is not None:
             return cached
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        p = prepared[cfg.name]
         with self.worker(task) as w:
             expect(w.recv(self.limits.build_timeout, "reference load"), task)
-            w.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
-                    "backward": task.backward, "reply": "none"}, {"init_inputs": init_inputs, "inputs": inputs})
+            w.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": p.init_seed,
+                    "backward": task.backward, "reply": "none"}, {"init_inputs": p.init_inputs, "inputs": p.inputs})
             expect(w.recv(self.limits.run_timeout, "reference run"), task)
-            wall = wallclock(w, cfg.name, inputs, seed, self.noise, self.limits.time_timeout)
+            wall = wallclock(w, cfg.name, p.inputs, seed, self.noise, self.limits.time_timeout)
         self.times_by_key[self.key(task, cfg)]["wall_ms"] = wall
         self._store(task, cfg)
         return wall

@@ -30,7 +30,7 @@ import torch
 from kbench_env.pipeline.revealed_inputs import RevealedInputs
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.diagnosis import WorkerError
-from kbench_env.worker.timing import Timing, summarize
+from kbench_env.measure.stats import Timing, summarize
 
 #: Target length of a timed block, and the bounds on its calls and on the bytes its inputs and outputs take: long
 #: enough that the exchange around a block is about 1 % of it, even on a loaded machine (bench/RESULTS.md).

@@ -6,27 +6,27 @@ from __future__ import annotations
 
 import contextlib
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline.quiet import LIVE
+from kbench_env.pipeline.reports import flag_builds, flag_sandbox_violations
 from kbench_env.pipeline.result import EvalResult, add_phase, trim_log
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.worker_process import Worker
 
 
 @contextlib.contextmanager
-def start_worker(ev, source: str):
-    """The worker that builds, runs and times ``source`` for evaluator ``ev``, closed at the end of the block; on
-    the CPU registered as a live worker (quiet.py: stopped while another evaluation times)."""
-    if ev._spares is not None:
-        worker = ev._spares.take(source)
-    else:
-        worker = Worker(source, ev.backend_name, ev.device, ev.build_root, ev.limits, builder=ev.builder)
-    with worker:
-        if not Device.parse(ev.device).is_cpu:
+def live_worker(worker: Worker, device: str, rules: str, result: EvalResult):
+    """``worker``, the candidate's (a spare given it, or a new one), closed at the end of the block; on the CPU
+    registered as a live worker meanwhile (quiet.py: stopped while another evaluation times). At the end of the
+    block, whatever the stages did, ``result`` gets the worker's busy time, its sandbox's violations and the
+    builds it made after the build stage (in forward)."""
+    with worker, (LIVE.member(worker) if Device.parse(device).is_cpu else contextlib.nullcontext()):
+        try:
             yield worker
-            return
-        with LIVE.member(worker):
-            yield worker
+        finally:
+            result.worker_seconds = round(worker.busy_seconds, 4)
+            flag_sandbox_violations(worker, result)
+            flag_builds(rules, worker, result)
 
 
 def build(worker: Worker, result: EvalResult, timeout: float) -> None:

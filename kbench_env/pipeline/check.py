@@ -6,79 +6,75 @@ from __future__ import annotations
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline import rules as rules_mod
-from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.measure.compare import compare_outputs
+from kbench_env.pipeline.context import Prepared, StageContext
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
 from kbench_env.pipeline.linked import own_kernel_names
+from kbench_env.pipeline.nearby import close_miss, matches_nearby
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
 from kbench_env.pipeline.seeds import stream_seeds
 from kbench_env.protocol import messages as msg
+from kbench_env.protocol.integrity_flags import make
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task, describe_value
 
 
-def check(ev, task: Task, configs: list[Config], seed: int, worker: Worker, result: EvalResult) -> dict:
-    """Run every configuration in the worker and compare on this side. Returns per-config prepared data.
+def check(ctx: StageContext) -> None:
+    """Run every configuration in the worker and compare on this side; each configuration's reference side goes
+    into ``ctx.prepared``.
 
     Pipelined: configuration k+1's run goes to the worker as soon as configuration k's output is back, and k's
     output is judged while the worker runs k+1; the reference output of k and the inputs of k+1 are made while
     the worker runs k. Judgements, and so the first failing configuration's message, follow the configurations'
     order, as when each waited for the one before."""
-    prepared: dict = {}
+    task, configs, worker, result, prepared = ctx.task, ctx.configs, ctx.worker, ctx.result, ctx.prepared
     verdict = {"all_ok": True, "ran_any": False}
-    nxt = instantiate(task, configs[0], seed, 0, prepared, ev.device)
+    nxt = instantiate(task, configs[0], ctx.seed, 0, prepared, ctx.device)
     send_run(task, nxt, prepared, worker, result)
     for i in range(len(configs)):
         cur, nxt = nxt, None
         cfg = cur[0]
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
+        p = prepared[cfg.name]
         with phase(result, "reference_outputs"):  # while the worker runs the candidate (nothing is timed)
-            ref = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, ev.device)
+            ref = task.reference_output(p.module, p.init_inputs, p.inputs, cfg, p.init_seed, ctx.device)
         if i + 1 < len(configs):
-            nxt = instantiate(task, configs[i + 1], seed, i + 1, prepared, ev.device)
-        reply = worker.recv(ev.limits.run_timeout, f"forward on configuration {cfg.name!r}",
+            nxt = instantiate(task, configs[i + 1], ctx.seed, i + 1, prepared, ctx.device)
+        reply = worker.recv(ctx.limits.run_timeout, f"forward on configuration {cfg.name!r}",
                             expect_bytes=integrity.output_bytes(ref))
-        stepping_aside = nxt is not None and _timing_waits(ev)
+        stepping_aside = nxt is not None and ctx.hold.timing_waits()
         try:
             if nxt is not None and not stepping_aside:
                 send_run(task, nxt, prepared, worker, result)
         finally:  # judged even when the next send finds the worker gone
-            judge(task, cur, reply, ref, result, verdict, ev.rules, own_kernel_names(worker.linked()))
+            judge(task, cur, reply, ref, result, verdict, ctx.config.integrity.rules,
+                  own_kernel_names(worker.linked()), nearby=_nearby(ctx, cfg))
         if stepping_aside:
-            _step_aside(ev, result)
+            _step_aside(ctx)
             send_run(task, nxt, prepared, worker, result)
     result.stage = "ran" if verdict["ran_any"] else "built"
     if verdict["all_ok"] and not result.integrity_flags:
         result.correct, result.stage = True, "correct"
-    return prepared
 
 
-def _timing_waits(ev) -> bool:
-    """Under shared checks, whether another candidate's timing waits for the device (which waits for every check
-    holding it to end: a check steps aside between two configurations rather than make it wait for all of them)."""
-    return bool(ev.shared_checks) and getattr(ev._device_lock, "exclusive_waiting", lambda: False)()
-
-
-def _step_aside(ev, result: EvalResult) -> None:
+def _step_aside(ctx: StageContext) -> None:
     """Let the waiting timing have the device (nothing of this candidate's is on it: its last run is back and
     judged), then hold it shared again: the check goes on with its next configuration."""
-    if Device.parse(ev.device).is_cuda:
-        torch.cuda.synchronize(ev.device)  # this side's own work for the check (the next inputs) is done
-    with phase(result, "check_wait"):
-        ev._device_lock.release()
-        ev._device_lock.acquire(shared=True)
+    if Device.parse(ctx.device).is_cuda:
+        torch.cuda.synchronize(ctx.device)  # this side's own work for the check (the next inputs) is done
+    ctx.hold.step_aside(ctx.result)
 
 
-def instantiate(task: Task, cfg: Config, seed: int, i: int, prepared: dict, device: str) -> tuple:
+def instantiate(task: Task, cfg: Config, seed: int, i: int, prepared: dict[str, Prepared], device: str) -> tuple:
     """Configuration ``i``'s reference module, init inputs and inputs (into ``prepared``); returns
     ``(cfg, ConfigResult)``."""
     in_seed, init_seed = stream_seeds(seed, i)
     mod, init_inputs, inputs = task.instantiate(cfg, in_seed, device)
-    prepared[cfg.name] = (mod, init_inputs, init_seed, inputs)
+    prepared[cfg.name] = Prepared(mod, init_inputs, init_seed, inputs)
     return cfg, ConfigResult(name=cfg.name, held_out=cfg.held_out, dtype=cfg.dtype,
                              inputs=[describe_value(x) for x in inputs])
 
@@ -87,16 +83,29 @@ def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: Eva
     """Send a configuration's correctness run to the worker; its ConfigResult joins ``result``."""
     cfg, cr = run
     result.configs.append(cr)
-    _, init_inputs, init_seed, inputs = prepared[cfg.name]
-    worker.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": init_seed,
+    p = prepared[cfg.name]
+    worker.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": p.init_seed,
                  "backward": task.backward, "tolerance": task.tolerance},
-                {"init_inputs": init_inputs, "inputs": inputs})
+                {"init_inputs": p.init_inputs, "inputs": p.inputs})
+
+
+def _nearby(ctx: StageContext, cfg: Config):
+    """``ok(out)``: whether a close miss of ``cfg``'s correctness run matches the reference at nearby inputs
+    (nearby.py); the reference's model is built only when one is tried."""
+    task, p = ctx.task, ctx.prepared[cfg.name]
+
+    def ok(out) -> bool:
+        runner = task.reference_runner(p.module, p.init_inputs, cfg, p.init_seed, ctx.device)
+        return matches_nearby(out, p.inputs, runner, DTYPES[cfg.dtype], task.tolerance)
+
+    return ok
 
 
 def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict: dict, rules: str,
-          own_names=None) -> None:
-    """Judge one configuration's correctness run: the worker's reply against the reference output ``ref``.
-    Updates ``verdict`` (all_ok, ran_any), the configuration's ConfigResult and ``result``."""
+          own_names=None, nearby=None) -> None:
+    """Judge one configuration's correctness run: the worker's reply against the reference output ``ref`` (and,
+    for a close miss, ``nearby(out)``: the reference at nearby inputs, nearby.py). Updates ``verdict`` (all_ok,
+    ran_any), the configuration's ConfigResult and ``result``."""
     cfg, cr = run
     header, payload = reply
     note_reports(result, header, cfg.name)
@@ -111,6 +120,8 @@ def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict
         raise WorkerError(f"the worker's reply on configuration {cfg.name!r} carried no output")
     verdict["ran_any"] = True
     mismatch, figures = compare_outputs(payload["out"], ref, DTYPES[cfg.dtype], task.tolerance)
+    if mismatch is not None and nearby is not None and close_miss(figures) and nearby(payload["out"]):
+        mismatch = None  # the reference's answer to a problem within rounding of this one (nearby.py)
     cr.norm_err, cr.max_err = figures["norm_err"], figures["max_err"]
     cr.correct = mismatch is None
     if mismatch is not None:
@@ -120,18 +131,18 @@ def judge(task: Task, run: tuple, reply: tuple, ref, result: EvalResult, verdict
             result.error = f"configuration {config_label(cfg, cr)}: {mismatch.message}"
             result.error_stage = "correctness"
     elif header.get("nondeterministic"):
-        flag(result, f"nondeterministic: a second run on the same inputs of configuration "
-                     f"{cfg.name!r} gave a different output ({str(header['nondeterministic'])[:300]})")
+        flag(result, make("nondeterministic", f"a second run on the same inputs of configuration {cfg.name!r} gave "
+                                              f"a different output ({str(header['nondeterministic'])[:300]})"))
     _audit_flags(header, cr, result, rules, own_names)
 
 
 def _audit_flags(header: dict, cr: ConfigResult, result: EvalResult, rules: str, own_names=None) -> None:
     """The flags of a correct-or-not run's audit: inputs written, what forward executed, precision settings."""
     if header.get("inputs_modified"):
-        flag(result, f"inputs_modified: forward wrote into its inputs on configuration {cr.name!r}")
+        flag(result, make("inputs_modified", f"forward wrote into its inputs on configuration {cr.name!r}"))
     add_phase(result, "worker_audit", float((header.get("audit") or {}).get("overhead_s") or 0.0))
     for f in rules_mod.judge_audit(rules, header["audit"], cr, result, TORCH_KERNEL_PREFIXES, own_names):
         flag(result, f)
     if header.get("flags_changed"):
-        flag(result, "precision_flags_changed: the candidate changed pinned precision settings ("
-                     + "; ".join(header["flags_changed"]) + ")")
+        flag(result, make("precision_flags_changed", "the candidate changed pinned precision settings ("
+                          + "; ".join(header["flags_changed"]) + ")"))

@@ -1,24 +1,25 @@
 """The Evaluator: the one component that turns (task, candidate source, device) into an EvalResult.
 
-It holds the stage order and the evaluator-wide state (device lock, spare workers, builder, reference baselines);
-each stage is a module of its own: screen (parent, milliseconds) -> build (the trusted builder compiles,
-kbench_env/builder; the sandboxed worker loads) -> check (run every configuration on fresh random inputs in the
-worker and compare with the reference here, with a runtime audit of what forward executed) -> timing (candidate
-and reference, ``baseline``, under the same conditions, every timed call on fresh inputs written by this side and
-sampled calls' outputs read and checked here; on the CPU by this process's clock around each block of the stopped
-worker, ``blocks``; on a GPU by the worker's device events bounded by this process's clock, through CUDA IPC,
-``gpu_blocks``) -> plausibility (roofline
-floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI) calls
-this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does: every
-failure is a result. The stages that run candidate code on the device hold its lock as pipeline/device_hold.py
-says (timing always alone on it).
+It holds the stage order (``Evaluator._evaluate``, top to bottom), the options (``config``: an EvaluatorConfig,
+kbench_env/config) and the evaluator-wide state (device lock, spare workers, builder, reference baselines). Each
+stage is a module of its own, and each after the build takes the evaluation's StageContext (context.py):
+screen (parent, milliseconds) -> build (the trusted builder compiles, kbench_env/builder; the sandboxed worker
+loads) -> check (run every configuration on fresh random inputs in the worker and compare with the reference
+here, with a runtime audit of what forward executed) -> timing (candidate and reference, ``baseline``, under the
+same conditions, every timed call on fresh inputs written by this side and sampled calls' outputs read and
+checked here; on the CPU by this process's clock around each block of the stopped worker, ``blocks``; on a GPU by
+the worker's device events bounded by this process's clock, through CUDA IPC, ``gpu_blocks``) -> plausibility
+(roofline floor, independent re-timing of large speedups) -> reward. Everything else (env, agents, training, CLI)
+calls this; nothing else compiles, runs or times candidate code. It never raises for anything a candidate does:
+every failure is a result. The stages that run candidate code on the device hold its lock as
+pipeline/device_hold.py says (timing always alone on it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
-import random
 import secrets
 import time
 import weakref
@@ -26,113 +27,104 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from kbench_env.backends import get_backend
-from kbench_env.builder.remote import make_builder
-from kbench_env.cachedir import default_cache_dir
-from kbench_env.device import Device, resolve_device
+from kbench_env.builder.ray_builds import make_builder
+from kbench_env.config import EvaluatorConfig
+from kbench_env.machine.cache_dir import default_cache_dir
+from kbench_env.machine.device import Device, resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
-from kbench_env.pipeline.build import build, start_worker
-from kbench_env.pipeline.device_hold import device_stages, make_device_lock, shared_checks_setting
+from kbench_env.pipeline.build import build, live_worker
+from kbench_env.pipeline.check import check
+from kbench_env.pipeline.context import StageContext
+from kbench_env.pipeline.device_hold import DeviceHold, make_device_lock, shared_checks_setting
+from kbench_env.pipeline.plausibility import plausibility
 from kbench_env.pipeline.reference_cache import resolve_root
-from kbench_env.pipeline.reports import flag_builds, flag_record_switches, flag_sandbox_violations
+from kbench_env.pipeline.reports import flag_builds, flag_record_switches
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
-from kbench_env.pipeline.threads import trusted_threads
+from kbench_env.pipeline.timing import is_paired, judge_deferred, time_stage
 from kbench_env.sandbox.diagnosis import WorkerError
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
-from kbench_env.tasks.task import Config, Task
+from kbench_env.sandbox.worker_process import Worker
+from kbench_env.tasks.task import Task
+
+
+def resolve(config: EvaluatorConfig) -> EvaluatorConfig:
+    """``config`` with every option decided: the device named, the format and backend checked against it, the
+    options left to the device decided for it (config/evaluator_config.py), the limits, the cache folder and the build
+    workers filled in, the rules and the baseline checked."""
+    device = resolve_device(config.device)
+    fmt, backend = formats.resolve(config.format, config.backend, device)
+    t, r = config.timing, config.resources
+    if t.baseline not in ("eager", "compile"):
+        raise ValueError("baseline must be 'eager' or 'compile'")
+    compile_baseline = (not Device.parse(device).is_cpu) if t.compile_baseline is None else bool(t.compile_baseline)
+    cache_dir = Path(r.cache_dir) if r.cache_dir else default_cache_dir()
+    timing = dataclasses.replace(t, params=dict(t.params or {}),
+                                 compile_baseline=compile_baseline or t.baseline == "compile",
+                                 reference_cache=resolve_root(t.reference_cache, device, cache_dir) or False)
+    resources = dataclasses.replace(r, limits=r.limits or Limits(), cache_dir=cache_dir,
+                                    build_workers=r.build_workers or max(1, os.cpu_count() or 1),
+                                    shared_checks=shared_checks_setting(r.shared_checks, device))
+    integrity = dataclasses.replace(config.integrity, rules=rules_mod.check_rules(config.integrity.rules))
+    return dataclasses.replace(config, device=device, backend=backend, format=fmt, timing=timing,
+                               integrity=integrity, resources=resources)
 
 
 class Evaluator:
-    """Evaluates candidates for tasks on one device with one backend.
+    """Evaluates candidates for tasks on one device with one backend, with the options of ``config``
+    (kbench_env.config.EvaluatorConfig, which documents each). Keyword options make the config, or change the
+    given one: ``Evaluator(device="cpu", spare_worker=False)`` is ``Evaluator(EvaluatorConfig.from_options(
+    device="cpu", spare_worker=False))``. ``self.config`` holds the options as decided for this device
+    (``resolve``); the ones read most are attributes too."""
 
-    Args:
-        device: "auto" (cuda if available, else cpu), "cpu", "cuda", "cuda:1".
-        backend: kernel language; default "cpu" on the CPU and "cuda" on a GPU.
-        reward: a preset name from reward.PRESETS or a callable over the EvalResult.
-        baseline: "eager" or "compile": the reference the reward's speedup is measured against.
-        limits: sandbox limits and per-stage timeouts (sandbox.Limits).
-        cache_dir: where builds are kept (default $KBENCH_CACHE or ~/.cache/kbench); shared by all workers.
-        input_sets: accepted and kept on the evaluator; it does not shape the timing: every timed call's inputs
-            are drawn per block by this side (revealed_inputs.py, gpu_blocks.py).
-        noise: relative size of the per-call perturbation of the timed inputs.
-        check_calls: timed calls per block whose outputs this side reads and checks (chosen after the block ran).
-        timing: the timing's stopping rule (warmup, min_reps, max_reps, min_seconds; blocks.py, gpu_blocks.py;
-            on the CPU, paired: ci_width, pair_seconds, block_seconds, paired.py).
-        time_candidates: set False to skip timing (correctness only; speedup stays None).
-        compile_baseline: also time the reference under torch.compile (default: on for GPUs, off on the CPU;
-            the environment variable KBENCH_COMPILE_BASELINE=0 or 1 sets the default).
-        reverify_above: speedups above this are re-timed by an independent method (wall clock from this process).
-        roofline: flag times below the device's measured bandwidth / FLOP-rate floor.
-        build_workers: candidates in flight at once in ``evaluate_many`` (default: the number of CPU cores).
-        spare_worker: keep started, confined, idle workers ready for the next candidates, one per evaluation in
-            flight (sandbox.SpareWorkers; on a GPU they have CUDA started), at most a number that the host's cores
-            and memory allow (``KBENCH_SPARE_WORKERS`` sets it), or at most this number when it is one. Each serves
-            one candidate. Off with False or KBENCH_SPARE_WORKER=0.
-        rules: "strict" or "kernelbench": what forward may run besides the candidate's own kernels (rules.py).
-        reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; by
-            default on for GPUs, off on the CPU (why: pipeline/reference_cache.resolve_root).
-        format: the action format candidates are held to: "kernelbench", "fast" or "triton" (formats.py).
-        remote_builds: "ray" or "ray:<address>": builds as Ray tasks on a cluster's CPU nodes (builder/remote.py).
-        shared_checks: candidates' correctness checks share the device (up to shared_devicelock.SHARED_CAP at
-            once per Evaluator) instead of holding it one at a time; timing, reference timing and plausibility still
-            have it to themselves, excluding every other holder in this and other processes. It trades device
-            memory (several candidates' checks, and checked candidates waiting for their timing, at once) for less
-            time waiting on the device. Default: on for GPUs, off on the CPU (device_hold.shared_checks_setting
-            says why); KBENCH_SHARED_CHECKS=0 or 1 sets the default.
-    """
-
-    def __init__(self, device: str = "auto", backend: str | None = None, reward="tiered", baseline: str = "eager",
-                 limits: Limits | None = None, cache_dir: str | Path | None = None, input_sets: int = 3,
-                 noise: float = 1e-2, check_calls: int = 4, timing: dict | None = None,
-                 time_candidates: bool = True, compile_baseline: bool | None = None, reverify_above: float = 10.0,
-                 roofline: bool = True, build_workers: int | None = None, spare_worker: bool | int | None = None,
-                 rules: str = rules_mod.DEFAULT, reference_cache=None, format: str = formats.DEFAULT,
-                 remote_builds: str | None = None, shared_checks: bool | None = None):
-        self.rules, self.device = rules_mod.check_rules(rules), resolve_device(device)
-        self.format, self.backend_name = formats.resolve(format, backend, self.device)
+    def __init__(self, config: EvaluatorConfig | None = None, **options):
+        if config is not None and not isinstance(config, EvaluatorConfig):
+            raise TypeError(f"Evaluator(config): an EvaluatorConfig, not {type(config).__name__} (options go by "
+                            f"name: Evaluator(device=...))")
+        self.config = resolve((config or EvaluatorConfig()).replace(**options))
         self.backend = get_backend(self.backend_name)
-        self.reward_fn = get_reward_fn(reward)
-        if baseline not in ("eager", "compile"):
-            raise ValueError("baseline must be 'eager' or 'compile'")
-        self.baseline = baseline
-        self.limits = limits or Limits()
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.reward_fn = get_reward_fn(self.config.reward)
         self.build_root = str((self.cache_dir / "builds" / self.backend_name).resolve())
         os.makedirs(self.build_root, exist_ok=True)
-        self.input_sets, self.noise, self.check_calls = max(1, input_sets), noise, check_calls
-        self.timing, self.time_candidates = dict(timing or {}), time_candidates
-        if compile_baseline is None and os.environ.get("KBENCH_COMPILE_BASELINE", "") in ("0", "1"):
-            compile_baseline = os.environ["KBENCH_COMPILE_BASELINE"] == "1"  # a run-wide switch, e.g. smoke runs
-        self.compile_baseline = (not Device.parse(self.device).is_cpu) if compile_baseline is None else compile_baseline
-        if baseline == "compile":
-            self.compile_baseline = True
-        self.reverify_above, self.roofline = reverify_above, roofline
-        self.build_workers = build_workers or max(1, os.cpu_count() or 1)
+        self.timing = dict(self.config.timing.params)  # completed by the calibration (baseline.Baselines)
         # Compiles the sources of the kinds of build the format allows, where no candidate code runs (builder/)
         self.builder = make_builder(self.backend_name, self.device, self.build_root, self.limits, self.build_workers,
-                                    formats.builder_kinds(self.format), remote_builds)
+                                    formats.builder_kinds(self.format), self.config.resources.remote_builds)
         weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device (on a GPU across processes too), or with
         # shared_checks let checks share it while timing has it alone (device_hold.py).
-        self.shared_checks = shared_checks_setting(shared_checks, self.device)
         self._device_lock, self._device_slots = make_device_lock(self.device, self.cache_dir / "locks",
                                                                  self.shared_checks)
+        t = self.config.timing
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
-                                   self.compile_baseline, self.noise, self.input_sets,
-                                   resolve_root(reference_cache, self.device, self.cache_dir))
-        self._rng = random.Random()
-        if spare_worker is None:
-            spare_worker = os.environ.get("KBENCH_SPARE_WORKER", "1") != "0"
+                                   self.compile_baseline, t.noise, t.reference_cache or None)
+        spare = self.config.resources.spare_worker
         self._spares = None
-        if spare_worker:
-            cap = None if spare_worker is True else int(spare_worker)
+        if spare:
             self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits, self.builder,
-                                        cap=cap)
+                                        cap=None if spare is True else int(spare))
             weakref.finalize(self, self._spares.close)
+
+    # The options read most, as attributes (read-only: the config is the one record of them)
+    device = property(lambda self: self.config.device)
+    backend_name = property(lambda self: self.config.backend)
+    format = property(lambda self: self.config.format)
+    rules = property(lambda self: self.config.integrity.rules)
+    baseline = property(lambda self: self.config.timing.baseline)
+    time_candidates = property(lambda self: self.config.timing.time_candidates)
+    compile_baseline = property(lambda self: self.config.timing.compile_baseline)
+    noise = property(lambda self: self.config.timing.noise)
+    check_calls = property(lambda self: self.config.timing.check_calls)
+    reverify_above = property(lambda self: self.config.integrity.reverify_above)
+    roofline = property(lambda self: self.config.integrity.roofline)
+    limits = property(lambda self: self.config.resources.limits)
+    cache_dir = property(lambda self: self.config.resources.cache_dir)
+    build_workers = property(lambda self: self.config.resources.build_workers)
+    shared_checks = property(lambda self: self.config.resources.shared_checks)
 
     def close(self) -> None:
         """Stop the spare workers (they also leave by themselves after sandbox.SPARE_IDLE_S idle) and the builder."""
@@ -204,8 +196,21 @@ class Evaluator:
 
         return list(await asyncio.gather(*(one(t, a) for t, a in items)))
 
+    def device_hold(self) -> DeviceHold:
+        """How an evaluation holds this evaluator's device (device_hold.py): a new hold for each evaluation."""
+        return DeviceHold(self._device_lock, self._device_slots, self.device, self.limits.threads)
+
+    def _worker_for(self, source: str) -> Worker:
+        """The candidate's worker: a spare given ``source`` where spares are kept, else a new one."""
+        if self._spares is not None:
+            return self._spares.take(source)
+        return Worker(source, self.backend_name, self.device, self.build_root, self.limits, builder=self.builder)
+
     # ------------------------------------------------------------------ the stage order
     def _evaluate(self, task: Task, action, seed, result: EvalResult) -> None:
+        """The stages in their order: screen, build, check, timing, plausibility (``evaluate`` adds the reward).
+        Those after the build run candidate code on the device and hold it as ``hold`` says (device_hold.py):
+        the checks alone or shared with other candidates' checks, the timing and plausibility always alone."""
         try:
             source = screen_mod.extract_source(action)
             result.source_hash = hash_source(source)
@@ -215,33 +220,37 @@ class Evaluator:
             return
         result.stage = "screened"
         flag_record_switches(source, result)  # it still runs: its feedback shows the switch refused
-        configs = task.configs_for(self.device)
         seed = secrets.randbits(62) if seed is None else seed
+        timed, hold = self.time_candidates, self.device_hold()
         try:
-            with start_worker(self, source) as worker:
-                try:
-                    self._run_stages(task, configs, seed, worker, result)
-                finally:
-                    result.worker_seconds = round(worker.busy_seconds, 4)
-                    flag_sandbox_violations(worker, result)
-                    flag_builds(self.rules, worker, result)  # builds made after the build stage (in forward)
+            with live_worker(self._worker_for(source), self.device, self.rules, result) as worker, hold:
+                ctx = StageContext(self.config, self.timing, self.baselines, hold, task, task.configs_for(self.device),
+                                   seed, worker, result)
+                with phase(result, "build"):
+                    build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
+                if not result.compiled or flag_builds(self.rules, worker, result):
+                    return  # a build flagged by its symbols does not run
+                with hold.checks(result):
+                    with hold.threads(), phase(result, "check"):
+                        check(ctx)
+                    if result.correct and timed and hold.shared and not is_paired(ctx):
+                        with phase(result, "reference_prepare"):  # the reference's start and runs, beside checks
+                            self.baselines.prepare(task, ctx.configs, ctx.prepared)
+                if not result.correct or not timed:
+                    return
+                with hold.timing(result), hold.threads():
+                    deferred = time_stage(ctx)
+                    if result.stage == "timed" and not result.integrity_flags:
+                        with phase(result, "plausibility"):
+                            plausibility(ctx)
+                with hold.judging(result, deferred), hold.threads():
+                    judge_deferred(deferred, result)  # the timed outputs read and kept to judge (deferred_checks.py)
         except WorkerError as exc:
-            timing_failed = result.stage == "correct"
             result.error = str(exc)
-            result.error_stage = "timing" if timing_failed else (result.error_stage or ("build" if not result.compiled else "run"))
+            result.error_stage = "timing" if result.stage == "correct" else (
+                result.error_stage or ("build" if not result.compiled else "run"))
             result.log_tail = trim_log(exc.log_tail)
             result.correct = False
         finally:
             if self._spares is not None:
                 self._spares.evaluation_over()
-
-    def _run_stages(self, task: Task, configs: list[Config], seed: int, worker, result: EvalResult) -> None:
-        with phase(result, "build"):
-            build(worker, result, self.limits.build_timeout)  # concurrent with other candidates' builds and runs
-        if not result.compiled or flag_builds(self.rules, worker, result):
-            return  # a build flagged by its symbols does not run
-        device_stages(self, task, configs, seed, worker, result)
-
-    def _trusted_threads(self):
-        """torch's thread count in this process while the evaluation holds the device (threads.trusted_threads)."""
-        return trusted_threads(self.device, self.limits.threads)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
+from kbench_env.protocol.integrity_flags import make, parse
 
 HIDDEN = "hidden"
 
@@ -97,7 +98,7 @@ def _flag(flag: str, held: _HeldOut) -> str:
     c = held.about(flag)
     if c is None:
         return flag
-    return f"{flag.split(':', 1)[0]}: on {held.label[c.name]} (details are not shown for a held-out configuration)"
+    return str(make(parse(flag).kind, f"on {held.label[c.name]} (details are not shown for a held-out configuration)"))
 
 
 def _error(result, held: _HeldOut) -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 
 from kbench_env.backends import default_backend
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline.format_examples import FAST_EXAMPLES
 from kbench_env.pipeline.screen import ScreenError, screen
 

@@ -1,7 +1,7 @@
 """A GPU configuration's timing as the trusted side drives it, block by block (the GPU's counterpart of blocks.py).
 
 The worker (worker/gpu_executor.py) captures a block of B calls as one CUDA graph on input buffers it exports to
-this process (sandbox/cuda_ipc.py), and replays it when told. Per block, this side:
+this process (protocol/cuda_ipc.py), and replays it when told. Per block, this side:
 
 1. makes the block's inputs on its own GPU memory from a secret seed drawn now (``BlockInputs``: the
    configuration's inputs plus dense noise, its integer inputs drawn afresh (tasks/input_draws.py), every call its
@@ -39,13 +39,13 @@ import torch
 
 from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
 from kbench_env.pipeline.deferred_checks import DeferredChecks
-from kbench_env.pipeline.integrity import input_stds
+from kbench_env.measure.inputs import input_stds
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.cuda_ipc import IpcError, Mappings
+from kbench_env.protocol.cuda_ipc import IpcError, Mappings
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.tasks.input_draws import varies
 from kbench_env.worker.gpu_executor import MAX_BLOCK
-from kbench_env.worker.timing import PRECISION, Timing, gpu_blocks_done, summarize
+from kbench_env.measure.stats import PRECISION, Timing, gpu_blocks_done, summarize
 
 #: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
 #: fixed; an eagerly run block (a candidate that cannot be captured) has its outputs exported inside the window:

@@ -7,7 +7,7 @@ builder/symbols.py), before the worker loads them. Of the suspects found there:
   ``at::_ops::addmm::redispatch``) and **math libraries** (BLAS, MKL, oneDNN, cuBLAS, cuDNN...), or a run-time
   lookup (``dlsym``) that can reach either: under ``rules="strict"`` the flag ``pytorch_compute_linked``, since no
   operator record shows that work to the forward audit. Entry points of glue (``at::cpu::empty``,
-  ``at::native::copy_``: the operators integrity.ALLOWED_GLUE names) are not compute. Under ``rules="kernelbench"``
+  ``at::native::copy_``: the operators measure/ownership.ALLOWED_GLUE names) are not compute. Under ``rules="kernelbench"``
   PyTorch's compute is allowed and the flag is dropped (rules.py); the kernel coverage still counts that work as
   PyTorch's (coverage.py: only time sampled in the candidate's own libraries is its own).
 - **Libraries the builder did not make** that the worker has mapped from outside the system and the Python
@@ -24,8 +24,10 @@ import os
 
 import torch
 
-from kbench_env.builder.symbols import is_record_control, nested_name
-from kbench_env.pipeline.integrity import ALLOWED_GLUE
+from kbench_env.builder.symbols import nested_name
+from kbench_env.sandbox.confine.record_controls import is_record_control
+from kbench_env.measure.ownership import ALLOWED_GLUE
+from kbench_env.protocol.integrity_flags import Flag, make
 
 #: Sub-namespaces of at::cpu / at::cuda that hold compute that is not an operator's entry point.
 _COMPUTE_PARTS = frozenset({"blas", "cub", "sparse", "solver", "cublas", "cusolver", "cusparse", "cudnn", "jit",
@@ -99,7 +101,7 @@ def _named(entries: list, limit: int = 6) -> str:
     return ", ".join(names[:limit]) + more
 
 
-def flags(linked: list) -> list[str]:
+def flags(linked: list) -> list[Flag]:
     """The integrity flags of the candidate's builds (``Worker.linked()``: [(library, scan)], a scan with "mapped"
     for a library the worker mapped that the builder did not make); rules.linked_flags drops those its rules
     allow."""
@@ -123,11 +125,11 @@ def flags(linked: list) -> list[str]:
             compute.append(f"{name} looks symbols up at run time ({_named(kinds['lookup'])}), which reaches them "
                            f"unnamed")
     if controls:
-        out.append("audit_blinded: the candidate's build can switch PyTorch's operator records off or hook every "
-                   "operator: " + "; ".join(controls[:3]))
+        out.append(make("audit_blinded", "the candidate's build can switch PyTorch's operator records off or hook "
+                        "every operator: " + "; ".join(controls[:3])))
     if compute:
-        out.append("pytorch_compute_linked: the candidate's build calls PyTorch's or a math library's compute "
-                   "directly, past the dispatcher where the forward audit sees no operator: " + "; ".join(compute[:3])
-                   + ". Under the strict rules only allocation, views and data movement may be called from your "
-                   "C++/CUDA besides your own code")
+        out.append(make("pytorch_compute_linked", "the candidate's build calls PyTorch's or a math library's "
+                        "compute directly, past the dispatcher where the forward audit sees no operator: "
+                        + "; ".join(compute[:3]) + ". Under the strict rules only allocation, views and data "
+                        "movement may be called from your C++/CUDA besides your own code"))
     return out

@@ -27,7 +27,7 @@ from kbench_env.pipeline.blocks import (BLOCK_SECONDS, BlockTiming, TimedCallFai
                                         _sample, sample_block_calls)
 from kbench_env.pipeline.revealed_inputs import RevealedInputs
 from kbench_env.sandbox.placement import Placement
-from kbench_env.worker.timing import Timing, summarize
+from kbench_env.measure.stats import Timing, summarize
 
 #: Width (upper over lower end, minus one) at which a configuration's interval is narrow enough to stop.
 CI_WIDTH = 0.04

@@ -16,13 +16,14 @@ is held to half its copy time, and a time is flagged only under half the floor."
 from __future__ import annotations
 
 from kbench_env.backends.base import CALIBRATION_COPY_BYTES
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline.baseline import Baselines
+from kbench_env.pipeline.context import StageContext
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.timing import wallclock
-from kbench_env.sandbox.worker_process import Worker
+from kbench_env.protocol.integrity_flags import make
 from kbench_env.tasks.task import DTYPES, Config, Task
 
 #: A timed block whose outputs take at least this many bytes gets the byte floor: the calibration's working set
@@ -34,11 +35,10 @@ FOOTPRINT_BYTES = 2 * CALIBRATION_COPY_BYTES
 RECALIBRATIONS = 3
 
 
-def plausibility(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-                 result: EvalResult) -> None:
+def plausibility(ctx: StageContext) -> None:
     """Roofline floor on every configuration; independent re-timing of implausibly large speedups."""
-    base: Baselines = ev.baselines
-    if ev.roofline and base.calibration:
+    base, task, configs, prepared, result = ctx.baselines, ctx.task, ctx.configs, ctx.prepared, ctx.result
+    if ctx.config.integrity.roofline and base.calibration:
         below = below_floor(base, task, configs, prepared, result)
         for _ in range(RECALIBRATIONS if below else 0):
             # The calibration is one measurement, possibly taken while the machine was busy (a calibration under
@@ -49,20 +49,21 @@ def plausibility(ev, task: Task, configs: list[Config], prepared: dict, seed: in
             if not below:
                 break
         for cfg, cr, floor_ms, why in below:
-            flag(result, f"below_roofline: {cr.candidate_ms:.4f} ms on configuration {cfg.name!r} is "
-                         f"under half the device's floor of {floor_ms:.4f} ms ({why})")
+            flag(result, make("below_roofline", f"{cr.candidate_ms:.4f} ms on configuration {cfg.name!r} is under "
+                                                f"half the device's floor of {floor_ms:.4f} ms ({why})"))
     # (On the CPU the times are this side's clock already, blocks.py: there is nothing to re-verify.)
-    if (result.speedup is not None and result.speedup > ev.reverify_above and not result.integrity_flags
-            and not Device.parse(ev.device).is_cpu):
+    if (result.speedup is not None and result.speedup > ctx.config.integrity.reverify_above
+            and not result.integrity_flags and not Device.parse(ctx.device).is_cpu):
         i = max(range(len(configs)), key=lambda k: result.configs[k].speedup or 0)
         cfg, cr = configs[i], result.configs[i]
-        _, _, _, inputs = prepared[cfg.name]
-        wall_ms = wallclock(worker, cfg.name, inputs, seed, ev.noise, ev.limits.time_timeout)
-        ref_wall = base.wallclock(task, cfg, prepared, seed)
+        wall_ms = wallclock(ctx.worker, cfg.name, prepared[cfg.name].inputs, ctx.seed, ctx.config.timing.noise,
+                            ctx.limits.time_timeout)
+        ref_wall = base.wallclock(task, cfg, prepared, ctx.seed)
         wall_speedup = ref_wall / max(wall_ms, 1e-9)
         if wall_speedup < 0.5 * cr.speedup:
-            flag(result, f"speedup_not_reverified: {cr.speedup:.1f}x on configuration {cfg.name!r} was "
-                         f"re-timed by wall clock from the trusted side at {wall_speedup:.1f}x")
+            flag(result, make("speedup_not_reverified", f"{cr.speedup:.1f}x on configuration {cfg.name!r} was "
+                                                        f"re-timed by wall clock from the trusted side at "
+                                                        f"{wall_speedup:.1f}x"))
 
 
 def below_floor(base: Baselines, task: Task, configs: list[Config], prepared: dict, result: EvalResult) -> list:
@@ -97,9 +98,9 @@ def figures(base: Baselines, task: Task, cfg: Config, prepared: dict) -> tuple[i
     """The configuration's output bytes and the reference's matrix-product FLOPs (cached)."""
     key = base.key(task, cfg)
     if key not in base.floors:
-        mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-        model = task.make_model(mod, init_inputs, init_seed, DTYPES[cfg.dtype], base.device)
-        out = task.reference_output(mod, init_inputs, inputs, cfg, init_seed, base.device, upcast=False)
-        flops = integrity.count_flops(model, inputs) if not task.backward else 0
+        p = prepared[cfg.name]
+        model = task.make_model(p.module, p.init_inputs, p.init_seed, DTYPES[cfg.dtype], base.device)
+        out = task.reference_output(p.module, p.init_inputs, p.inputs, cfg, p.init_seed, base.device, upcast=False)
+        flops = integrity.count_flops(model, p.inputs) if not task.backward else 0
         base.floors[key] = (integrity.output_bytes(out), flops)
     return base.floors[key]

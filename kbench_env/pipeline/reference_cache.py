@@ -1,6 +1,6 @@
 """Reference timings kept on disk: reused across evaluators, processes and runs, kept honest by a drift check.
 
-Layout, under ``<cache dir>/reference/`` (``kbench_env.cachedir``)::
+Layout, under ``<cache dir>/reference/`` (``kbench_env.machine.cache_dir``)::
 
     <machine id>/machine.json        what the id stands for (device model, versions, backend, timing method)
     <machine id>/calibration.json    {"epoch": n, "calibration": {...}}: the device calibration the entries were
@@ -49,9 +49,10 @@ from pathlib import Path
 
 import torch
 
-from kbench_env.device import Device
-from kbench_env.devicelock import gpu_identity
-from kbench_env.hardware import cpu_description
+from kbench_env.config import environ
+from kbench_env.machine.device import Device
+from kbench_env.machine.device_lock import gpu_identity
+from kbench_env.machine.hardware import cpu_description
 
 log = logging.getLogger("kbench.reference_cache")
 
@@ -71,7 +72,7 @@ _PKG = Path(__file__).resolve().parents[1]
 #: The code that produces a reference timing: the reference side, the timing loops on both sides, the backends.
 _METHOD_SOURCES = ("pipeline/baseline.py", "pipeline/timing.py", "pipeline/blocks.py", "pipeline/gpu_blocks.py",
                    "pipeline/revealed_inputs.py", "pipeline/seeds.py", "tasks/input_draws.py",
-                   "backends/*.py", "worker/*.py")
+                   "backends/*.py", "worker/*.py", "measure/*.py")
 
 
 def digest(obj) -> str:
@@ -170,8 +171,8 @@ def normal(obj):
 def resolve_root(setting, device: str, cache_dir: Path) -> Path | None:
     """Where an Evaluator keeps reference timings, or None for nowhere (memory only).
 
-    ``setting``: True (``<cache_dir>/reference``), False, a folder, or None: then ``KBENCH_REFERENCE_CACHE``
-    (``0``, ``1`` or a folder) decides, and without it the cache is on for GPUs and off on the CPU.
+    ``setting``: True (``<cache_dir>/reference``), False, a folder, or None: on for GPUs and off on the CPU
+    (``KBENCH_REFERENCE_CACHE``, ``0``, ``1`` or a folder, is the setting of an EvaluatorConfig made without one).
 
     Why off on the CPU: a CPU's timings move with whatever else the machine runs (other jobs, frequency scaling,
     thread placement), and a short calibration does not reliably catch that: on a shared 2-core machine two
@@ -182,8 +183,7 @@ def resolve_root(setting, device: str, cache_dir: Path) -> Path | None:
     GPU's calibration does not depend on the host's load. ``kbench baseline --device cpu`` and
     ``KBENCH_REFERENCE_CACHE=1`` turn it on where the machine is known to be quiet."""
     if setting is None:
-        env = os.environ.get("KBENCH_REFERENCE_CACHE", "")
-        setting = {"0": False, "1": True, "": not Device.parse(device).is_cpu}.get(env, env)
+        setting = not Device.parse(device).is_cpu
     if setting is True:
         return Path(cache_dir) / "reference"
     if not setting:
@@ -233,7 +233,8 @@ class ReferenceCache:
         """This machine's cache under ``root``; ``tolerance`` defaults to ``KBENCH_REFERENCE_TOLERANCE`` (a
         fraction), else DEFAULT_TOLERANCE."""
         if tolerance is None:
-            tolerance = float(os.environ.get("KBENCH_REFERENCE_TOLERANCE") or DEFAULT_TOLERANCE)
+            given = environ.get("KBENCH_REFERENCE_TOLERANCE")
+            tolerance = DEFAULT_TOLERANCE if given is None else given
         return cls(root, machine_fingerprint(device, backend), tolerance)
 
     def check(self, calibration: dict, remeasure=None) -> bool:

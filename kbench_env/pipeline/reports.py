@@ -5,36 +5,37 @@ its source spells out; and the rule that a result carries at most one flag of ea
 from __future__ import annotations
 
 from kbench_env.pipeline import rules as rules_mod
-from kbench_env.pipeline.audit_threads import trusted_prefixes
+from kbench_env.measure.ownership import trusted_prefixes
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.screen import record_switches
+from kbench_env.protocol.integrity_flags import Flag, kinds, make
 from kbench_env.sandbox.worker_process import Worker
 
 
-def flag(result: EvalResult, text: str) -> None:
-    """Add integrity flag ``text`` ("kind: why") unless ``result`` already has one of its kind."""
-    kind = text.split(":", 1)[0]
-    if not any(f.split(":", 1)[0] == kind for f in result.integrity_flags):
-        result.integrity_flags.append(text)
+def flag(result: EvalResult, new: Flag) -> None:
+    """Add integrity flag ``new`` to ``result`` (rendered: "kind: detail") unless it already has one of its kind."""
+    if new.kind not in kinds(result.integrity_flags):
+        result.integrity_flags.append(str(new))
 
 
 def note_reports(result: EvalResult, header, config: str | None = None) -> bool:
     """What the worker reported of the candidate with a reply: the forward audit's functions replaced
-    (integrity.AuditGuard), tensor subclasses forward returned (their values may be computed when read, after the
+    (worker/audit.AuditGuard), tensor subclasses forward returned (their values may be computed when read, after the
     timed region). Integrity flags; True if there was any."""
     if not isinstance(header, dict):
         return False
     where = f" on configuration {config!r}" if config else ""
     if header.get("audit_patched"):
-        flag(result, "audit_patched: the candidate replaced functions the worker's forward audit or checks run on ("
-                     + ", ".join(map(str, header["audit_patched"][:8])) + f"){where}; what forward ran cannot be "
-                     "trusted")
+        flag(result, make("audit_patched", "the candidate replaced functions the worker's forward audit or checks run "
+                          "on (" + ", ".join(map(str, header["audit_patched"][:8])) + f"){where}; what forward ran "
+                          "cannot be trusted"))
         result.correct = False
         return True
     if not header.get("lazy_output"):
         return False
-    flag(result, f"lazy_output: forward returned tensor subclasses ({', '.join(map(str, header['lazy_output'][:4]))})"
-                 f"{where}; return plain torch.Tensor outputs, computed by the time forward returns")
+    flag(result, make("lazy_output", f"forward returned tensor subclasses "
+                                     f"({', '.join(map(str, header['lazy_output'][:4]))}){where}; return plain "
+                                     f"torch.Tensor outputs, computed by the time forward returns"))
     result.correct = False
     return True
 
@@ -43,9 +44,9 @@ def flag_sandbox_violations(worker: Worker, result: EvalResult) -> None:
     """What the sandbox refused the candidate (the worker's reports, see sandbox.Worker.violations) becomes one
     ``sandbox_violation`` integrity flag, so the attempt is paid as an exploit whatever else the candidate did."""
     seen = worker.violations()
-    if seen and not any(f.startswith("sandbox_violation") for f in result.integrity_flags):
+    if seen:
         more = f" (and {len(seen) - 3} more)" if len(seen) > 3 else ""
-        result.integrity_flags.append("sandbox_violation: the candidate tried to " + "; ".join(seen[:3]) + more)
+        flag(result, make("sandbox_violation", "the candidate tried to " + "; ".join(seen[:3]) + more))
 
 
 def flag_builds(rules: str, worker: Worker, result: EvalResult) -> bool:
@@ -53,8 +54,8 @@ def flag_builds(rules: str, worker: Worker, result: EvalResult) -> bool:
     the libraries the worker was given, and of any other library it has mapped from outside the system and the
     Python installation: one it wrote and loaded itself); True if there is any such flag."""
     found = rules_mod.linked_flags(rules, worker.linked(mapped_from=trusted_prefixes()))
-    for text in found:
-        flag(result, text)
+    for f in found:
+        flag(result, f)
     if found:
         result.correct = False
     return bool(found)
@@ -65,5 +66,6 @@ def flag_record_switches(source: str, result: EvalResult) -> None:
     ``audit_blinded``."""
     switches = record_switches(source)
     if switches:
-        flag(result, f"audit_blinded: the source names {', '.join(switches[:4])}, which switch PyTorch's operator "
-                     f"records off or hook every operator, hiding what forward runs from the forward audit")
+        flag(result, make("audit_blinded", f"the source names {', '.join(switches[:4])}, which switch PyTorch's "
+                                           f"operator records off or hook every operator, hiding what forward runs "
+                                           f"from the forward audit"))

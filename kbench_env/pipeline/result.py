@@ -76,7 +76,7 @@ class EvalResult:
     rules: str = "strict"  # what forward may run besides the candidate's own kernels (rules.py)
     format: str = "kernelbench"  # the action format the candidate was held to (formats.py)
     kernel_coverage: float | None = None  # mean of the configurations' kernel_coverage
-    integrity_flags: list = field(default_factory=list)  # "name: one-line reason"
+    integrity_flags: list = field(default_factory=list)  # "kind: detail" (protocol/integrity_flags.py)
     reward: float = 0.0
     build_seconds: float | None = None
     cached_build: bool | None = None

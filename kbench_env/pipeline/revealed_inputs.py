@@ -20,7 +20,7 @@ import secrets
 
 import torch
 
-from kbench_env.pipeline.integrity import input_stds
+from kbench_env.measure.inputs import input_stds
 from kbench_env.tasks.input_draws import varies
 
 #: Tensors with more elements than this take their noise from the bank (rotations of secret noise vectors).

@@ -9,7 +9,8 @@ A correct candidate earns ``1 + clip(log(speedup) / log(cap), -0.95, 1)``: 1.0 a
 (default 10x) and above, 0.05 at 1/cap or slower: monotone in the speedup and capped, so one implausible number
 cannot dominate a batch. Other presets: "binary" (1 if correct), "speedup" (the capped speedup if correct, else 0;
 -1 for an exploit), "kevin" (Kevin-32B style: 0.3 for correctness plus the capped speedup). Any callable
-``f(result) -> float`` works too.
+``f(result) -> float`` works too. Under every preset an exploit (a result with integrity flags) is paid the lowest
+reward of its flags' kinds (the registry's, protocol/integrity_flags.py).
 
 Under ``rules="kernelbench"`` PyTorch may do the work beside a token kernel of the candidate's own (rules.py), so
 every preset pays the speedup credited by kernel coverage (``credited_speedup``): a candidate whose own kernels
@@ -23,6 +24,9 @@ Every preset pays "faster" only for a speedup its measurement shows: where the r
 confidence interval (``speedup_ci``, the CPU's paired timing: pipeline/pair_stats.py, 95 %), a speedup above 1 whose
 interval's lower end is not above 1 is paid as parity (1.0), so noise alone is not paid as speed; a slower one is
 paid as measured. Without an interval (a GPU's timing, or the torch.compile baseline) the measured speedup is paid.
+
+An episode of several attempts gets one scalar from its per-attempt rewards (``episode_reward``: the best or the
+last, less a small cost per extra turn), the rule the GRPO rollout and the framework adapters share.
 """
 
 from __future__ import annotations
@@ -31,13 +35,20 @@ import math
 from typing import Callable
 
 from kbench_env.pipeline.result import EvalResult
+from kbench_env.protocol import integrity_flags
 
-EXPLOIT, INVALID, NO_BUILD, WRONG = -1.0, -0.6, -0.4, -0.2
+EXPLOIT, INVALID, NO_BUILD, WRONG = integrity_flags.EXPLOIT_REWARD, -0.6, -0.4, -0.2
+
+
+def _flagged(r: EvalResult) -> float | None:
+    """The reward of a flagged result under every preset (the registry's, protocol/integrity_flags.py); None
+    when it has no integrity flag."""
+    return integrity_flags.reward(r.integrity_flags)
 
 
 def _failure(r: EvalResult) -> float | None:
     if r.integrity_flags:
-        return EXPLOIT
+        return _flagged(r)
     if r.stage == "none":
         return INVALID
     if not r.compiled:
@@ -89,13 +100,13 @@ def tiered(r: EvalResult, cap: float = 10.0) -> float:
 
 def binary(r: EvalResult) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     return 1.0 if r.correct else 0.0
 
 
 def speedup(r: EvalResult, cap: float = 10.0) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     if not r.correct:
         return 0.0
     return min(cap, paid_speedup(r) or 0.0)
@@ -103,7 +114,7 @@ def speedup(r: EvalResult, cap: float = 10.0) -> float:
 
 def kevin(r: EvalResult, cap: float = 10.0) -> float:
     if r.integrity_flags:
-        return -1.0
+        return _flagged(r)
     if not r.correct:
         return 0.0
     return 0.3 + min(cap, paid_speedup(r) or 0.0)
@@ -122,3 +133,21 @@ def get_reward_fn(reward) -> Callable[[EvalResult], float]:
         return PRESETS[reward]
     except KeyError:
         raise ValueError(f"unknown reward preset {reward!r}; presets: {sorted(PRESETS)}, or pass a callable") from None
+
+
+EPISODE_REWARDS = ("best", "last")
+
+
+def episode_reward(turn_rewards: list[float], mode: str = "best", turn_cost: float = 0.02) -> float:
+    """One scalar for an episode from the env's per-turn rewards ``r_1..r_T``: ``max_t r_t`` ("best": the best
+    kernel the episode produced, what a user of the agent keeps) or ``r_T`` ("last"), less ``turn_cost * (T - 1)``
+    so that solving in fewer turns is worth more."""
+    if not turn_rewards:
+        raise ValueError("an episode has at least one turn")
+    if mode == "best":
+        base = max(turn_rewards)
+    elif mode == "last":
+        base = turn_rewards[-1]
+    else:
+        raise ValueError(f"episode reward must be one of {EPISODE_REWARDS}, got {mode!r}")
+    return float(base - turn_cost * (len(turn_rewards) - 1))

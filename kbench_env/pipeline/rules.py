@@ -1,7 +1,7 @@
 """Rules: what a candidate's ``forward`` may run besides its own kernels (``Evaluator(rules=...)``).
 
 - ``"strict"`` (the default): besides the candidate's own kernels, only glue (allocation, views, data movement;
-  ``integrity.ALLOWED_GLUE``) runs in ``forward``; any other PyTorch operator, called from Python or from the
+  ``measure/ownership.ALLOWED_GLUE``) runs in ``forward``; any other PyTorch operator, called from Python or from the
   candidate's C++, is an integrity flag (``pytorch_compute_in_forward``); so is a build that calls PyTorch's or a
   math library's compute past the dispatcher, where no operator record shows it (``pytorch_compute_linked``,
   linked.py: ``at::cpu::addmm``, ``cblas_sgemm``), flagged from its symbols before it runs.
@@ -26,11 +26,14 @@ import re
 from kbench_env.pipeline import integrity
 from kbench_env.pipeline import linked as linked_mod
 from kbench_env.pipeline.coverage import coverage
+from kbench_env.protocol import integrity_flags
+from kbench_env.protocol.integrity_flags import Flag
 
 RULES = ("strict", "kernelbench")
 DEFAULT = "strict"
 
-_FLAG_DROPPED = {"strict": (), "kernelbench": ("pytorch_compute_in_forward", "pytorch_compute_linked")}
+#: The flags each rule set does not raise (the registry's ``dropped_under``).
+_FLAG_DROPPED = {r: integrity_flags.dropped_under(r) for r in RULES}
 
 #: The sentence of every backend's prompt rules that states the strict rule (backends/*.py ``rules()``).
 _STRICT_SENTENCE = re.compile(r"Inside forward, calls into PyTorch compute operators.*?are fine\.", re.S)
@@ -49,20 +52,21 @@ def check_rules(rules) -> str:
                      f"operators allowed beside at least one kernel of the candidate's own that runs)")
 
 
-def audit_flags(rules: str, report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[str]:
+def audit_flags(rules: str, report: dict, config: str, torch_kernel_prefixes=(), own_names=None) -> list[Flag]:
     """The integrity flags of one configuration's forward audit under ``rules`` (``own_names``: as coverage's)."""
     dropped = _FLAG_DROPPED[rules]
     return [f for f in integrity.audit_flags(report, config, torch_kernel_prefixes, own_names)
-            if f.split(":", 1)[0] not in dropped]
+            if f.kind not in dropped]
 
 
-def linked_flags(rules: str, linked: list) -> list[str]:
+def linked_flags(rules: str, linked: list) -> list[Flag]:
     """The integrity flags of the candidate's builds' symbols under ``rules`` (linked.py; ``Worker.linked()``)."""
     dropped = _FLAG_DROPPED[rules]
-    return [f for f in linked_mod.flags(linked) if f.split(":", 1)[0] not in dropped]
+    return [f for f in linked_mod.flags(linked) if f.kind not in dropped]
 
 
-def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=(), own_names=None) -> list[str]:
+def judge_audit(rules: str, report: dict, config_result, result, torch_kernel_prefixes=(),
+                own_names=None) -> list[Flag]:
     """One configuration's audit judged: its kernel coverage recorded on ``config_result`` and the evaluation's
     ``result`` (the mean over the configurations measured so far); returns its integrity flags under ``rules``.
     ``own_names``: the functions the candidate's libraries define (linked.own_kernel_names; coverage.own_kernel)."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import re
 
+from kbench_env.protocol.screen_error import ScreenError  # raised here and by the backends' own screens
+
 MAX_SOURCE_CHARS = 200_000
 #: An LLM reply may hold prose and other code around the candidate's block.
 MAX_ACTION_CHARS = 5 * MAX_SOURCE_CHARS
@@ -22,15 +24,11 @@ _LANG = re.compile(r"[ \t]*([A-Za-z0-9_+\-]*)")  # after a fence: the block's la
 
 
 #: Names that switch PyTorch's operator records (RecordFunction) off or hook every operator, from Python
-#: (worker/record_switches.SWITCHES) and from C++ (builder/symbols.RECORD_CONTROLS): what the forward audit reads.
+#: (worker/record_switches.SWITCHES) and from C++ (sandbox/confine/record_controls.py): what the forward audit reads.
 RECORD_SWITCHES = ("_enable_record_function", "_toggle_collection_dynamic", "_clear_callbacks", "enableRecordFunction",
                    "RecordFunctionGuard", "set_record_function_tls_", "addGlobalCallback", "addThreadLocalCallback",
                    "clearCallbacks", "clearGlobalCallbacks", "clearThreadLocalCallbacks", "removeCallback",
                    "disableCallback")
-
-
-class ScreenError(ValueError):
-    """The action was rejected before compiling; the message says why."""
 
 
 def extract_source(action) -> str:

@@ -10,7 +10,7 @@ import threading
 
 import torch
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 
 class ParentThreads:

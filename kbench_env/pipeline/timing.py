@@ -8,24 +8,26 @@ that plausibility and baseline use."""
 from __future__ import annotations
 
 import contextlib
-import os
 import statistics
 import time
 
-from kbench_env.device import Device
-from kbench_env.pipeline import audit_threads as _threads
+from kbench_env.config import environ
+from kbench_env.machine.device import Device
 from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
-from kbench_env.pipeline.compare import compare_outputs
+from kbench_env.pipeline.nearby import check_call
+from kbench_env.measure.ownership import trusted_prefixes
+from kbench_env.pipeline.context import StageContext
 from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
 from kbench_env.protocol import messages as msg
+from kbench_env.protocol.integrity_flags import make
 from kbench_env.sandbox import samples
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.placement import Placement, timing_cores
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.input_draws import input_draws
-from kbench_env.tasks.task import DTYPES, Config, Task, geomean
+from kbench_env.tasks.task import DTYPES, Config, geomean
 
 
 #: CPU time between two samples of the worker's threads in the sampled blocks (blocks._sample): ~500 samples a
@@ -33,40 +35,38 @@ from kbench_env.tasks.task import DTYPES, Config, Task, geomean
 SAMPLE_PERIOD_NS = 100_000
 #: Paired blocks run at a raised priority where this process may set it (sandbox/placement.py);
 #: KBENCH_TIMING_BOOST=0 turns it off.
-PRIORITY_BOOST = os.environ.get("KBENCH_TIMING_BOOST", "1") != "0"
+PRIORITY_BOOST = environ.get("KBENCH_TIMING_BOOST")
 
 
-def is_paired(ev) -> bool:
-    """Whether ``ev`` times a candidate paired with its reference (the CPU without a reference cache: time_stage):
-    then the reference's worker is its own, started by the pairing, and ``ev.baselines.prepare`` has no use."""
-    return Device.parse(ev.device).is_cpu and ev.baselines.disk_root is None
+def is_paired(ctx: StageContext) -> bool:
+    """Whether the candidate is timed paired with its reference (the CPU without a reference cache: time_stage):
+    then the reference's worker is its own, started by the pairing, and ``ctx.baselines.prepare`` has no use."""
+    return Device.parse(ctx.device).is_cpu and ctx.baselines.disk_root is None
 
 
-def time_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-               result: EvalResult) -> list:
+def time_stage(ctx: StageContext) -> list:
     """Time the candidate against the reference into ``result``: on the CPU paired, reference and candidate in
     alternating blocks of one session (paired.py), every other worker of this process stopped meanwhile (quiet.py);
-    on a GPU the reference first (cached by ``ev.baselines``), then the candidate. A CPU evaluator given a
+    on a GPU the reference first (cached by ``ctx.baselines``), then the candidate. A CPU evaluator given a
     reference cache (opted into where the machine is known to be quiet: reference_cache.resolve_root) uses its
     stored reference timings as a GPU does, unpaired and without an interval: re-timing the reference beside each
     candidate is what pairing is, and what a cache is there to avoid. Returns the timings whose read outputs are
     still to be judged (``judge_deferred``: under shared checks, out of the exclusive hold)."""
-    if is_paired(ev):
-        time_paired_stage(ev, task, configs, prepared, seed, worker, result)
+    if is_paired(ctx):
+        time_paired_stage(ctx)
         return []
-    with phase(result, "reference_timing"):
-        ref_times = ev.baselines.times(task, configs, prepared, seed)
+    with phase(ctx.result, "reference_timing"):
+        ref_times = ctx.baselines.times(ctx.task, ctx.configs, ctx.prepared, ctx.seed)
     deferred: list = []
-    with phase(result, "timing"):
-        time_candidate(ev, task, configs, prepared, seed, worker, result, ref_times, deferred)
+    with phase(ctx.result, "timing"):
+        time_candidate(ctx, ref_times, deferred)
     return deferred
 
 
-def time_candidate(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-                   result: EvalResult, ref_times: dict, deferred: list | None = None) -> None:
-    for i, cfg in enumerate(configs):
-        cr = result.configs[i]
-        if not _time_on_trusted_clock(ev, task, cfg, cr, prepared, worker, result, ref_times[cfg.name], deferred):
+def time_candidate(ctx: StageContext, ref_times: dict, deferred: list | None = None) -> None:
+    result = ctx.result
+    for cfg, cr in zip(ctx.configs, result.configs):
+        if not _time_on_trusted_clock(ctx, cfg, cr, ref_times[cfg.name], deferred):
             return
         _speedup(cr, ref_times[cfg.name])
     _summarise(result)
@@ -87,24 +87,23 @@ def judge_deferred(deferred: list, result: EvalResult) -> None:
         add_phase(result, "deferred_output_checks", time.perf_counter() - t0)
 
 
-def time_paired_stage(ev, task: Task, configs: list[Config], prepared: dict, seed: int, worker: Worker,
-                      result: EvalResult) -> None:
+def time_paired_stage(ctx: StageContext) -> None:
     """The CPU's timing: per configuration, reference and candidate interleaved (paired.time_paired) in a
     reference worker of this evaluation's own; each configuration's interval at the confidence that makes the
     evaluation's hold at pair_stats.CONFIDENCE. With ``compile_baseline`` the torch.compile reference is timed
     apart (unpaired, as on a GPU) for ``speedup_compile``."""
-    base = ev.baselines
+    base, task, configs, result = ctx.baselines, ctx.task, ctx.configs, ctx.result
     confidence = pair_stats.config_confidence(len(configs))
     with contextlib.ExitStack() as stack:
         with phase(result, "reference_timing"):
             ref_worker = stack.enter_context(base.session(task, configs))
-            compile_ms = base.times(task, configs, prepared, seed) if ev.compile_baseline else {}
-        stack.enter_context(LIVE.others_stopped([worker, ref_worker]))
+            compile_ms = base.times(task, configs, ctx.prepared, ctx.seed) if ctx.config.timing.compile_baseline else {}
+        stack.enter_context(LIVE.others_stopped([ctx.worker, ref_worker]))
         for cfg, cr in zip(configs, result.configs):
             with phase(result, "reference_timing"):
-                ref_name = base.prepare_paired(ref_worker, task, cfg, prepared)
+                ref_name = base.prepare_paired(ref_worker, task, cfg, ctx.prepared)
             with phase(result, "timing"):
-                pt = _time_one_paired(ev, task, cfg, cr, prepared, worker, ref_worker, ref_name, confidence, result)
+                pt = _time_one_paired(ctx, cfg, cr, ref_worker, ref_name, confidence)
             if pt is None:
                 return
             cr.candidate_ms, cr.candidate_spread_ms = pt.candidate.median_ms, pt.candidate.iqr_ms
@@ -115,17 +114,16 @@ def time_paired_stage(ev, task: Task, configs: list[Config], prepared: dict, see
     result.speedup_ci = pair_stats.combined([c.speedup_ci for c in result.configs])
 
 
-def _time_one_paired(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker, ref_worker: Worker,
-                     ref_name: str, confidence: float, result: EvalResult):
+def _time_one_paired(ctx: StageContext, cfg: Config, cr, ref_worker: Worker, ref_name: str, confidence: float):
     """One configuration's paired timing, or None when the candidate failed or a checked output was wrong
-    (``result`` says why)."""
-    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-    own, sampler = _cpu_sampler(ev, worker)
+    (``ctx.result`` says why)."""
+    result, t, limits = ctx.result, ctx.config.timing, ctx.limits
+    own, sampler = _cpu_sampler(ctx)
     try:
-        pt = paired.time_paired(worker, ref_worker, cfg.name, ref_name, inputs, ev.noise, ev.timing,
-                                ev.limits.time_timeout, _checker(ev, task, cfg, prepared), ev.check_calls, confidence,
-                                Placement(timing_cores(ev.limits.threads), boost=PRIORITY_BOOST),
-                                draws=input_draws(task, cfg), sampler=sampler)
+        pt = paired.time_paired(ctx.worker, ref_worker, cfg.name, ref_name, ctx.prepared[cfg.name].inputs, t.noise,
+                                ctx.timing_params, limits.time_timeout, _checker(ctx, cfg), t.check_calls, confidence,
+                                Placement(timing_cores(limits.threads), boost=PRIORITY_BOOST),
+                                draws=input_draws(ctx.task, cfg), sampler=sampler)
     except blocks.TimedCallFailed as exc:
         _failed(result, cfg, cr, exc)
         return None
@@ -133,7 +131,7 @@ def _time_one_paired(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Wo
         if sampler is not None:
             sampler.close()
     if pt.samples:
-        _bound_coverage(cr, result, coverage.sampled_share(pt.samples, own, _threads.trusted_prefixes()))
+        _bound_coverage(cr, result, coverage.sampled_share(pt.samples, own, trusted_prefixes()))
     add_phase(result, "timed_output_checks", pt.check_seconds)
     if pt.wrong is not None:
         _wrong(result, cfg, pt.wrong_call, pt.wrong)
@@ -147,15 +145,14 @@ def _speedup(cr, rt: dict) -> None:
     cr.speedup = cr.reference_ms / max(cr.candidate_ms, 1e-9)
 
 
-def _checker(ev, task: Task, cfg: Config, prepared: dict):
+def _checker(ctx: StageContext, cfg: Config):
     """``check(out, call_inputs)``: why a timed call's output is wrong for its inputs, or None."""
-    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-    reference = task.reference_runner(mod, init_inputs, cfg, init_seed, ev.device)
+    task, p = ctx.task, ctx.prepared[cfg.name]
+    reference = task.reference_runner(p.module, p.init_inputs, cfg, p.init_seed, ctx.device)
     dtype = DTYPES[cfg.dtype]
 
     def check(out, call_inputs):
-        mismatch, _ = compare_outputs(out, reference(call_inputs), dtype, task.tolerance)
-        return None if mismatch is None else mismatch.message
+        return check_call(out, call_inputs, reference, dtype, task.tolerance)
 
     return check
 
@@ -166,38 +163,38 @@ def _failed(result: EvalResult, cfg: Config, cr, exc: Exception) -> None:
 
 
 def _wrong(result: EvalResult, cfg: Config, call: int, why: str) -> None:
-    flag(result, f"timed_output_wrong: the output of timed call {call} on configuration {cfg.name!r} "
-                 f"does not match the reference for its inputs, although the correctness run passed (cached, "
-                 f"stale or deferred results): {why}")
+    flag(result, make("timed_output_wrong", f"the output of timed call {call} on configuration {cfg.name!r} does "
+                                            f"not match the reference for its inputs, although the correctness run "
+                                            f"passed (cached, stale or deferred results): {why}"))
     result.correct = False
 
 
-def _cpu_sampler(ev, worker: Worker):
+def _cpu_sampler(ctx: StageContext):
     """``(own libraries, a Sampler of the worker)`` on the CPU where the candidate brought libraries of its own
     (their samples are its own: the kernel coverage's bound, coverage.sampled_share), else ``(own, None)``."""
-    own = [path for path, _ in worker.linked()]
-    return own, (samples.Sampler(worker.proc.pid, SAMPLE_PERIOD_NS) if own and Device.parse(ev.device).is_cpu
+    own = [path for path, _ in ctx.worker.linked()]
+    return own, (samples.Sampler(ctx.worker.proc.pid, SAMPLE_PERIOD_NS) if own and Device.parse(ctx.device).is_cpu
                  else None)
 
 
-def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, worker: Worker,
-                           result: EvalResult, ref: dict, deferred: list | None = None) -> bool:
+def _time_on_trusted_clock(ctx: StageContext, cfg: Config, cr, ref: dict, deferred: list | None = None) -> bool:
     """Time one configuration with its outputs read and checked here: on a GPU by device events bounded by this
     side's clock (gpu_blocks.py), on the CPU (unpaired, with a reference cache) by this side's clock (blocks.py).
-    False when the candidate failed or a checked output was wrong (``result`` says why)."""
-    mod, init_inputs, init_seed, inputs = prepared[cfg.name]
-    check = _checker(ev, task, cfg, prepared)
-    draws = input_draws(task, cfg)
-    own, sampler = _cpu_sampler(ev, worker)
+    False when the candidate failed or a checked output was wrong (``ctx.result`` says why)."""
+    result, worker, t, inputs = ctx.result, ctx.worker, ctx.config.timing, ctx.prepared[cfg.name].inputs
+    check = _checker(ctx, cfg)
+    draws = input_draws(ctx.task, cfg)
+    own, sampler = _cpu_sampler(ctx)
     try:
-        if Device.parse(ev.device).is_cpu:
-            bt = blocks.time_blocks(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                    check=check, check_calls=ev.check_calls, draws=draws, sampler=sampler)
+        if Device.parse(ctx.device).is_cpu:
+            bt = blocks.time_blocks(worker, cfg.name, inputs, t.noise, ctx.timing_params, ctx.limits.time_timeout,
+                                    check=check, check_calls=t.check_calls, draws=draws, sampler=sampler)
         else:
-            bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, ev.noise, ev.timing, ev.limits.time_timeout,
-                                             ev.device, check=check, check_calls=ev.check_calls,
-                                             reference=ref.get("gpu"), backward=task.backward,
-                                             defer=deferred is not None and ev.shared_checks, draws=draws)
+            bt = gpu_blocks.time_gpu_retimed(worker, cfg.name, inputs, t.noise, ctx.timing_params,
+                                             ctx.limits.time_timeout, ctx.device, check=check,
+                                             check_calls=t.check_calls, reference=ref.get("gpu"),
+                                             backward=ctx.task.backward,
+                                             defer=deferred is not None and ctx.hold.shared, draws=draws)
     except blocks.TimedCallFailed as exc:
         _failed(result, cfg, cr, exc)
         return False
@@ -205,7 +202,7 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
         if sampler is not None:
             sampler.close()
     if getattr(bt, "samples", None):
-        _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, _threads.trusted_prefixes()))
+        _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, trusted_prefixes()))
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if bt.wrong is not None:
         _wrong(result, cfg, bt.wrong_call, bt.wrong)
@@ -213,10 +210,11 @@ def _time_on_trusted_clock(ev, task: Task, cfg: Config, cr, prepared: dict, work
     if getattr(bt, "deferred", None) is not None and len(bt.deferred):
         deferred.append((cfg, bt))
     if getattr(bt, "flagged", False):
-        flag(result, f"device_time_outside_trusted_bound: on configuration {cfg.name!r} the worker reported "
-                     f"{bt.outside} of {len(bt.walls_ms)} timed blocks faster than this side's clock allows "
-                     f"(median wall {_median(bt.walls_ms):.3f} ms, reported {_median(bt.device_ms):.3f} ms); "
-                     f"the bound was used")
+        flag(result, make("device_time_outside_trusted_bound",
+                          f"on configuration {cfg.name!r} the worker reported {bt.outside} of {len(bt.walls_ms)} "
+                          f"timed blocks faster than this side's clock allows (median wall "
+                          f"{_median(bt.walls_ms):.3f} ms, reported {_median(bt.device_ms):.3f} ms); the bound was "
+                          f"used"))
     cr.candidate_ms, cr.candidate_spread_ms = bt.timing.median_ms, bt.timing.iqr_ms
     cr.timed_block_calls = bt.block if isinstance(bt, gpu_blocks.GpuTiming) else bt.timing.reps // max(1, bt.blocks)
     return True

@@ -1,10 +1,10 @@
-"""Worker processes and their confinement: spawning, limits, cgroups, namespaces, Landlock, seccomp, the audit hook,
-and the build cache they read.
+"""Worker processes and their confinement: spawning, limits, cgroups, namespaces, Landlock, seccomp, the audit hook.
 
-The trusted side: ``policy`` (Limits), ``job`` (what a worker starts with), ``forkserver`` (where workers are forked
-from), ``worker_process`` (Worker: start, talk with deadlines, watch, kill, clean up), ``reports`` (its report
-channel), ``diagnosis`` (WorkerError and what a death means), ``worker_build`` (its build requests, relayed to
-the trusted builder, kbench_env/builder) and ``buildcache`` (the shared cache's claims and bound), ``cgroup``,
+The trusted side: ``job`` (what a worker starts with), ``worker_process`` (Worker: start, talk with deadlines,
+watch, kill, clean up), ``report_channel`` (its report channel), ``diagnosis`` (WorkerError and what a death
+means), ``worker_build`` (its build requests, relayed to the trusted builder, kbench_env/builder, whose cache
+holds what it was given), ``memory``, ``samples`` and ``placement`` (reading, sampling and pinning a worker),
 ``reaper`` (background clean-up), ``spares`` (a worker kept ready), ``doctor``.
-Inside the worker: ``confine/``, one module a layer.
+``confine/``: the lower layer the trusted builder uses too: the policy (``Limits``), the fork server, cgroups, and
+the confinement layers applied inside the worker, one module a layer.
 """

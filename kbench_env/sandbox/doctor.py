@@ -8,7 +8,7 @@ import shutil
 import tempfile
 import time
 
-from kbench_env.sandbox.cgroup import PidsCgroup
+from kbench_env.sandbox.confine.cgroup import PidsCgroup
 from kbench_env.sandbox.confine.confinement import LIMITATIONS
 from kbench_env.sandbox.confine.landlock import landlock_abi
 from kbench_env.sandbox.worker_process import Worker

@@ -3,13 +3,13 @@ and the sandbox settings its confinement reads (confine/confinement.py), all dec
 
 from __future__ import annotations
 
-import os
 
-from kbench_env.sandbox import policy
+from kbench_env.config import environ
+from kbench_env.sandbox.confine import policy
 from kbench_env.sandbox.confine.environment import scrubbed_environment
 from kbench_env.sandbox.confine.paths import compiler_dirs
-from kbench_env.sandbox.forkserver import forkserver_dir
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.forkserver import forkserver_dir
+from kbench_env.sandbox.confine.policy import Limits
 
 
 def worker_job(limits: Limits, source: str | None, backend: str, device: str, scratch: str, build_root: str,
@@ -25,8 +25,8 @@ def worker_job(limits: Limits, source: str | None, backend: str, device: str, sc
         "build_root": build_root, "env": scrubbed_environment(worker=True),
         "threads": limits.threads, "audit": audit, "spare_idle_s": policy.SPARE_IDLE_S,
         # Settings that trade a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
-        "audit_mode": os.environ.get("KBENCH_GPU_AUDIT", "kernels"),
-        "warmup": os.environ.get("KBENCH_WORKER_WARMUP", "1") != "0",
+        "audit_mode": environ.get("KBENCH_GPU_AUDIT"),
+        "warmup": environ.get("KBENCH_WORKER_WARMUP"),
         "limits": {"memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
                    "open_files": limits.open_files, "cpu_seconds": limits.cpu_seconds,
                    "processes": limits.processes},
@@ -34,7 +34,7 @@ def worker_job(limits: Limits, source: str | None, backend: str, device: str, sc
                     "cgroup": cgroup, "hide": hide,
                     "extra_read": list(limits.extra_read_paths),
                     # what an unprivileged parent gets: a user namespace (KBENCH_SANDBOX_USERNS=1 tries it as root)
-                    "userns": os.environ.get("KBENCH_SANDBOX_USERNS") == "1",
+                    "userns": environ.get("KBENCH_SANDBOX_USERNS"),
                     "gpu_isolation": limits.gpu_isolation, "netns_only": limits.netns_only,
                     "unix_sockets": limits.unix_sockets},
     }

@@ -3,7 +3,7 @@
 The timing of a CPU candidate (pipeline/blocks.py) writes each block's inputs into the worker's input buffers and
 reads the block's outputs out of the worker's memory itself, through ``/proc/<pid>/mem``, with every task of the
 worker stopped, so that nothing the candidate runs can see an input before its block starts or finish an output
-after the block has reported done. The stop is the worker's freezer cgroup where there is one (freeze_group.py:
+after the block has reported done. The stop is the worker's freezer cgroup where there is one (confine/freeze_group.py:
 every task of the cgroup as one, confirmed by the kernel); else SIGSTOP to the worker's process group, which every
 process the worker starts stays in (its seccomp filter refuses setsid and setpgid) and which none of them can undo
 (the filter refuses sending SIGCONT, and CLONE_VM processes outside the thread group). What the worker says about where its buffers are is
@@ -20,7 +20,7 @@ import os
 import signal
 import time
 
-from kbench_env.sandbox.freeze_group import FreezeGroup, FreezeTimeout
+from kbench_env.sandbox.confine.freeze_group import FreezeGroup, FreezeTimeout
 
 #: How long ``freeze`` waits for every thread to stop before it gives up (a thread in uninterruptible sleep).
 FREEZE_TIMEOUT_S = 10.0
@@ -82,8 +82,8 @@ def _thread_states(pid: int) -> list[str]:
 
 class Freezer:
     """Stops and resumes every task of a worker: its process group by signal, ``pids()`` naming the processes to
-    wait for (the worker, and where its pids cgroup lists them, sandbox/cgroup.py, every process it started); and
-    with ``group`` (its freezer cgroup, freeze_group.py) the cgroup frozen as one, which nothing of the worker
+    wait for (the worker, and where its pids cgroup lists them, confine/cgroup.py, every process it started); and
+    with ``group`` (its freezer cgroup, confine/freeze_group.py) the cgroup frozen as one, which nothing of the worker
     escapes (a process that left the group, or changes pid faster than the list is read)."""
 
     def __init__(self, pid: int, cgroup_procs: str | None = None, group: FreezeGroup | None = None):

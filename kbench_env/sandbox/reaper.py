@@ -7,7 +7,7 @@ import atexit
 import threading
 import time
 
-from kbench_env.sandbox.buildcache import remove_tree
+from kbench_env.builder.cache import remove_tree
 
 
 class _Reaper:

@@ -10,10 +10,11 @@ from collections import deque
 
 import torch
 
-from kbench_env.device import Device
-from kbench_env.sandbox import policy
+from kbench_env.config import environ
+from kbench_env.machine.device import Device
+from kbench_env.sandbox.confine import policy
 from kbench_env.sandbox.diagnosis import WorkerError
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.worker_process import Worker
 
 #: Spares at most by default: a spare is an idle process (the CPU's is cheap; a GPU's holds a CUDA context, about
@@ -27,9 +28,9 @@ GPU_BYTES_PER_SPARE = 4 << 30
 def default_cap(device: str) -> int:
     """How many spares a pool on ``device`` may keep: ``KBENCH_SPARE_WORKERS`` if set, else the smallest of
     MAX_SPARES, the cores, MemAvailable / HOST_BYTES_PER_SPARE and (a GPU) its memory / GPU_BYTES_PER_SPARE."""
-    env = os.environ.get("KBENCH_SPARE_WORKERS", "")
-    if env.strip():
-        return max(0, int(env))
+    given = environ.get("KBENCH_SPARE_WORKERS")
+    if given is not None:
+        return given
     cap = min(MAX_SPARES, os.cpu_count() or 1)
     try:
         with open("/proc/meminfo") as f:

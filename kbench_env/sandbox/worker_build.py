@@ -1,6 +1,6 @@
 """A worker's builds, on the trusted side: each BUILD request the worker sends is checked (builder/requests.py),
 relayed to the trusted builder (builder/client.py) within the worker's quota and deadline, and answered with BUILT;
-the builds the worker was given are claimed (buildcache.Claim) until it is gone, so eviction passes over them.
+the builds the worker was given are claimed (cache.Claim) until it is gone, so eviction passes over them.
 
 The worker never writes the cache and never talks to the builder: what it sends is read here as any of its
 messages (bounded, JSON only), normalised, and only then forwarded. Its quota: at most ``MAX_REQUESTS`` requests
@@ -22,8 +22,8 @@ from kbench_env.builder.client import BuilderError
 from kbench_env.builder.errors import BuildRefused
 from kbench_env.builder.requests import normalise
 from kbench_env.protocol import messages
-from kbench_env.sandbox import buildcache
-from kbench_env.sandbox.policy import Limits
+from kbench_env.builder import cache
+from kbench_env.sandbox.confine.policy import Limits
 
 MAX_REQUESTS = 64
 _REPLY_MARGIN_S = 0.5  # the builder's deadline ends this much before the worker's, so its answer still arrives
@@ -77,7 +77,7 @@ class WorkerBuilds:
             self.new_bytes += int(reply.get("bytes") or 0)
         unit = reply["unit"]
         if unit not in self._claims:
-            self._claims[unit] = buildcache.Claim(self._root, unit)
+            self._claims[unit] = cache.Claim(self._root, unit)
         self.units.append(unit)
         path = os.path.join(self._root, unit, os.path.basename(reply["artifact"]))
         if not any(p == path for p, _ in self.linked):

@@ -1,22 +1,23 @@
 """The sandboxed worker process, seen from the trusted side: start, talk with timeouts, watch, kill, clean up.
 
 Owns the process boundary. A worker is a fresh process per evaluation, forked from the fork server
-(forkserver.py), and nothing a candidate does to its process outlives its evaluation. The worker confines itself
-before the candidate loads (confine/: descriptors, namespaces, Landlock, capabilities, seccomp, limits, an audit
-hook); this side
+(confine/forkserver.py), and nothing a candidate does to its process outlives its evaluation. The worker confines
+itself before the candidate loads (confine/: descriptors, namespaces, Landlock, capabilities, seccomp, limits, an
+audit hook); this side
 
-- hands the worker its policy (policy.Limits) and scratch directory (job.py),
-- puts the worker in a pids cgroup of its own where the machine allows (root, cgroup.py): a process limit that also
-  holds for uid 0, and a complete kill list (children that left the process group included),
-- keeps a report channel separate from the protocol (reports.py): the worker's confinement status, then every
+- hands the worker its policy (confine/policy.Limits) and scratch directory (job.py),
+- puts the worker in a pids cgroup of its own where the machine allows (root, confine/cgroup.py): a process limit
+  that also holds for uid 0, and a complete kill list (children that left the process group included),
+- keeps a report channel separate from the protocol (report_channel.py): the worker's confinement status, then every
   attempt the audit hook refused (``violations()``; the evaluator turns them into a ``sandbox_violation`` flag),
 - reads and writes the worker's connection with deadlines, and refuses what it sends beyond what is expected
-  (wire.py): half a message, a worker that stops reading, or a reply that would swell this process end that worker,
+  (protocol/wire.py): half a message, a worker that stops reading, or a reply that would swell this process end
+  that worker,
 - watches resident memory (GPU workers) and the scratch directory's size on disk,
 - relays the worker's build requests to the trusted builder and answers them (worker_build.py: the worker never
   compiles nor writes the build cache, which it sees read-only), claims the builds it loads against eviction,
 - kills the process group and the cgroup on a timeout or at the end, keeps the cache within its bound
-  (buildcache.py), removes the scratch (reaper.py, in the background).
+  (builder/cache.py), removes the scratch (reaper.py, in the background).
 
 A dead or hung worker becomes a ``WorkerError`` (diagnosis.py) with its exit signal and the tail of its own output;
 the caller turns that into an EvalResult.
@@ -33,17 +34,18 @@ import signal
 import tempfile
 import time
 
-from kbench_env.device import Device
+from kbench_env.config import environ
+from kbench_env.machine.device import Device
 from kbench_env.protocol import messages, wire
-from kbench_env.sandbox import buildcache
-from kbench_env.sandbox.cgroup import PidsCgroup, kill_session
+from kbench_env.builder import cache
+from kbench_env.sandbox.confine.cgroup import PidsCgroup, kill_session
 from kbench_env.sandbox.diagnosis import WorkerError, exit_description, partial_note, rss_bytes
-from kbench_env.sandbox.forkserver import context, spawning
+from kbench_env.sandbox.confine.forkserver import context, spawning
 from kbench_env.sandbox.job import worker_job
 from kbench_env.sandbox.memory import Freezer, ProcessMemory
-from kbench_env.sandbox.policy import Limits
+from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.reaper import REAPER
-from kbench_env.sandbox.reports import ReportChannel
+from kbench_env.sandbox.report_channel import ReportChannel
 from kbench_env.sandbox.samples import executable_files
 from kbench_env.sandbox.worker_build import WorkerBuilds, scan_library
 from kbench_env.worker import loop as worker_mod
@@ -70,7 +72,7 @@ class Worker:
         # With $KBENCH_TRACE set, per message: what, seconds to pack and send or to wait for the reply, bytes, the
         # worker's busy seconds; written there as a JSON line when the worker closes (where an evaluation's time
         # goes). None otherwise: nothing is recorded.
-        self.trace: list | None = [] if os.environ.get("KBENCH_TRACE") else None
+        self.trace: list | None = [] if environ.get("KBENCH_TRACE") else None
         self._t_created = time.monotonic()
         self.build_root = build_root
         self._closed = False
@@ -287,7 +289,7 @@ class Worker:
         """Scratch-size watchdog: the file-size limit bounds one file, this bounds them all (every 0.5 s)."""
         if not self.limits.disk_bytes or time.monotonic() < self._next_disk_check:
             return
-        used, files = buildcache.disk_usage(self.scratch)
+        used, files = cache.disk_usage(self.scratch)
         self._next_disk_check = time.monotonic() + 0.5
         if used > self.limits.disk_bytes or files >= 100_000:
             self.kill()
@@ -364,7 +366,7 @@ class Worker:
         self._release()
 
     def _write_trace(self) -> None:
-        path = os.environ.get("KBENCH_TRACE")
+        path = environ.get("KBENCH_TRACE")
         if not path or self.trace is None:
             return
         try:
@@ -385,7 +387,7 @@ class Worker:
             self._report.close()
         if self._builds.release():  # the cache grew: back under its bound, in the background
             root, bound = self.build_root, self.limits.cache_bytes
-            REAPER.submit(lambda: buildcache.enforce_bound(root, bound))
+            REAPER.submit(lambda: cache.enforce_bound(root, bound))
         if self.scratch is not None:
             REAPER.submit(self.scratch)
 

@@ -7,24 +7,24 @@
             print(line["index"], line["reward"], line["feedback"])
 
 A result line holds the reward and the policy's feedback; the whole EvalResult (``researcher_record``) only from
-a server started with ``--expose-info`` (``wire.py``).
+a server started with ``--expose-info`` (``api.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import httpx
 
-from kbench_env.serving.client import raise_for, retry_after
-from kbench_env.serving.wire import TOKEN_ENV, auth_header
+from kbench_env.config import environ
+from kbench_env.serving.api import TOKEN_ENV, auth_header
+from kbench_env.serving.remote_env import raise_for, retry_after
 
 
 class AsyncKBenchClient:
     def __init__(self, url: str, token: str | None = None, timeout: float = 960.0, retries: int = 30):
-        token = token or os.environ.get(TOKEN_ENV)
+        token = token or environ.get(TOKEN_ENV)
         if not token:
             raise ValueError(f"the client needs the server's token: token=... or ${TOKEN_ENV}")
         self.http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=auth_header(token), timeout=timeout)

@@ -1,4 +1,4 @@
-"""The server's routes (``wire.py`` describes the protocol): OpenEnv's reset/step/state over HTTP and WebSocket,
+"""The server's routes (``api.py`` describes the protocol): OpenEnv's reset/step/state over HTTP and WebSocket,
 the streamed batch, and /health, /metrics, /tasks, /schema. ``KBenchServer`` holds the parts (registry,
 admission, evaluations, sessions, metrics); ``server.app`` is the ASGI application uvicorn runs, wrapped in the
 request log (``logevents.py``)."""
@@ -23,14 +23,14 @@ from kbench_env.serving.metrics import Metrics
 from kbench_env.serving.registry import TaskRegistry
 from kbench_env.serving.sessions import Sessions
 from kbench_env.serving.socket import websocket_route
-from kbench_env.serving.wire import RESET_OPTIONS
+from kbench_env.serving.api import RESET_OPTIONS
 
 
 class KBenchServer:
     """``executor``: what evaluates (``make_executor(...)``); ``evaluator``: whose device, backend and rules the
     prompts name (the local executor's first Evaluator, or the Ray executor itself: its actors'); ``token``: the
     bearer token every route but /health needs; ``expose_info``: answers carry the researcher's record (the
-    EvalResult, held-out configurations named: ``kbench serve --expose-info``), off by default (wire.py)."""
+    EvalResult, held-out configurations named: ``kbench serve --expose-info``), off by default (api.py)."""
 
     def __init__(self, executor, evaluator, registry: TaskRegistry, token: str, limits: ServerLimits | None = None,
                  expose_info: bool = False):

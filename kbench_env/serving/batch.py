@@ -6,7 +6,7 @@ finish, error lines first, ending with ``{"done": true, "count", "failed"}`` so 
 
 A result line holds the reward and the policy's view of the result (``feedback``: what a step's observation
 would say); the whole EvalResult, which names the held-out configurations, only from a server started with
-``--expose-info`` (``researcher_record``, wire.py)."""
+``--expose-info`` (``researcher_record``, api.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.serving.admission import Refused, check_source, check_token
 from kbench_env.serving.http import error_response, read_json
 from kbench_env.serving.logevents import client_key, origin
-from kbench_env.serving.wire import RECORD_FIELD, TOKEN_HEADER
+from kbench_env.serving.api import RECORD_FIELD, TOKEN_HEADER
 
 
 def _item(server, i: int, item) -> tuple:

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 
 from kbench_env.serving.admission import Refused, check_token
 from kbench_env.serving.logevents import client_key
-from kbench_env.serving.wire import TOKEN_HEADER
+from kbench_env.serving.api import TOKEN_HEADER
 
 
 async def read_json(request: Request, limit: int) -> dict:

@@ -14,16 +14,17 @@ line carries ``error``) raises ``ServerError``: a reward is never made up.
 from __future__ import annotations
 
 import json
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
 from kbench_env.backends import get_backend
+from kbench_env.config import environ
 from kbench_env.pipeline.result import EvalResult
-from kbench_env.serving.client import _JSON_TYPES, ServerError, raise_for, retry_after
-from kbench_env.serving.wire import RECORD_FIELD, TOKEN_ENV, auth_header
+from kbench_env.serving.remote_env import _JSON_TYPES, ServerError, raise_for, retry_after
+from kbench_env.serving.api import RECORD_FIELD, TOKEN_ENV, auth_header
+from kbench_env.tasks.task import Task
 
 
 class RemoteEvaluator:
@@ -32,7 +33,7 @@ class RemoteEvaluator:
     ``retries``: how many 429 answers to wait out per chunk."""
 
     def __init__(self, url: str, token: str | None = None, timeout: float = 960.0, retries: int = 60):
-        token = token or os.environ.get(TOKEN_ENV)
+        token = token or environ.get(TOKEN_ENV)
         if not token:
             raise ValueError(f"the server at {url} needs its token: --env-token / token=... or ${TOKEN_ENV}")
         self.url = url.rstrip("/")
@@ -110,7 +111,7 @@ class RemoteEvaluator:
                 progress(done, len(results), r)
         return results
 
-    def evaluate(self, task, action, seed: int | None = None) -> EvalResult:
+    def evaluate(self, task: Task, action, seed: int | None = None) -> EvalResult:
         return self.evaluate_many([(task, action)], seed=seed)[0]
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from kbench_env.serving.admission import Refused, check_source
 from kbench_env.serving.evaluations import Evaluations
 from kbench_env.serving.logevents import origin
 from kbench_env.serving.registry import TaskRegistry
-from kbench_env.serving.wire import observation_payload
+from kbench_env.serving.api import observation_payload
 
 
 class Session:
@@ -41,7 +41,7 @@ class Sessions:
     def __init__(self, registry: TaskRegistry, evaluator, evaluations: Evaluations, limits,
                  expose_info: bool = False):
         self.registry = registry
-        self.expose_info = expose_info  # answers carry the researcher's record (wire.py)
+        self.expose_info = expose_info  # answers carry the researcher's record (api.py)
         self.evaluator = evaluator  # prompts only; evaluations go through ``evaluations``
         self.evaluations = evaluations
         self.limits = limits

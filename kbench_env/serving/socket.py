@@ -12,7 +12,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kbench_env.serving.admission import Refused, check_token
 from kbench_env.serving.logevents import client_key
-from kbench_env.serving.wire import TOKEN_HEADER
+from kbench_env.serving.api import TOKEN_HEADER
 
 
 def _error(message: str, code: str, status: int | None = None) -> str:

@@ -9,7 +9,7 @@ import copy
 import functools
 from pathlib import Path
 
-from kbench_env.tasks.formats import kernelbench
+from kbench_env.tasks.loaders import kernelbench
 from kbench_env.tasks.task import DTYPES, Config, Task, TaskError
 
 

@@ -8,7 +8,7 @@ Owns the layout of ``tasks/``::
 
 A suite is named ("default", "all", "level1", a name from suites.json), a folder, a single task file, or a
 comma-separated list of any of these. ``KBENCH_TASKS`` points at another tasks folder. A folder may hold
-robust-kbench task folders at any depth (see robust_kbench.py). In a folder, a file or task folder that cannot
+robust-kbench task folders at any depth (see loaders/robust_kbench/). In a folder, a file or task folder that cannot
 load (a KernelBench level-4 file needs the Hugging Face hub) is skipped with a :class:`SkippedTaskWarning` saying
 which and why; the rest load. ``dtype`` applies to plain KernelBench files (see ``loading.load_task``).
 """
@@ -16,14 +16,14 @@ which and why; the rest load. ``dtype`` applies to plain KernelBench files (see 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import sysconfig
 import warnings
 from functools import lru_cache
 from pathlib import Path
 
-from kbench_env.tasks.formats.robust_kbench import load_robust_task, load_robust_tasks, load_robust_tree
+from kbench_env.config import environ
+from kbench_env.tasks.loaders.robust_kbench import load_robust_task, load_robust_tasks, load_robust_tree
 from kbench_env.tasks.loading import load_task
 from kbench_env.tasks.task import Task, TaskError
 
@@ -37,7 +37,7 @@ def _install_prefixes() -> list[str]:
 def tasks_root() -> Path:
     """The tasks folder: ``KBENCH_TASKS``, else the source checkout's ``tasks/`` (an editable install), else the
     copy a wheel installs as data under ``<prefix>/share/kbench/tasks`` (see pyproject's data-files)."""
-    env = os.environ.get("KBENCH_TASKS")
+    env = environ.get("KBENCH_TASKS")
     if env:
         return Path(env)
     checkout = Path(__file__).resolve().parents[2] / "tasks"

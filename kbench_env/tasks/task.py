@@ -49,8 +49,7 @@ from typing import Any
 
 import torch
 
-from kbench_env.device import Device
-from kbench_env.pipeline.compare import REFERENCE_DTYPE
+from kbench_env.machine.device import Device
 from kbench_env.tasks.sizes import apply_overrides, size_constants  # noqa: F401 - size_constants: part of this module's API
 
 DTYPES = {
@@ -58,6 +57,15 @@ DTYPES = {
     "float64": torch.float64,
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
+}
+
+#: Dtype in which the reference is computed for a configuration of a given dtype (``reference_output``): higher
+#: precision where the configuration's own would let the reference's rounding decide correctness.
+REFERENCE_DTYPE = {
+    torch.float32: torch.float64,
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+    torch.float64: torch.float64,
 }
 
 _RNG_LOCK = threading.RLock()
@@ -228,7 +236,7 @@ class Task:
         """The reference's output on ``inputs`` (which stay untouched).
 
         ``inputs`` are in the configuration's dtype (what a candidate gets). With ``upcast`` the reference computes
-        in higher precision (float64 for float32, float32 for half precision: compare.REFERENCE_DTYPE) from the
+        in higher precision (float64 for float32, float32 for half precision: REFERENCE_DTYPE) from the
         same, already rounded inputs and parameters, so that its own rounding does not decide correctness; if the
         program does not run in that precision it falls back to the configuration's dtype.
         """

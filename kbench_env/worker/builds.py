@@ -16,7 +16,7 @@ import threading
 
 import torch
 
-from kbench_env.fastpath import set_builder as route_fast_builds
+from kbench_env.fastpath import call_count as fast_path_calls, set_builder as route_fast_builds
 from kbench_env.builder.requests import OPTIONS
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.wire import pack, unpack
@@ -95,13 +95,15 @@ class BuildClient:
         return backend.count_calls(module)
 
     # ------------------------------------------------------------------ the fast path
-    def route_fastpath(self) -> None:
-        """The fast path's kernels (fastpath.py) build through the builder."""
+    def route_fastpath(self):
+        """The fast path's kernels (fastpath.py) build through the builder. Returns the fast path's call counter
+        (the backend adds it to the candidate's own calls: backends/base.py)."""
         def build(language: str, source: str, flags: list, arch: str | None) -> str:
             req = {"kind": "fast", "language": language, "source": source, "flags": _plain(flags), "arch": arch}
             return self.request(req)["path"]
 
         route_fast_builds(build)
+        return fast_path_calls
 
 
 def _plain(value):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from kbench_env.pipeline.compare import flatten_outputs
+from kbench_env.measure.compare import flatten_outputs
 from kbench_env.protocol import messages as msg
 
 

@@ -2,7 +2,7 @@
 fills, replays it when told, and leaves the outputs where the trusted side reads them. What it reports about time
 is checked against the trusted side's clock; what it reports about where its memory is, is only a pointer.
 
-The exchange (pipeline/gpu_blocks.py drives it; sandbox/cuda_ipc.py is both sides' access to the memory):
+The exchange (pipeline/gpu_blocks.py drives it; protocol/cuda_ipc.py is both sides' access to the memory):
 
     GPU_SLOTS {config, block, warmup}
                    warm the model up, make ``block`` sets of input buffers (one allocation per input: a
@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import torch
 
-from kbench_env.pipeline import integrity
-from kbench_env.pipeline.compare import flatten_outputs
+from kbench_env.measure import stats
+from kbench_env.measure.compare import flatten_outputs
+from kbench_env.measure.inputs import copy_into, input_stds, perturb
 from kbench_env.protocol import messages as msg
-from kbench_env.sandbox.cuda_ipc import Exporter
-from kbench_env.worker import timing
+from kbench_env.protocol.cuda_ipc import Exporter
 from kbench_env.worker.executor import output_layout
 
 #: Calls per block at most, and the device time a block aims at: long enough that the trusted side's fixed cost
@@ -50,8 +50,8 @@ class _Block:
 def _own_inputs(originals: list):
     """Inputs for the warm-up, the block-size probe and the capture: this process's own perturbed copies (what
     they hold does not matter: the trusted side writes every timed call's inputs)."""
-    stds = integrity.input_stds(originals)
-    return lambda j: integrity.perturb(originals, 7_000_003 + j, 1e-2, stds)
+    stds = input_stds(originals)
+    return lambda j: perturb(originals, 7_000_003 + j, 1e-2, stds)
 
 
 def _buffers(originals: list, block: int) -> tuple[list, list]:
@@ -114,7 +114,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         block = max(1, min(block, MAX_BLOCK))
         big, sets = _buffers(originals, block)
         for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)
-            integrity.copy_into(one, make(-200 - b))
+            copy_into(one, make(-200 - b))
         captured = cuda._capture(model, make, block, handed=handed, static_in=sets)
     exporter = Exporter()
     graph, outs = (captured[0], captured[2]) if captured is not None else (None, None)
@@ -145,7 +145,7 @@ def _gpu_block(s, header: dict, payload, grad, send) -> None:
         send({"type": msg.DONE, "config": header.get("config"), "method": "cuda-graph",
               "ms": ev0.elapsed_time(ev1)})
         return
-    clock = timing._perf_counter
+    clock = stats._perf_counter
     torch.cuda.synchronize()
     t0 = clock()
     with grad:

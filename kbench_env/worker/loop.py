@@ -9,7 +9,7 @@ serialised with ``torch.save`` that the parent reads with ``weights_only=True``,
 the parent unpickle objects; the parent bounds what it reads (wire.py).
 
 This module must import nothing that runs candidate code at import; the clock an eagerly run GPU block is timed by
-is captured (timing.py) before the candidate loads.
+is captured (measure/stats.py) before the candidate loads.
 """
 
 from __future__ import annotations
@@ -26,12 +26,13 @@ import types
 
 import torch
 
-from kbench_env.device import Device
-from kbench_env.pipeline import integrity  # noqa: F401  (timing captures the clock before candidate code is loaded)
-from kbench_env.worker import allocator, executor, gpu_executor, timing
+from kbench_env.machine.device import Device
+from kbench_env.measure import stats  # noqa: F401  (it captures the clock before candidate code is loaded)
+from kbench_env.worker import allocator, audit, executor, gpu_executor
 from kbench_env.backends import get_backend
 from kbench_env.builder.errors import trim_compiler_output
-from kbench_env.pipeline.compare import compare_outputs, flatten_outputs
+from kbench_env.measure.compare import compare_outputs, flatten_outputs
+from kbench_env.measure.inputs import perturb
 from kbench_env.tasks.task import DTYPES
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.confine import confinement
@@ -152,7 +153,7 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
     torch.cuda.synchronize(device)
     cuda_start = time.perf_counter() - t_cuda
     if job.get("audit", True):
-        warm = integrity.ForwardAudit(set(), lambda: 0, device, mode=job.get("audit_mode", "kernels"))
+        warm = audit.ForwardAudit(set(), lambda: 0, device, mode=job.get("audit_mode", "kernels"))
         with warm:
             x.add_(1)
             torch.cuda.synchronize(device)
@@ -178,7 +179,7 @@ class _Session:
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
         self.gpu = None  # the GPU's timed block (gpu_executor.py)
-        self.guard = guard  # integrity.AuditGuard, made before the candidate loaded
+        self.guard = guard  # audit.AuditGuard, made before the candidate loaded
 
 
 def _run(s: _Session, header: dict, payload, grad, send) -> None:
@@ -196,12 +197,12 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     inputs = _clone(s.originals[cfg])
     again = _clone(s.originals[cfg])
     s.handed[cfg] = (inputs, again)
-    flags_before = integrity.precision_flags()
+    flags_before = audit.precision_flags()
     backend.poison(device)
     with grad:
-        audit = integrity.ForwardAudit(s.own_namespaces, backend.extension_calls, device,
-                                       enabled=s.job.get("audit", True), mode=s.job.get("audit_mode", "kernels"))
-        with audit:
+        forward_audit = audit.ForwardAudit(s.own_namespaces, backend.extension_calls, device,
+                                           enabled=s.job.get("audit", True), mode=s.job.get("audit_mode", "kernels"))
+        with forward_audit:
             out = model(*inputs)
             backend.sync()
         lazy = _subclass_outputs(out)  # before anything reads the output
@@ -219,8 +220,8 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
         again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
     del out, out2
     reply = {"out": out_cpu} if full else None
-    send({"type": msg.OUTPUT, "config": cfg, "audit": audit.report(), "audit_patched": s.guard.changed(),
-          "flags_changed": integrity.changed_flags(flags_before, integrity.precision_flags()),
+    send({"type": msg.OUTPUT, "config": cfg, "audit": forward_audit.report(), "audit_patched": s.guard.changed(),
+          "flags_changed": audit.changed_flags(flags_before, audit.precision_flags()),
           "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
           "inputs_modified": full and not _same(inputs, s.originals[cfg]),
           "lazy_output": sorted(lazy)}, reply)
@@ -229,7 +230,7 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
 def _wallclock(s: _Session, header: dict, payload, grad, send) -> None:
     """WALLCLOCK: make the inputs, reply READY, wait for GO (the trusted side's clock), run, reply DONE."""
     model = s.models[header["config"]]
-    sets = [integrity.perturb(_device_inputs(payload["inputs"], s.device), header["seed"] + j, header["noise"])
+    sets = [perturb(_device_inputs(payload["inputs"], s.device), header["seed"] + j, header["noise"])
             for j in range(header["calls"])]
     s.backend.sync()
     send({"type": msg.READY})
@@ -261,7 +262,7 @@ def _set_up(conn, job: dict) -> None:
     # torch.compile (the reference's baseline) writes its caches under TMPDIR: keep them in the scratch directory.
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(job["scratch"], "inductor"))
     tempfile.tempdir = None  # re-read TMPDIR, which the confinement pointed at the scratch directory
-    integrity.pin_precision_flags()
+    audit.pin_precision_flags()
     record_switches.remove()  # after the audit hook is installed: a refused switch is reported through it
     dispatch_records.install()  # the dispatcher's record-free entries from Python get a record
 
@@ -295,8 +296,8 @@ def main(conn, job: dict) -> None:
         if source is None:
             return
         warmup_seconds = cuda_start_seconds = 0.0  # done while idle: no part of this candidate's step
-    # what the forward audit and the in-worker checks run on, before any candidate code runs (integrity.AuditGuard)
-    guard = integrity.AuditGuard(extra=[(sys.modules[__name__], "compare_outputs"), (sys.modules[__name__], "_same"),
+    # what the forward audit and the in-worker checks run on, before any candidate code runs (audit.AuditGuard)
+    guard = audit.AuditGuard(extra=[(sys.modules[__name__], "compare_outputs"), (sys.modules[__name__], "_same"),
                                         (sys.modules[__name__], "_subclass_outputs")])
     t0 = time.perf_counter()
     namespaces_before = _op_namespaces()

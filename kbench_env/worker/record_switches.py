@@ -2,7 +2,7 @@
 
 ``torch.autograd._enable_record_function(False)`` switches RecordFunction off on the calling thread: switched off
 in forward, a ``torch.addmm`` runs unseen by the forward audit, and switched on again before forward returns, the
-audit's own record after forward (pipeline/audit_threads.SENTINEL) is there as usual. ``_toggle_collection_dynamic``
+audit's own record after forward (worker/audit_threads.SENTINEL) is there as usual. ``_toggle_collection_dynamic``
 pauses a running profile's collection; ``_clear_callbacks`` removes the profiler's callbacks. An honest kernel has
 no use for any of them, and kbench's own audit calls none.
 

@@ -1,9 +1,16 @@
-"""Confinement of a candidate's worker process, applied by the worker to itself before any candidate code runs.
+"""Confinement of a kbench child process: the lower layer of the sandbox, which the trusted builder's process uses
+as a candidate's worker does (kbench_env/builder imports it, never the rest of the sandbox).
 
-The operating-system side of the sandbox (the parent's side, ``sandbox.worker_process`` and the modules beside it,
-owns the policy, the cgroup, the report channel, relaying build requests to the trusted builder, the watchdogs). Every layer is applied where
-this machine allows it; ``confinement.apply`` runs them in order and returns which ones are active, and the parent
-reports them (``kbench doctor``). In the order applied, one module each:
+What the process is started from and held to, on the parent's side: ``policy`` (``Limits``: resources, timeouts,
+which layers, the build cache's bounds), ``forkserver`` (where workers and the builder are forked from),
+``cgroup`` and ``freeze_group`` (the pids cgroup, killing a session, freezing a group of processes), and
+``record_controls`` (RecordFunction's C++ switches, which the audit hook refuses to look up). The rest of the
+parent's side (``sandbox.worker_process`` and the modules beside it: the report channel, relaying build requests
+to the trusted builder, the watchdogs) is above this layer.
+
+The layers a worker applies to itself before any candidate code runs: every layer is applied where this machine
+allows it; ``confinement.apply`` runs them in order and returns which ones are active, and the parent reports them
+(``kbench doctor``). In the order applied, one module each:
 
 1. Process (environment.py): no descriptor but stdio and its two channels (multiprocessing's resource tracker pipe
    and the fork server's closed), its own session (the parent kills the group), a pids cgroup made by the parent

@@ -12,7 +12,7 @@ import shutil
 import socket
 import sys
 
-from kbench_env.builder.symbols import is_record_control
+from kbench_env.sandbox.confine.record_controls import is_record_control
 
 # Programs the candidate's Python code may start: the compiler tool chain (and the interpreter, which
 # torch.compile's workers need). Everything else, shells first, is refused and reported.

@@ -8,7 +8,7 @@ import signal
 import sys
 import time
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.sandbox.confine import environment, namespaces, privileges, rlimits, seccomp
 from kbench_env.sandbox.confine.audit_hook import Guard
 from kbench_env.sandbox.confine.landlock import landlock_abi, restrict

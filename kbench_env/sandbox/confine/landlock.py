@@ -7,7 +7,7 @@ import ctypes
 import os
 import struct
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 from kbench_env.sandbox.confine.libc import PR_SET_NO_NEW_PRIVS, err, libc
 
 _SYS_LL_CREATE, _SYS_LL_ADD, _SYS_LL_RESTRICT = 444, 445, 446

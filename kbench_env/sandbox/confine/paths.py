@@ -10,7 +10,8 @@ import subprocess
 import sys
 from functools import lru_cache
 
-from kbench_env.device import Device
+from kbench_env.config import environ
+from kbench_env.machine.device import Device
 
 # kbench_env/ itself (this file is kbench_env/sandbox/confine/paths.py): its modules run in the worker
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -18,10 +19,6 @@ _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "nsswitch.conf", "passwd", "group",
         "hosts", "host.conf", "gai.conf", "alternatives", "os-release", "debian_version", "lsb-release", "mime.types",
         "gcc", "locale.alias", "environment")
-
-
-#: Where a CUTLASS checkout for builds is named (backends/cutlass.py): the worker may read it.
-CUTLASS_VARS = ("KBENCH_CUTLASS", "CUTLASS_PATH")
 
 
 def python_roots() -> list:
@@ -47,7 +44,7 @@ def allowed_paths(scratch: str, build_root: str, device: str, extra=()) -> tuple
         if found:
             tools += [os.path.dirname(found), os.path.dirname(os.path.dirname(os.path.realpath(found)))]
     execs = system + python_roots() + [c for c in cuda if c] + tools
-    cutlass = [os.path.expanduser(os.environ.get(k, "").strip()) for k in CUTLASS_VARS if os.environ.get(k, "").strip()]
+    cutlass = [os.path.expanduser(path) for path in environ.cutlass_checkouts()]  # backends/cutlass.py
     reads = execs + ["/proc", "/sys", "/dev"] + [f"/etc/{e}" for e in _ETC] + list(extra) + cutlass
     if Device.parse(device).is_cuda:
         reads += ["/etc/nvidia", "/var/lib/nvidia"]

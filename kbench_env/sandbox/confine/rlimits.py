@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import resource
 
-from kbench_env.device import Device
+from kbench_env.machine.device import Device
 
 
 def set_limits(limits: dict, device: str, act: dict, miss: dict, cgroup: bool = False) -> None:

@@ -1,0 +1,132 @@
+"""A GPU's lock across threads and processes: one candidate (or reference) runs or is timed on a GPU at a time,
+also when several evaluators share it (threads of one process, other processes, another kbench run on the
+machine), so no timing overlaps someone else's kernels.
+
+The lock is an ``flock`` on ``<cache>/locks/gpu-<uuid>.lock``, named by the GPU's UUID (the same physical GPU is
+``cuda:0`` in one process and ``cuda:3`` in another, depending on CUDA_VISIBLE_DEVICES). Where the lock file
+cannot be had (a read-only cache), it degrades to this process's lock.
+
+With ``KBENCH_DEVICE_HOLD_LOG`` set to a file, every hold of a lock file is appended to it as one JSON line when it
+ends (lock file, mode, pid, start and end on CLOCK_MONOTONIC, which all processes of the machine share), so that a
+run can show afterwards that no exclusive hold overlapped another hold of the same GPU (bench/hold_overlap.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from kbench_env.config import environ
+from kbench_env.machine.device import Device
+
+
+def gpu_identity(device: str) -> str:
+    """The physical GPU behind ``device`` ("cuda" or "cuda:N"): its UUID where torch reports it, else the index
+    with CUDA_VISIBLE_DEVICES (``cuda:0`` is another card in a process that sees other devices)."""
+    index = Device.parse(device).index
+    if index is None:
+        index = torch.cuda.current_device()
+    try:
+        return str(torch.cuda.get_device_properties(index).uuid)
+    except (AttributeError, RuntimeError, AssertionError):
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_") or "none"
+        return f"{visible}-{index}"
+
+
+def log_hold(path, mode: str, start_ns: int) -> None:
+    """Append one hold of the lock file ``path`` to ``$KBENCH_DEVICE_HOLD_LOG`` (unset: nothing). One ``write`` of
+    an ``O_APPEND`` file per line, so the lines of concurrent processes do not interleave."""
+    log = environ.get("KBENCH_DEVICE_HOLD_LOG")
+    if not log or path is None:
+        return
+    line = json.dumps({"lock": str(path), "mode": mode, "pid": os.getpid(), "thread": threading.get_ident(),
+                       "start_ns": start_ns, "end_ns": time.monotonic_ns()}) + "\n"
+    try:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a diagnostic: a lock is never refused for want of its log
+
+
+def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:
+    """The lock file of ``device`` under ``lock_dir``, named by ``gpu_identity``."""
+    name = f"gpu-{gpu_identity(device)}"
+    return Path(lock_dir) / f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in name)}.lock"
+
+
+class DeviceLock:
+    """``threading.Lock``-like (``acquire``, ``release``, context manager) lock held across processes.
+
+    ``path`` is the lock file, or a callable that returns it (resolved on first use: finding a GPU's UUID
+    initialises CUDA, which should not happen before it is needed).
+    """
+
+    def __init__(self, path):
+        self._thread = threading.Lock()
+        self._path = path
+        self._fd: int | None = None
+        self._failed = False
+        self._file: str | None = None  # the lock file, once opened (named in the hold log)
+        self._since_ns = 0
+
+    def _open(self) -> int | None:
+        if self._fd is None and not self._failed:
+            try:
+                path = Path(self._path() if callable(self._path) else self._path)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                self._file = str(path)
+            except Exception:  # noqa: BLE001 - no lock file: this process's lock still holds
+                self._failed = True
+        return self._fd
+
+    def _lock_file(self, op: int, blocking: bool) -> bool:
+        """``flock`` the file with ``op`` (LOCK_EX or LOCK_SH); False only when not ``blocking`` and it is held.
+        Without a lock file, or when the file lock fails, this process's lock alone holds: True."""
+        fd = self._open()
+        if fd is None:
+            return True
+        try:
+            fcntl.flock(fd, op if blocking else op | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        except OSError:
+            self._failed = True
+        return True
+
+    def _unlock_file(self) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+            except OSError:
+                pass
+
+    def acquire(self, blocking: bool = True) -> bool:
+        if not self._thread.acquire(blocking):
+            return False
+        if not self._lock_file(fcntl.LOCK_EX, blocking):
+            self._thread.release()
+            return False
+        self._since_ns = time.monotonic_ns()
+        return True
+
+    def release(self) -> None:
+        log_hold(self._file, "exclusive", self._since_ns)  # before the unlock: the logged hold covers the real one
+        self._unlock_file()
+        self._thread.release()
+
+    def __enter__(self):
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

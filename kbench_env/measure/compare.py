@@ -1,0 +1,169 @@
+"""Correctness: compare a candidate's output with the reference's.
+
+The trusted side compares a candidate's output with the reference's (pipeline/check.py; the timed calls' outputs
+it reads, pipeline/timing.py); the worker compares forward's second run with its first (nondeterminism) by the
+same rules, and flattens outputs to lay them out for the trusted side to read. Both sides import this module; it
+imports neither.
+
+This module owns the tolerance rules and the error figures. The reference output is computed in higher precision
+where the configuration's dtype would otherwise let the reference's own rounding decide (float64 for float32
+configurations, float32 for half precision: tasks/task.py, ``REFERENCE_DTYPE``). Errors are scale-free, so that
+degenerate outputs cannot pass on an absolute tolerance:
+
+- ``norm``: ``||cand - ref||_2 / ||ref||_2`` (norm-wise relative error over the whole output);
+- ``max``: ``max |cand - ref| / rms(ref)`` (the worst element, relative to the output's typical magnitude).
+
+An output passes when both are within the tolerance of its dtype. Integer and boolean outputs must match exactly.
+Tasks may override the tolerances per dtype (``KBENCH["tolerance"]``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+#: Default tolerances per output dtype. float32: computing in TF32 or half precision gives norm errors of
+#: ~3e-4 to 1e-3 and fails; an honest float32 kernel (any summation order) stays near 1e-6.
+DEFAULT_TOLERANCES = {
+    "float64": {"norm": 1e-9, "max": 1e-7},
+    "float32": {"norm": 5e-5, "max": 2e-3},
+    "float16": {"norm": 4e-3, "max": 5e-2},
+    "bfloat16": {"norm": 2e-2, "max": 2e-1},
+}
+
+@dataclass
+class Mismatch:
+    """Why an output failed: a one-line human message and the error figures."""
+
+    message: str
+    norm_err: float | None = None
+    max_err: float | None = None
+    index: tuple | None = None
+
+
+def tolerance_for(dtype: torch.dtype, overrides: dict | None = None) -> dict:
+    key = str(dtype).replace("torch.", "")
+    tol = dict(DEFAULT_TOLERANCES.get(key, DEFAULT_TOLERANCES["float32"]))
+    if overrides and key in overrides:
+        tol.update(overrides[key])
+    return tol
+
+
+def flatten_outputs(out) -> list:
+    """An output as a list of leaves (tensors or Python numbers); tuples and lists are flattened in order."""
+    if isinstance(out, (tuple, list)):
+        leaves = []
+        for o in out:
+            leaves.extend(flatten_outputs(o))
+        return leaves
+    return [out]
+
+
+def _unravel(flat: int, shape: tuple) -> tuple:
+    """The index of element ``flat`` of a C-contiguous tensor of ``shape`` (torch.unravel_index costs ~0.4 s of
+    imports on its first call in a process, and every worker is a fresh process)."""
+    idx = []
+    for dim in reversed(shape):
+        flat, i = divmod(flat, max(dim, 1))
+        idx.append(i)
+    return tuple(reversed(idx))
+
+
+def error_figures(cand: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, tuple]:
+    """(norm-wise relative error, max error relative to rms, index of the worst element).
+
+    The difference is taken in float64 without a float64 copy of the candidate's output (the subtraction converts
+    each element exactly as a copy would), and each figure comes from one pass: a NaN shows in the difference's
+    norm, and the largest difference is read at the index ``argmax`` finds."""
+    r = ref.detach().to(torch.float64)  # on the reference's device (a GPU's float64 is fast enough)
+    if r.numel() == 0:
+        return 0.0, 0.0, ()
+    diff = torch.sub(cand.detach().to(r.device), r).abs_()
+    diff_norm = diff.norm().item()
+    if math.isnan(diff_norm):
+        idx = tuple(int(i) for i in torch.nonzero(torch.isnan(diff))[0].tolist())
+        return math.inf, math.inf, idx
+    ref_norm = r.norm().item()
+    rms = ref_norm / math.sqrt(r.numel())
+    tiny = 1e-30
+    flat = int(torch.argmax(diff).item())
+    worst = diff.reshape(-1)[flat].item()
+    idx = _unravel(flat, tuple(diff.shape))
+    if ref_norm == 0.0:  # an all-zero reference: only exact zeros pass
+        err = math.inf if worst > 0 else 0.0
+        return err, err, idx
+    return diff_norm / max(ref_norm, tiny), worst / max(rms, tiny), idx
+
+
+def compare_outputs(cand, ref, config_dtype: torch.dtype, overrides: dict | None = None) -> tuple[Mismatch | None, dict]:
+    """Compare a candidate output with a reference output. Returns ``(mismatch or None, figures)``.
+
+    ``figures`` holds the worst ``norm_err`` and ``max_err`` over the floating-point output leaves compared
+    (None where none was: a structural mismatch such as a wrong shape).
+    """
+    cl, rl = flatten_outputs(cand), flatten_outputs(ref)
+    figures = {"norm_err": None, "max_err": None}
+    if len(cl) != len(rl):
+        return Mismatch(f"returned {len(cl)} output(s), expected {len(rl)}"), figures
+    for i, (c, r) in enumerate(zip(cl, rl)):
+        where = f"output {i}" if len(rl) > 1 else "output"
+        if isinstance(r, torch.Tensor):
+            if not isinstance(c, torch.Tensor):
+                return Mismatch(f"{where} is {type(c).__name__}, expected a tensor of shape {list(r.shape)}"), figures
+            if tuple(c.shape) != tuple(r.shape):
+                return Mismatch(f"{where} has shape {list(c.shape)}, expected {list(r.shape)}"), figures
+            expected_dtype = config_dtype if r.is_floating_point() else r.dtype
+            if r.is_floating_point() and not c.is_floating_point():
+                return Mismatch(f"{where} has dtype {c.dtype}, expected a floating dtype ({expected_dtype})"), figures
+            if not r.is_floating_point():
+                if c.dtype != r.dtype and c.is_floating_point():
+                    return Mismatch(f"{where} has dtype {c.dtype}, expected {r.dtype}"), figures
+                bad = c.cpu().to(r.dtype) != r.cpu()
+                if bad.any():
+                    idx = tuple(int(v) for v in torch.nonzero(bad)[0].tolist())
+                    n_bad = int(bad.sum())
+                    return Mismatch(
+                        f"{where}: {n_bad} of {r.numel()} integer elements differ; first at index {list(idx)}: "
+                        f"got {c.cpu()[idx].item()}, expected {r.cpu()[idx].item()}",
+                        index=idx,
+                    ), figures
+                continue
+            if c.dtype != expected_dtype and c.dtype != r.dtype:
+                return Mismatch(f"{where} has dtype {c.dtype}, expected {expected_dtype}"), figures
+            tol = tolerance_for(config_dtype, overrides)
+            cd = c.detach().to(r.device)  # everything on the reference's device: no host copies of GPU outputs
+            ref_finite = torch.isfinite(r)
+            cand_finite = torch.isfinite(cd)
+            if not torch.equal(cand_finite, ref_finite):
+                idx = tuple(int(v) for v in torch.nonzero(cand_finite != ref_finite)[0].tolist())
+                return Mismatch(
+                    f"{where}: non-finite values where the reference is finite (or the reverse), first at index "
+                    f"{list(idx)}: got {cd[idx].item()}, expected {r[idx].item()}",
+                    norm_err=math.inf, max_err=math.inf, index=idx,
+                ), figures
+            all_finite = bool(ref_finite.all())
+            norm_err, max_err, idx = error_figures(cd, r) if all_finite else error_figures(cd[ref_finite], r[ref_finite])
+            figures["norm_err"] = max(figures["norm_err"] or 0.0, norm_err)
+            figures["max_err"] = max(figures["max_err"] or 0.0, max_err)
+            if norm_err > tol["norm"] or max_err > tol["max"]:
+                detail = ""
+                if idx and all_finite:
+                    detail = f"; worst element at index {list(idx)}: got {cd[idx].item():.6g}, expected {r[idx].item():.6g}"
+                return Mismatch(
+                    f"{where}: norm-wise relative error {norm_err:.3g} (tolerance {tol['norm']:.1g}), "
+                    f"max error / rms {max_err:.3g} (tolerance {tol['max']:.1g}){detail}",
+                    norm_err=norm_err, max_err=max_err, index=idx or None,
+                ), figures
+        else:
+            if isinstance(c, torch.Tensor) and c.numel() == 1:
+                c = c.item()
+            if isinstance(r, (int, float)) and isinstance(c, (int, float)):
+                if isinstance(r, float) and not math.isclose(c, r, rel_tol=1e-5, abs_tol=1e-8):
+                    return Mismatch(f"{where} is {c!r}, expected {r!r}"), figures
+                if isinstance(r, int) and c != r:
+                    return Mismatch(f"{where} is {c!r}, expected {r!r}"), figures
+            elif c != r:
+                return Mismatch(f"{where} is {c!r}, expected {r!r}"), figures
+    return None, figures

@@ -1,1 +1,0 @@
-"""Task file formats other than kbench's own KernelBench-style file (robust-kbench)."""
