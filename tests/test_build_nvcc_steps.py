@@ -8,6 +8,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch.utils.cpp_extension as cpp
@@ -198,3 +200,15 @@ def test_the_builder_takes_a_stepped_device_compile_out_of_ninja(tmp_path, monke
     assert argv[0].endswith("nvcc") and argv[argv.index("-c") + 1].endswith("/cuda.cu") and "-MD" not in argv
     assert "-gencode=arch=compute_90,code=sm_90" in argv
     assert [t for t, rule in linked[0] if rule == "cuda_compile"] == [] and ("main.o", "compile") in linked[0]
+
+
+def test_the_builders_temporary_files_go_to_its_scratch_even_where_its_parent_looked_up_tmp(tmp_path):
+    # the stepped compile keeps nvcc's intermediate files in a temporary directory; a confined builder may write
+    # only in its scratch, and a forked one inherits Python's cached /tmp from its parent
+    code = ("import tempfile, sys; tempfile.gettempdir(); "
+            "from kbench_env.builder.server import scratch_environment; "
+            "scratch_environment(sys.argv[1], {}); print(tempfile.mkdtemp(prefix='kb-nvcc-'))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()).parent == tmp_path
