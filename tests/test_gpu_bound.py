@@ -30,13 +30,13 @@ def test_an_honest_timing_is_paid_what_it_reported():
     assert out.ratio < 1.0 and not out.flagged
 
 
-def test_an_honest_timing_whose_fixed_cost_ran_over_the_slack_is_raised_a_little_and_not_flagged():
+def test_an_honest_timing_whose_fixed_cost_ran_over_the_slack_is_raised_and_not_flagged():
     # the fixed cost a fifth of a millisecond over the reference's, on a block of 0.29 ms: paid at the bound
     device = [0.286, 0.285, 0.287, 0.286, 0.290, 0.286]
     walls = [d + f for d, f in zip(device, (0.99, 0.86, 1.14, 0.95, 1.02, 0.97))]
     out, times = _timing(walls, device)
     paid = _bounded(out, times, REFERENCE, "cuda-graph", 8)
-    assert 1.0 < out.ratio < 1.2 and not out.flagged
+    assert 1.0 < out.ratio < gpu_blocks.FLAG_RATIO and not out.flagged
     assert paid[0] == pytest.approx(times[0] * out.ratio)
 
 

@@ -38,7 +38,7 @@ from kbench_env.worker.executor import output_layout
 #: that moves 128 MB needs gigabytes (the trusted side stages a block's inputs once more on its own memory).
 MAX_BLOCK = 4096
 BLOCK_TARGET_MS = 5.0
-BLOCK_BYTES = 4 << 30
+BLOCK_BYTES = 8 << 30
 
 
 class _Block:
