@@ -159,8 +159,10 @@ recheck|validate)  # validate: recheck without the traced evaluation
 falsepos)
   stamp "false-positive campaign (cuda, triton)"
   KBENCH_COMPILE_BASELINE=0 timeout $(left ${DEADLINE:-420}) python3 bench/false_positives.py --device cuda \
-    --seeds ${SEEDS:-3} --workers 16 --jsonl "$OUT/false_positives_cuda.jsonl" --record "$OUT/false_positives_cuda.md" \
+    --seeds ${SEEDS:-3} --seed-base ${SEED_BASE:-0} --workers ${FP_WORKERS:-16} --jsonl "$OUT/false_positives_cuda.jsonl" \
+    --record "$OUT/false_positives_cuda.md" \
     2>&1 | tr '\r' '\n' | grep -v "^ *$" | tail -40
+  [ "${ESCAPES:-1}" = 1 ] || exit 0
   stamp "test_escapes (cuda)"
   timeout $(left 540) python3 -m pytest -q tests/test_escapes.py -k cuda -p no:cacheprovider -rA 2>&1 | tail -6
   ;;

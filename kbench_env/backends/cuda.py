@@ -201,9 +201,9 @@ class CudaBackend(ExtensionBackend):
         return stats.summarize(times)
 
     def _block_size(self, fn, make_inputs, probe: list, handed: list, target_ms: float = 2.0,
-                    max_block: int = MAX_BLOCK) -> int:
-        """Calls per graph block: about ``target_ms`` of device work, at most ``max_block`` calls and BLOCK_BYTES of static
-        inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
+                    max_block: int = MAX_BLOCK, max_bytes: int = BLOCK_BYTES) -> int:
+        """Calls per graph block: about ``target_ms`` of device work, at most ``max_block`` calls and ``max_bytes``
+        of static inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
         L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess; longer blocks
         spread it thin. A call under 2 ms is estimated from
         a graph of PROBE_CALLS calls replayed between events: back-to-back eager calls measure the host's launch
@@ -226,7 +226,7 @@ class CudaBackend(ExtensionBackend):
                 del captured, g
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         per_call = sum(x.numel() * x.element_size() for x in list(probe) + list(outs) if isinstance(x, torch.Tensor))
-        by_bytes = BLOCK_BYTES // max(per_call, 1)
+        by_bytes = max_bytes // max(per_call, 1)
         return int(max(1, min(max_block, by_bytes, target_ms / max(est_ms, 1e-4))))
 
     def _capture(self, fn, make_inputs, B: int, first: int = -300, handed: list | None = None,

@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -40,6 +41,16 @@ from kbench_env.sandbox.confine.paths import allowed_paths
 _PR_SET_PDEATHSIG = 1
 
 
+def scratch_environment(scratch: str, env: dict) -> None:
+    """This process's environment made ``env`` with its home and temporary files in ``scratch``, the one place it
+    may write once confined: Python's cached temporary directory too (the process this one was forked from may
+    have looked it up as /tmp)."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ.update({"HOME": scratch, "TMPDIR": scratch})
+    tempfile.tempdir = scratch
+
+
 def _confine(config: dict, conn) -> dict:
     """Confine this process (see the module docstring); returns {"active": ..., "missing": ...}."""
     status: dict = {"active": {}, "missing": {}}
@@ -52,9 +63,7 @@ def _confine(config: dict, conn) -> dict:
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
-    os.environ.clear()
-    os.environ.update(config["env"])
-    os.environ.update({"HOME": scratch, "TMPDIR": scratch})
+    scratch_environment(scratch, config["env"])
     if shutil.which("ninja") is None:  # torch's builds need it on PATH; the venv's bin may not be on it
         os.environ["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     # Before the confinement: the CUDA backend asks the GPU for its architecture (a remote builder, on a node
