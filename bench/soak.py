@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kbench_env.sandbox.confine.proc_table import processes  # noqa: E402  (os only: --help stays quick)
+
 # ---------------------------------------------------------------------- candidates
 
 _HEADER = '''
@@ -150,34 +152,18 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def _proc_table() -> dict:
-    table = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                st = f.read()
-            rest = st[st.rindex(")") + 2 :].split()
-            table[int(name)] = (int(rest[1]), rest[0])  # ppid, state
-        except (OSError, ValueError, IndexError):
-            pass
-    return table
-
-
 def descendants(pid: int | None = None) -> list[int]:
     """Live (not zombie) descendants of this process: the fork server, the resource tracker and any worker."""
     pid = pid or os.getpid()
-    table = _proc_table()
     children = collections.defaultdict(list)
-    for p, (pp, state) in table.items():
-        children[pp].append(p)
+    for proc in processes():
+        children[proc.ppid].append(proc)
     out, stack = [], [pid]
     while stack:
         for c in children.get(stack.pop(), []):
-            if table[c][1] not in "ZX":
-                out.append(c)
-            stack.append(c)
+            if c.live:
+                out.append(c.pid)
+            stack.append(c.pid)
     return out
 
 
@@ -188,8 +174,9 @@ def processes_under(root: str) -> list[int]:
     whoever its parent is now (init adopts orphans)."""
     prefix = root.rstrip("/") + "/"
     found = []
-    for p, (pp, state) in _proc_table().items():
-        if state in "ZX" or p == os.getpid():
+    for proc in processes():
+        p = proc.pid
+        if not proc.live or p == os.getpid():
             continue
         try:
             cwd = os.readlink(f"/proc/{p}/cwd")

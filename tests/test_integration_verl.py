@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from kbench_apps.integrations import verl_data, verl_reward
+from kbench_apps.integrations import episode, verl_data, verl_reward
 from kbench_apps.integrations.verl_interaction import KBenchInteraction
 from kbench_env.env.env import KBenchEnv
 from kbench_env.tasks.suite import resolve_task, solution_path
@@ -134,12 +134,36 @@ def test_a_factory_from_the_environment_makes_the_evaluator_once(evaluator, row,
     monkeypatch.syspath_prepend(str(tmp_path))
     probe = importlib.import_module("kbench_factory_probe")
     probe.EVALUATOR = evaluator
-    monkeypatch.setattr(verl_reward, "_evaluators", {})  # the session's evaluator is not this module's to close
+    monkeypatch.setattr(episode, "_SHARED", {})  # the session's evaluator is not the shared cache's to close
     monkeypatch.setenv(verl_reward.FACTORY_ENV, "kbench_factory_probe:make")
     scores = verl_reward.compute_score(data_sources=["kbench"] * 2, solution_strs=[fenced(WRONG)] * 2,
                                        ground_truths=[TASK] * 2, extra_infos=[row["extra_info"]] * 2)
     assert [s["acc"] for s in scores] == [0.0, 0.0] and len(probe.CALLS) == 1
     assert probe.CALLS[0]["device"] == "cpu" and probe.CALLS[0]["backend"] == "cpu"
+
+
+def test_verl_and_the_other_adapters_share_one_evaluator_per_setting(row, monkeypatch):
+    """One cache per process: the Evaluator verl's reward makes for a prompt's settings is the one that a shared
+    source of the other adapters (SkyRL-gym, verifiers, inspect) with those settings gives its envs, whatever its
+    episodes' options; it is kept between calls, and other settings get another."""
+    monkeypatch.setattr(episode, "_SHARED", {})  # this test's evaluators only, closed below
+    settings = row["extra_info"]["kbench"]
+    try:
+        ours = verl_reward.evaluator_for(verl_reward.sample_options(row["extra_info"], {}))
+        source = episode.shared_source(suite="default", max_turns=2,
+                                       **{k: settings[k] for k in verl_reward.PROMPT_SETTINGS})
+        env = source.make()
+        try:
+            assert env.unwrapped.evaluator is ours
+        finally:
+            env.close()
+        assert verl_reward.evaluator_for(verl_reward.sample_options(row["extra_info"], {})) is ours
+        binary = verl_reward.evaluator_for(verl_reward.sample_options(row["extra_info"], {"reward": "binary"}))
+        assert binary is not ours and binary.reward_fn is not ours.reward_fn
+        assert episode.shared_source(reward="binary", **{k: settings[k] for k in verl_reward.PROMPT_SETTINGS}
+                                     )._evaluator() is binary
+    finally:
+        episode.close_shared()
 
 
 def test_interaction_runs_an_episode_over_two_turns(evaluator, row):

@@ -20,16 +20,16 @@ from typing import NamedTuple
 import gymnasium as gym
 
 import kbench_env  # noqa: F401  (registers KBench-v0)
-from kbench_env.config import EvaluatorConfig
-from kbench_env.env.env import EVALUATOR_ARGUMENTS
 from kbench_env.env.prompt import SYSTEM_PROMPT
+from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.reward import episode_reward
 from kbench_env.tasks.suite import load_suite
 
 #: ``gym.make`` arguments that belong to one episode's env; every other argument is the Evaluator's.
 EPISODE_OPTIONS = ("suite", "max_turns", "target_speedup", "dtype")
 
-__all__ = ["SYSTEM_PROMPT", "EnvSource", "Episode", "Step", "close_shared", "public_info", "shared_source"]
+__all__ = ["SYSTEM_PROMPT", "EnvSource", "Episode", "Step", "close_shared", "public_info", "shared",
+           "shared_evaluator", "shared_source"]
 
 
 def public_info(info: dict) -> dict:
@@ -45,13 +45,17 @@ class EnvSource:
         **options: ``gym.make("KBench-v0", ...)`` arguments: the episode's (``suite``, ``max_turns``,
             ``target_speedup``, ``dtype``) and, in this process, the Evaluator's (``device``, ``backend``,
             ``reward``, ``rules``, ``format``, ``timing``, ...), given once to the one Evaluator all episodes share.
+
+    A source made here owns its Evaluator and closes it; one from ``shared_source`` uses the process's
+    ``shared_evaluator`` for its Evaluator options instead.
     """
 
     def __init__(self, url: str | None = None, token: str | None = None, **options):
         self.url, self.token = url, token
         self.episode_options = {k: options.pop(k) for k in EPISODE_OPTIONS if k in options}
         self.evaluator_options = options
-        self._owner = None  # in this process: the env whose Evaluator every episode's env shares
+        self.shared = False  # set by shared_source
+        self._own: Evaluator | None = None  # in this process, unshared: the Evaluator every episode's env shares
         self._lock = threading.Lock()
 
     def make(self, **episode_options) -> gym.Env:
@@ -61,14 +65,13 @@ class EnvSource:
             return gym.make("KBench-v0", url=self.url, token=self.token, **kwargs, **self.evaluator_options)
         return gym.make("KBench-v0", evaluator=self._evaluator(), **kwargs)
 
-    def _evaluator(self):
+    def _evaluator(self) -> Evaluator:
+        if self.shared:
+            return shared_evaluator(**self.evaluator_options)
         with self._lock:
-            if self._owner is None:
-                own = {k: v for k, v in self.evaluator_options.items() if k in EVALUATOR_ARGUMENTS}
-                rest = {k: v for k, v in self.evaluator_options.items() if k not in EVALUATOR_ARGUMENTS}
-                self._owner = gym.make("KBench-v0", **self.episode_options, **own,
-                                       config=EvaluatorConfig.from_options(**rest))
-            return self._owner.unwrapped.evaluator
+            if self._own is None:
+                self._own = Evaluator(**self.evaluator_options)
+            return self._own
 
     def task_names(self, tasks: list[str] | None = None) -> list[str]:
         """``tasks``, or the suite's task names; in this process only those with a configuration for the
@@ -90,33 +93,56 @@ class EnvSource:
             env.close()
 
     def close(self) -> None:
+        """Close the source's own Evaluator (a shared source's is closed by ``close_shared``)."""
         with self._lock:
-            if self._owner is not None:
-                self._owner.close()
-                self._owner = None
+            if self._own is not None:
+                self._own.close()
+                self._own = None
 
 
-_SHARED: dict[str, EnvSource] = {}
+# The process's one cache of what the adapters share: (kind, options as JSON) -> the object made for them.
+_SHARED: dict[tuple[str, str], object] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def shared(kind: str, options: dict, make):
+    """The process's one object of ``kind`` for ``options`` (JSON-like values), ``make()`` the first time; it has
+    a ``close()``, called by ``close_shared``. ``shared_source`` and ``shared_evaluator`` keep theirs here, and
+    so does verl's reward for the evaluators it makes otherwise (a factory's, a server's)."""
+    key = (kind, json.dumps(options, sort_keys=True, default=repr))
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            _SHARED[key] = make()
+        return _SHARED[key]
+
+
+def shared_evaluator(**options) -> Evaluator:
+    """The process's one ``Evaluator(**options)`` (its keyword options, JSON-like values): every shared source
+    with these Evaluator options, and verl's reward and interaction, evaluate on it (one build cache, one device
+    lock, one set of workers)."""
+    return shared("evaluator", options, lambda: Evaluator(**options))
 
 
 def shared_source(**config) -> EnvSource:
     """The process's one ``EnvSource`` for ``config`` (``EnvSource``'s arguments, JSON-like values): frameworks
     that make an env object per episode (SkyRL-gym) or load the tasks apart from running them (verifiers) reach
-    the same Evaluator through it. Closed at exit."""
-    key = json.dumps(config, sort_keys=True, default=repr)
-    with _SHARED_LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = EnvSource(**config)
-        return _SHARED[key]
+    the same Evaluator through it; in this process that is ``shared_evaluator`` of its Evaluator options, so
+    sources that differ only in their episodes' options (suite, max_turns, ...) share one. Closed at exit."""
+    def make() -> EnvSource:
+        source = EnvSource(**config)
+        source.shared = True
+        return source
+
+    return shared("source", config, make)
 
 
 @atexit.register
 def close_shared() -> None:
-    """Close every shared source (their Evaluators' workers); a later ``shared_source`` makes a new one."""
+    """Close everything shared (the Evaluators' workers and builders); a later ``shared_source`` or
+    ``shared_evaluator`` makes a new one."""
     with _SHARED_LOCK:
-        for source in _SHARED.values():
-            source.close()
+        for thing in _SHARED.values():
+            thing.close()
         _SHARED.clear()
 
 

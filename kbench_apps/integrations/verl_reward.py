@@ -29,7 +29,9 @@ that applies:
    (by default the prompt's).
 
 Options come from the call (verl's ``reward_kwargs``), else the environment (``$KBENCH_VERL_FACTORY``,
-``$KBENCH_URL``), else the prompt's settings. Evaluators are made once per process and kept.
+``$KBENCH_URL``), else the prompt's settings. Evaluators are made once per process and kept, in the adapters' one
+cache (``episode.shared``): an in-process one is ``episode.shared_evaluator``, the Evaluator the other adapters'
+shared sources with the same options use.
 
 An evaluator whose device, backend, format or rules differ from what the prompt was written for raises
 ValueError. An evaluation's failure is its result (a negative reward), never an exception; an unknown task raises.
@@ -52,8 +54,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-import threading
 
+from kbench_apps.integrations.episode import close_shared, shared, shared_evaluator
 from kbench_env.config import environ
 from kbench_env.machine.device import resolve_device
 from kbench_env.pipeline import formats
@@ -74,8 +76,8 @@ PROMPT_SETTINGS = ("device", "backend", "format", "rules")
 VERL_PASSTHROUGH = ("reward_router_address", "reward_model_tokenizer")
 URL_ENV, FACTORY_ENV = "KBENCH_URL", "KBENCH_VERL_FACTORY"
 
-_lock = threading.Lock()
-_evaluators: dict[tuple, object] = {}
+#: the options an evaluator is made for (the others are the sample's)
+EVALUATOR_OPTIONS = ("url", "token", "factory", "device", "backend", "reward", "rules", "format")
 _installed = None
 
 
@@ -159,19 +161,17 @@ def _check_agrees(evaluator, options: dict) -> None:
 
 
 def _make_evaluator(options: dict):
+    """A factory's evaluator, or a server's (``url``)."""
     if options.get("factory"):
         module, _, name = str(options["factory"]).partition(":")
         if not name:
             raise ValueError(f"factory must be 'module:function', got {options['factory']!r}")
         return getattr(importlib.import_module(module), name)(**options)
-    if options.get("url"):
-        if options.get("reward") is not None:
-            raise ValueError("with url the server's reward applies (kbench serve --reward): drop reward=")
-        from kbench_env.serving.remote import RemoteEvaluator  # httpx, the [serve] extra
+    if options.get("reward") is not None:
+        raise ValueError("with url the server's reward applies (kbench serve --reward): drop reward=")
+    from kbench_env.serving.remote import RemoteEvaluator  # httpx, the [serve] extra
 
-        return RemoteEvaluator(options["url"], options.get("token"))
-    kw = {k: options[k] for k in ("backend", "rules", "format") if options.get(k) is not None}
-    return Evaluator(device=options.get("device") or "auto", reward=options.get("reward") or "tiered", **kw)
+    return RemoteEvaluator(options["url"], options.get("token"))
 
 
 def evaluator_for(options: dict):
@@ -180,22 +180,20 @@ def evaluator_for(options: dict):
     if _installed is not None:
         evaluator = _installed
     else:
-        key = tuple(sorted((k, str(v)) for k, v in options.items()
-                           if k in ("url", "token", "factory", "device", "backend", "reward", "rules", "format")))
-        with _lock:
-            if key not in _evaluators:
-                _evaluators[key] = _make_evaluator(options)
-            evaluator = _evaluators[key]
+        given = {k: str(options[k]) for k in EVALUATOR_OPTIONS if options.get(k) is not None}
+        if given.get("factory") or given.get("url"):
+            evaluator = shared("verl", given, lambda: _make_evaluator(options))
+        else:  # the Evaluator's own defaults for the options not given (device "auto", reward "tiered")
+            evaluator = shared_evaluator(**{k: options[k] for k in PROMPT_SETTINGS + ("reward",)
+                                            if options.get(k) is not None})
     _check_agrees(evaluator, options)
     return evaluator
 
 
 def close_evaluators() -> None:
-    """Close the evaluators this module made (their workers and builders)."""
-    with _lock:
-        for evaluator in _evaluators.values():
-            evaluator.close()
-        _evaluators.clear()
+    """Close the evaluators this process keeps (their workers and builders): verl's and the other adapters' shared
+    ones alike, which are one cache (``episode.close_shared``); the next call makes new ones."""
+    close_shared()
 
 
 def task_for(evaluator, name: str, options: dict):

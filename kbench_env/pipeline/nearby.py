@@ -2,10 +2,12 @@
 rounding distance of the call's own is correct (backward stability, the numerical analyst's test of a result).
 
 Why: where the reference is discontinuous, rounding decides the answer. ReLU's derivative flips where the
-pre-activation lies within rounding of zero, and an honest kernel that sums in another order than PyTorch lands on
-the other side about once in a thousand calls (``robust/linear_relu_backward``'s float32 shapes, a pre-activation
-rounded from float64 against PyTorch's), moving a whole row of a gradient by ~1 % of the output's norm: far over a
-float32 tolerance, and bound to happen somewhere when timed calls are checked by the hundred.
+pre-activation lies within rounding of zero, and an honest float32 kernel that sums in another order than PyTorch
+(a plain loop, a fused multiply-add loop) lands on the other side of PyTorch's answer, and of the float64
+reference's, in about one call in 2,000 to 4,000 (``robust/linear_relu_backward``'s float32 shapes;
+bench/relu_flip_rate.py measures it, bench/RESULTS.md has the figure), moving a whole row of a gradient by ~1 % of
+the output's norm: far over a float32 tolerance, and bound to happen somewhere when timed calls are checked by the
+hundred.
 
 The test: draw ``DRAWS`` nudges of the call's floating inputs, each element scaled by ``1 + SCALE * u`` with ``u``
 uniform in [-1, 1] (``SCALE`` is 64 float32 rounding units), and accept the output if it matches the reference at

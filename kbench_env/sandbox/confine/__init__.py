@@ -3,7 +3,8 @@ as a candidate's worker does (kbench_env/builder imports it, never the rest of t
 
 What the process is started from and held to, on the parent's side: ``policy`` (``Limits``: resources, timeouts,
 which layers, the build cache's bounds), ``forkserver`` (where workers and the builder are forked from),
-``cgroup`` and ``freeze_group`` (the pids cgroup, killing a session, freezing a group of processes), and
+``cgroup`` and ``freeze_group`` (the pids cgroup, killing a session, freezing a group of processes),
+``proc_table`` (the process table as /proc shows it), and
 ``record_controls`` (RecordFunction's C++ switches, which the audit hook refuses to look up). The rest of the
 parent's side (``sandbox.worker_process`` and the modules beside it: the report channel, relaying build requests
 to the trusted builder, the watchdogs) is above this layer.

@@ -13,6 +13,7 @@ import uuid
 
 from kbench_env.sandbox.confine.cgroup_fs import DetectedOnce, cgroup_mounts, sweep_stale
 from kbench_env.sandbox.confine.freeze_group import FreezeGroup
+from kbench_env.sandbox.confine.proc_table import processes
 
 
 class PidsCgroup(DetectedOnce):
@@ -148,18 +149,13 @@ def kill_session(sid: int, rounds: int = 50) -> None:
     pids cgroup is at hand; a pid stays reserved while it names a live session, so nothing else is hit."""
     for _ in range(rounds):
         found = False
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    st = f.read()
-                fields = st[st.rindex(")") + 2 :].split()
-                if int(fields[3]) == sid and fields[0] not in "ZX":
-                    os.kill(int(name), signal.SIGKILL)
+        for proc in processes():
+            if proc.session == sid and proc.live:
+                try:
+                    os.kill(proc.pid, signal.SIGKILL)
                     found = True
-            except (OSError, ValueError, IndexError):
-                continue
+                except OSError:
+                    continue
         if not found:
             return
         time.sleep(0.005)
