@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kbench_env.pipeline import blocks
-from kbench_env.pipeline.revealed_inputs import BANK_ABOVE, RevealedInputs
+from kbench_env.pipeline.revealed_inputs import BANK_ABOVE, RevealedInputs, _rotation
 from kbench_env.sandbox.memory import Freezer, ProcessMemory, _thread_states
 from kbench_env.tasks.suite import resolve_task, solution_path
 
@@ -33,6 +33,23 @@ def test_revealed_inputs_follow_from_their_key_only():
         rel = ((x - orig).std() / orig.std()).item()
         assert 0.005 < rel < 0.02
         assert (x != orig).float().mean() > 0.99
+
+
+def test_a_large_inputs_noise_is_a_rotation_of_a_secret_bank_vector_chosen_by_the_key():
+    big = torch.randn(BANK_ABOVE + 7)
+    made = RevealedInputs([big, big.clone()], noise=1e-2)
+    std = made.stds[0]
+    keys = [0x5DEECE66D * i + 11 for i in range(1, 41)]  # fixed: the test does not depend on luck
+    patterns = set()
+    for key in keys:
+        a, b = made.make(key)
+        noise = (a - big) / (1e-2 * std)
+        row, shift = _rotation(key, 0, big.numel())
+        vector = made._bank[0][row, :big.numel()]
+        assert torch.allclose(noise, torch.roll(vector, shift), atol=1e-3)
+        assert _rotation(key, 1, big.numel()) != (row, shift)  # a call's two inputs rotate differently
+        patterns.add((row, shift))
+    assert len(patterns) == len(keys)  # every call its own pattern
 
 
 def test_revealed_inputs_keep_each_dtype():

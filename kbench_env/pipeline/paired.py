@@ -31,8 +31,11 @@ from kbench_env.measure.stats import Timing, summarize
 
 #: Width (upper over lower end, minus one) at which a configuration's interval is narrow enough to stop.
 CI_WIDTH = 0.04
-#: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs.
-PAIR_SECONDS = 1.5
+#: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs. A pair's ratio
+#: moves by about a tenth on a small virtual machine (a core's speed changes within tens of milliseconds, which
+#: pairing cannot cancel): the speedup's spread between evaluations falls with the square root of the pairs, and
+#: the pairs in this time are what it costs (bench/cpu_noise.py measures both).
+PAIR_SECONDS = 3.0
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
 #: write than its blocks take to run, so shorter blocks make more pairs in the
 #: same time.

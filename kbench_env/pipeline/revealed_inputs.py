@@ -11,7 +11,10 @@ key. The trusted side remakes a checked call's inputs from its key.
 
 Fresh normal noise per call costs more than a small kernel on the CPU; a large tensor (over ``BANK_ABOVE``
 elements) takes its noise from a bank of ``BANK`` secret noise vectors instead, the key choosing a vector and a
-rotation of it: one of ``BANK * numel`` noise patterns, unknown until the block starts.
+rotation of it: one of ``BANK * numel`` noise patterns, unknown until the block starts. Each vector is kept twice
+over end to end, so that a rotation is a slice of it (no copy), and the vector and the rotation are read off the
+key itself (no generator): paired CPU timing makes thousands of calls' inputs an evaluation, and the time spent
+making them is time not spent timing pairs.
 """
 
 from __future__ import annotations
@@ -44,30 +47,46 @@ class RevealedInputs:
             if self.stds[i] is not None and x.numel() > BANK_ABOVE:
                 g = torch.Generator(device=x.device)
                 g.manual_seed(secrets.randbits(63))
-                self._bank[i] = torch.randn(BANK, x.numel(), generator=g, device=x.device)
+                bank = torch.randn(BANK, x.numel(), generator=g, device=x.device)
+                self._bank[i] = torch.cat([bank, bank], dim=1)  # rotations as slices (``make``)
 
     @staticmethod
     def draw() -> int:
         return secrets.randbits(63)
 
     def make(self, key: int) -> list:
-        g = torch.Generator(device="cpu")
-        g.manual_seed(key)
+        g = None  # made only where an input needs one
         out = []
         for i, x in enumerate(self.originals):
             std, d = self.stds[i], self.draws[i] if i < len(self.draws) else None
             if std is None and d is not None and d.varies and isinstance(x, torch.Tensor) and x.numel():
+                g = g or _generator(key)
                 out.append(d.draw(x.shape, g, x.dtype, "cpu").to(x.device))
                 continue
             if std is None:
                 out.append(x.clone() if isinstance(x, torch.Tensor) else x)
                 continue
             if i in self._bank:
-                row = int(torch.randint(BANK, (1,), generator=g))
-                shift = int(torch.randint(x.numel(), (1,), generator=g))
-                noise = torch.roll(self._bank[i][row], shift).view(x.shape)
+                n = x.numel()
+                row, shift = _rotation(key, i, n)
+                noise = self._bank[i][row, n - shift:2 * n - shift].view(x.shape)  # the row rolled by ``shift``
             else:
+                g = g or _generator(key)
                 noise = torch.randn(x.shape, generator=g).to(x.device)
             wide = x if x.dtype == torch.float64 else x.float()  # half precision perturbed in float32, as rounded last
             out.append(torch.add(wide, noise.to(wide.dtype), alpha=self.noise * std).to(x.dtype))
         return out
+
+
+def _generator(key: int) -> torch.Generator:
+    g = torch.Generator(device="cpu")
+    g.manual_seed(key)
+    return g
+
+
+def _rotation(key: int, i: int, n: int) -> tuple[int, int]:
+    """Input ``i``'s bank vector and rotation for call ``key`` (a secret 63-bit draw): its bits, mixed with the
+    input's position so that two inputs of one call do not share a rotation."""
+    mixed = (key * 0x9E3779B97F4A7C15 + i * 0xBF58476D1CE4E5B9) % (1 << 64)
+    mixed ^= mixed >> 31
+    return mixed % BANK, (mixed // BANK) % n
