@@ -57,7 +57,7 @@ import importlib
 
 from kbench_apps.integrations.episode import close_shared, shared, shared_evaluator
 from kbench_env.config import environ
-from kbench_env.machine.device import resolve_device
+from kbench_env.machine.device import Device, resolve_device
 from kbench_env.pipeline import formats
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import EvalResult
@@ -137,15 +137,9 @@ def sample_options(extra_info, options: dict) -> dict:
     return out
 
 
-def _device_kind(device) -> str:
-    """"cuda" of "cuda:1": a prompt names the kind of device it was written for, not the index."""
-    kind, _, _ = str(device).partition(":")
-    return kind
-
-
 def _same(key: str, a, b) -> bool:
-    if key == "device":
-        return _device_kind(a) == _device_kind(b)
+    if key == "device":  # a prompt names the kind of device it was written for, not the index
+        return Device.parse(a).kind == Device.parse(b).kind
     return a == b
 
 

@@ -21,9 +21,6 @@ from kbench_env.pipeline.screen import MAX_SOURCE_CHARS
 from kbench_env.tasks.suite import find_task, load_suite, resolve_task
 from kbench_env.tasks.task import Task, TaskError
 
-#: The Evaluator's options that the env takes itself (a prompt depends on them); the others go in ``config=``.
-EVALUATOR_ARGUMENTS = ("device", "backend", "reward", "rules", "format")
-
 _PLAIN = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2013": "-",
                         "\u2014": "-", "\u2026": "...", "\u00a0": " "})
 
