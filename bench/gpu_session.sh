@@ -64,7 +64,7 @@ export KBENCH_GPU_ONLY="level1/relu,level1/gelu,level1/softmax_rows,level1/layer
 AGENT_TASKS=robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward
 gpu_tests() {  # tests/test_gpu.py with candidates side by side on the GPU, ending by $1 seconds from the start
   stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
     KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left $1) python3 -m pytest -q -m gpu tests/test_gpu.py \
     -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
@@ -132,7 +132,7 @@ batch)  # bench/throughput.py alone, ending by DEADLINE seconds (default 360): t
   ;;
 resume)  # the GPU test suite side by side, then the agent resumed from an earlier call's results (RESUME=file)
   stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
+  KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
     timeout $(left 230) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \
     | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "evolutionary agent on CUDA tasks, resumed"
@@ -143,7 +143,7 @@ resume)  # the GPU test suite side by side, then the agent resumed from an earli
 final)  # what one last short device session can hold: the GPU tests side by side, GRPO, the agent
   export KBENCH_COMPILE_BASELINE=0
   stamp "GPU test suite (candidates side by side on the GPU)"
-  KBENCH_GPU_PARALLEL=1 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 250 \
+  KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 250 \
     python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "GRPO"
   STEPS=2 OUT=$OUT/train timeout 110 bash bench/train_gpu.sh 2>&1 | tail -12
