@@ -9,7 +9,11 @@ Each build is run one ninja target at a time and each target's compiler children
 an empty build store (cold) unless --warm: then each solution is built a second time after a change to its kernel
 source that leaves its headers alone (what an RL batch of distinct candidates for one task sees).
 
-    python bench/build_cost.py [solution.py ...] [--out bench/results/build_cost_cpu.md] [--warm]
+    python bench/build_cost.py [solution.py ...] [--out bench/results/build_cost_cpu.md] [--warm] [--compare]
+
+With --compare each build is made twice, one after the other: "before" with nvcc compiling the device code whole
+(--no-steps), "after" with the builder's stepped compile (builder/nvcc_steps.py: the host step against a
+precompiled shared start), each configuration with its own build store and precompiled heads.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import os
 import platform
 import re
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -34,7 +39,7 @@ import cuda_compile_check as ccc  # noqa: E402
 
 from kbench_env.backends import narrow_head  # noqa: E402
 from kbench_env.backends.cuda import CudaBackend  # noqa: E402
-from kbench_env.builder import compiler, pch, requests, torch_ext  # noqa: E402
+from kbench_env.builder import compiler, nvcc_steps, pch, requests, torch_ext  # noqa: E402
 from kbench_env.builder.store import Store  # noqa: E402
 
 DEFAULT = ["tasks/solutions/cuda/level1/relu.py", "tasks/solutions/cuda/level1/softmax_rows.py",
@@ -78,15 +83,36 @@ def _head(directory: str, target: str | None) -> str:
         first else ""
 
 
-def measured_run(label: str, step: str):
-    """compiler.run, its CPU time recorded as ``step``."""
+def measured_run(label: str, step):
+    """compiler.run, its CPU time recorded as ``step`` (a name, or a function of the command that names it)."""
     def run(command, cwd, timeout, what):
+        name = step(command) if callable(step) else step
         c0, w0 = _cpu(), time.perf_counter()
         try:
-            compiler.run(command, cwd, timeout, what)
+            return compiler.run(command, cwd, timeout, what)
         finally:
-            STEPS.append((label, step, _cpu() - c0, time.perf_counter() - w0))
+            STEPS.append((label, name, _cpu() - c0, time.perf_counter() - w0))
     return run
+
+
+def _precompile_step(command) -> str:
+    return "precompile host start" if command[0] == "/bin/sh" else "precompile binding head"
+
+
+def _nvcc_step(command) -> str:
+    """The name of one of nvcc_steps' commands (the dryrun, or a step's shell script)."""
+    if "--dryrun" in command:
+        return "cuda.cu: nvcc --dryrun"
+    tokens = shlex.split(command[-1].rsplit("\n", 1)[-1])
+    prog = os.path.basename(tokens[0])
+    if "-E" in tokens:
+        return "cuda.cu: preprocess " + ("device" if any(t.startswith("-D__CUDA_ARCH__") for t in tokens) else "host")
+    if "-c" in tokens:
+        src = next(t for t in tokens if t.endswith(".cudafe1.cpp"))
+        with open(src) as f:
+            used = f.readline().startswith(f'#include "{nvcc_steps.HOST_HEADER}"')
+        return "cuda.cu: host compile" + (" (precompiled start)" if used else "")
+    return f"cuda.cu: {prog}"
 
 
 def _stub_libs(workdir: Path) -> str:
@@ -109,12 +135,13 @@ def compile_fn(workdir: Path, label: str):
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
         options = {**options, "extra_include_paths": list(options.get("extra_include_paths") or []) + stub_inc,
                    "extra_ldflags": list(options.get("extra_ldflags") or []) + [f"-L{stub_lib}"]}
-        saved = torch_ext.run, pch.run
-        torch_ext.run, pch.run = stepwise_run(label), measured_run(label, "precompile binding head")
+        saved = torch_ext.run, pch.run, nvcc_steps.run
+        torch_ext.run, pch.run = stepwise_run(label), measured_run(label, _precompile_step)
+        nvcc_steps.run = measured_run(label, _nvcc_step)
         try:
             torch_ext.compile_with_ninja(name, sources, options, directory, timeout, **kwargs)
         finally:
-            torch_ext.run, pch.run = saved
+            torch_ext.run, pch.run, nvcc_steps.run = saved
     return compile_
 
 
@@ -159,11 +186,56 @@ def build_one(path: Path, store_root: str, workdir: Path, salt: str = "", label:
     label = label or path.stem
     req = request_of(path, salt)
     ctx = {"torch": "bench", "backend": "cuda"}
-    c0, w0 = _cpu(), time.perf_counter()
+    c0, w0, s0 = _cpu(), time.perf_counter(), time.process_time()
     manifest = torch_ext.build(req, CudaBackend(), Store(store_root), ctx, 1800.0, 1 << 31,
                                compile_fn=compile_fn(workdir, label), pch=headers)
     return {"label": label, "cpu": _cpu() - c0, "wall": time.perf_counter() - w0, "cached": manifest["cached"],
+            "own": time.process_time() - s0,  # the builder's own Python (writing, splitting, hashing files)
             "plan": manifest.get("plan", "?"), "check": check_library(manifest["path"], manifest["module"])}
+
+
+def _runs(args, paths: list, d: str) -> list:
+    """Every build, in order: per source its first build then (--warm) a distinct candidate, and with --compare the
+    builder without and with the stepped device code one after the other (the load lands on both)."""
+    configs = [("before", False), ("after", True)] if args.compare else [("", not args.no_steps)]
+    # One builder process per configuration: its precompiled heads (made by the first build needing one) serve the rest.
+    headers = {c: None if args.no_pch else pch.BindingHeaders(os.path.join(d, f"pch-{c or 'one'}")) for c, _ in configs}
+    results = []
+    for p in paths:
+        stores = {c: tempfile.mkdtemp(dir=d) for c, _ in configs}  # cold: nothing built before
+        for salt, label in [("", p.stem)] + ([("\n// a distinct candidate\n", p.stem + " (2nd, new kernel)")]
+                                            if args.warm else []):
+            for c, stepped in configs:
+                torch_ext.STEPPED_NVCC = stepped
+                load = os.getloadavg()[0]
+                r = build_one(p, stores[c], Path(d), salt=salt, label=f"{c}: {label}" if c else label,
+                              headers=headers[c])
+                results.append({**r, "config": c, "source": p.stem, "later": bool(salt), "load": load})
+    return results
+
+
+def _summary(results: list) -> list:
+    """The side-by-side table of a --compare run: CPU s per source, first build and distinct candidate."""
+    cell = {(r["source"], r["config"], r["later"]): r["cpu"] for r in results}
+    sources = list(dict.fromkeys(r["source"] for r in results))
+    lines = ["| source | before, first | after, first | before, distinct candidate | after, distinct candidate |",
+             "| --- | --- | --- | --- | --- |"]
+    for s in sources:
+        lines.append(f"| {s} | " + " | ".join(f"{cell.get((s, c, later), float('nan')):.1f}"
+                                              for later in (False, True) for c in ("before", "after")) + " |")
+    means = []
+    for later in (False, True):
+        for c in ("before", "after"):
+            v = [cell[(s, c, later)] for s in sources if (s, c, later) in cell]
+            means.append(sum(v) / len(v) if v else float("nan"))
+    lines.append("| **mean** | " + " | ".join(f"**{m:.1f}**" for m in means) + " |")
+    loads = [r["load"] for r in results]
+    own = {c: [r["own"] for r in results if r["config"] == c and r["later"]] for c in ("before", "after")}
+    lines += ["", f"After / before, distinct candidates: {means[3] / means[2]:.2f}x; first builds: "
+              f"{means[1] / means[0]:.2f}x. Load average at the builds' starts {min(loads):.1f}-{max(loads):.1f}. "
+              "The builder's own Python CPU s per distinct candidate (not in the figures above): " + ", ".join(
+                  f"{c} {sum(v) / len(v):.2f}" for c, v in own.items() if v) + "."]
+    return lines
 
 
 def main(argv=None) -> int:
@@ -175,30 +247,29 @@ def main(argv=None) -> int:
     ap.add_argument("--no-pch", action="store_true", help="no precompiled binding head (as the builder was)")
     ap.add_argument("--no-narrow", action="store_true", help="no narrow head for the device code (as it was)")
     ap.add_argument("--no-object-reuse", action="store_true", help="the binding compiled for every build (as it was)")
+    ap.add_argument("--no-steps", action="store_true", help="nvcc compiles the device code whole (as it was)")
+    ap.add_argument("--compare", action="store_true", help="each build without (before) and with (after) the "
+                    "stepped device code, one after the other")
     args = ap.parse_args(argv)
     if args.no_narrow:
         CudaBackend.narrow_cuda_sources = lambda self, cuda_sources: None
     if args.no_object_reuse:
         pch.BindingHeaders.binding_object = lambda self, key: None
     paths = args.paths or [ROOT / p for p in DEFAULT]
-    results = []
     with tempfile.TemporaryDirectory(prefix="kb-buildcost-") as d:
-        # One builder process: its precompiled heads (made by the first build that needs one) serve the rest.
-        headers = None if args.no_pch else pch.BindingHeaders(os.path.join(d, "pch"))
-        for p in paths:
-            store = tempfile.mkdtemp(dir=d)  # cold: nothing built before
-            results.append(build_one(p, store, Path(d), headers=headers))
-            if args.warm:
-                results.append(build_one(p, store, Path(d), salt="\n// a distinct candidate\n",
-                                         label=p.stem + " (2nd, new kernel)", headers=headers))
+        results = _runs(args, paths, d)
     lines = [f"### {args.title or 'build cost'} ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
              f"{platform.machine()}, {os.cpu_count()} cores)", "",
-             f"`python bench/build_cost.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
-             "| build | step | CPU s (user+sys) | wall s |", "| --- | --- | --- | --- |"]
+             f"`python bench/build_cost.py {' '.join(sys.argv[1:] if argv is None else argv)}`", ""]
+    if args.compare:
+        lines += _summary(results) + [""]
+    lines += ["| build | step | CPU s (user+sys) | wall s |", "| --- | --- | --- | --- |"]
     lines += [f"| {lab} | {tgt} | {cpu:.1f} | {wall:.1f} |" for lab, tgt, cpu, wall in STEPS]
-    lines += ["", "| build | CPU s | wall s | built with | library |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['label']} | {r['cpu']:.1f} | {r['wall']:.1f} | {r['plan']} | {r['check']} |" for r in results]
-    later = [r["cpu"] for r in results if "(2nd" in r["label"]]
+    lines += ["", "| build | CPU s | builder's own CPU s | wall s | built with | library |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['label']} | {r['cpu']:.1f} | {r['own']:.2f} | {r['wall']:.1f} | {r['plan']} | {r['check']} |"
+              for r in results]
+    later = [r["cpu"] for r in results if r["later"] and not args.compare]
     if later:
         lines += ["", f"Distinct candidates (2nd builds): {len(later)}, CPU s mean {sum(later) / len(later):.1f}, "
                   f"min {min(later):.1f}, max {max(later):.1f}; load average at the end "

@@ -191,6 +191,15 @@ def head_for(text: str) -> str | None:
     return "\n".join(lines)
 
 
+def shared_lines(text: str) -> int:
+    """How many first lines of device code that starts with a narrow head are the same for every source: the
+    head's includes before the operator headers it picks for the source (0 where ``text`` has no narrow head)."""
+    p = parts()
+    if p is None or not text.startswith(MARK):
+        return 0
+    return 2 + len(p["aten"]) + len(p["functions"])
+
+
 def narrow_sources(cuda_sources) -> tuple | None:
     """(head, sources): the narrow head and ``cuda_sources`` (a string or a list of strings, as load_inline takes
     them) with their includes of <torch/extension.h>, <torch/types.h> and <ATen/ATen.h> turned into comments (one

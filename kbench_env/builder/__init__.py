@@ -8,6 +8,8 @@ which the worker can read but not write, or with the compiler's trimmed error.
 ``client`` (Builder: the trusted side's handle, one per Evaluator, serving its workers concurrently), ``server``
 (the confined builder process), ``requests`` (what a request may hold; content-addressed unit names), ``flags``
 (the compiler and linker flags refused, with reasons), ``torch_ext`` and ``fast`` (the two kinds of build),
+``nvcc_steps`` (a ``.cu`` compiled in nvcc's own steps, the host step against a precompiled shared start),
+``pch`` (the precompiled heads and reused binding objects),
 ``store`` (staging, manifest, publication into the cache), ``cache`` (the shared cache seen from the trusted side:
 claims, bound, eviction), ``compiler`` (a compiler under a deadline), ``errors``, ``symbols`` (what a built library
 calls, read from its symbol tables); ``ray_builds`` and ``ray_task`` (the same builds as Ray tasks on a cluster's

@@ -13,8 +13,9 @@ class CompileError(RuntimeError):
     """The compiler failed (its output is the message), timed out, or the build is over its size bound."""
 
 
-def run(command: list, cwd: str, timeout: float, what: str) -> None:
-    """Run ``command`` in ``cwd``; raise CompileError ``"<what>: <output>"`` if it fails or outlives ``timeout``."""
+def run(command: list, cwd: str, timeout: float, what: str) -> str:
+    """Run ``command`` in ``cwd``; its output (stdout and stderr), or CompileError ``"<what>: <output>"`` if it
+    fails or outlives ``timeout``."""
     if timeout <= 0:
         raise CompileError(f"{what}: no time left for the build (its deadline has passed)")
     try:
@@ -36,3 +37,4 @@ def run(command: list, cwd: str, timeout: float, what: str) -> None:
             p.wait()
     if p.returncode != 0:
         raise CompileError(f"{what}: {out.decode('utf-8', 'replace')}")
+    return out.decode("utf-8", "replace")

@@ -9,6 +9,10 @@ flag sets get one (each is hundreds of MB), so candidates cannot fill the disk w
 against the flags of the compile that reads it and falls back to the header's text when they differ, so a
 precompiled header can make a build faster, never different. The scratch directory is the builder's own (no worker
 can write it) and is removed with it (client.Builder.close).
+
+The same directory keeps the binding objects of earlier builds (reused when a build's binding file and flags are
+the same) and the precompiled shared starts of nvcc's host compiles (``host_prefix``, builder/nvcc_steps.py: a
+candidate's own includes among them, so at most ``MAX_HOST_PREFIXES`` are kept, the least recently used dropped).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ HEADER = "kb_binding.h"
 MAX_HEADERS = 4
 OBJECTS = "objects"
 MAX_OBJECTS = 256  # binding objects kept (a few MB each)
+HOST = "host"
+MAX_HOST_PREFIXES = 6  # shared starts of nvcc's host compiles (builder/nvcc_steps.py), a few hundred MB each
 #: The heads builder/torch_ext.py and backends/extension.py put on top of main.cpp, longest first.
 HEADS = ("#include <torch/types.h>\n#include <torch/python.h>\n", "#include <torch/extension.h>\n",
          "#include <torch/types.h>\n")
@@ -74,9 +80,11 @@ class BindingHeaders:
 
     def __init__(self, root: str, background: bool = False):
         self.root, self.background = os.path.realpath(root), background
-        self.made = self.reused = self.objects_reused = 0
+        self.made = self.reused = self.objects_reused = self.host_made = self.host_reused = 0
         self._lock = threading.Lock()
         self._making: dict = {}  # key -> the thread making it
+        self._host_making: dict = {}  # key -> the thread making it, while it does
+        self._host_failed: set = set()  # keys whose text did not compile as a header: not tried again
 
     def header_for(self, head: str, flags: tuple[str, str, str], timeout: float) -> str | None:
         """The path of ``head`` as a header with its ``.gch`` beside it (made now if need be and not in the
@@ -121,10 +129,63 @@ class BindingHeaders:
             with contextlib.suppress(OSError):
                 os.unlink(old)
 
+    def host_prefix(self, key: str, text: str, command, timeout: float) -> str | None:
+        """The ``.gch`` of ``text`` (the shared start of an nvcc host compile's input, builder/nvcc_steps.py) kept
+        under ``key``, made with ``command(header, output)`` (an argv) now if need be and not in the background, or
+        None (not made yet, or it failed). The least recently used are dropped past MAX_HOST_PREFIXES."""
+        directory = os.path.join(self.root, HOST, key)
+        gch = os.path.join(directory, HEADER + ".gch")
+        if os.path.isfile(gch):
+            with contextlib.suppress(OSError):
+                os.utime(directory)  # used: kept longest
+            self._count("host_reused")
+            return gch
+        if key in self._host_failed:
+            return None
+        if not self.background:
+            return gch if self._make_host(key, text, command, timeout) else None
+        with self._lock:
+            if key not in self._host_making:
+                self._host_making[key] = threading.Thread(target=self._make_host, daemon=True, name="kbench-pch",
+                                                          args=(key, text, command, self.MAKE_TIMEOUT_S))
+                self._host_making[key].start()
+        return None
+
     def wait(self, timeout: float | None = None) -> None:
         """Wait for the heads being made in the background."""
-        for thread in list(self._making.values()):
+        for thread in list(self._making.values()) + list(self._host_making.values()):
             thread.join(timeout)
+
+    def _make_host(self, key: str, text: str, command, timeout: float) -> bool:
+        root = os.path.join(self.root, HOST)
+        directory = os.path.join(root, key)
+        header = os.path.join(directory, HEADER)
+        os.makedirs(root, exist_ok=True)
+        try:
+            with self._locked(HOST):  # one maker at a time across the builder's threads and processes
+                if os.path.isfile(header + ".gch"):
+                    return True
+                kept = sorted((e.stat().st_mtime, e.path) for e in os.scandir(root) if e.is_dir())
+                for _, old in kept[:max(0, len(kept) - MAX_HOST_PREFIXES + 1)]:
+                    shutil.rmtree(old, ignore_errors=True)  # a compile that opened its .gch keeps reading it
+                os.makedirs(directory, exist_ok=True)
+                with open(header, "w") as f:
+                    f.write(text)
+                try:
+                    run(command(header, header + ".gch.tmp"), directory, timeout,
+                        "Error precompiling the host compile's shared start")
+                except CompileError:
+                    shutil.rmtree(directory, ignore_errors=True)
+                    with self._lock:
+                        if len(self._host_failed) < MAX_OBJECTS:
+                            self._host_failed.add(key)
+                    return False  # this and later builds compile the whole input
+                os.rename(header + ".gch.tmp", header + ".gch")
+                self._count("host_made")
+                return True
+        finally:
+            with self._lock:
+                self._host_making.pop(key, None)
 
     def _make(self, key: str, head: str, flags: tuple[str, str, str], timeout: float) -> bool:
         cxx, cflags, post = flags

@@ -7,7 +7,9 @@ the GPU's architecture, CUTLASS's include paths, and light headers (<torch/types
 <torch/extension.h>; off with KBENCH_LIGHT_HEADERS=0 on the trusted side), a build that then lacks a declaration of
 torch's being built again as written. The light plan's device code keeps load_inline's implicit <torch/types.h>
 (its C++ file brings its own head), and the head the builder puts on main.cpp comes precompiled where the builder
-gives a place for it (pch.py). The candidate's own flags are checked before any of that (flags.py).
+gives a place for it (pch.py); there the device code is compiled in nvcc's own steps, the host step reading what the
+builder wrote the same for every source from a precompiled header (nvcc_steps.py). The candidate's own flags are
+checked before any of that (flags.py).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import shlex
 import shutil
 import time
 
 import torch
 
 from kbench_env.backends.extension import compiler_id
-from kbench_env.builder import flags, requests
+from kbench_env.builder import flags, nvcc_steps, requests
 from kbench_env.builder import pch as pch_heads
 from kbench_env.builder.compiler import CompileError, run
 from kbench_env.builder.pch import BindingHeaders
@@ -30,6 +33,8 @@ _LIB_EXT = ".so"
 #: Units whose narrow build failed in this process (a repeat goes straight to <torch/types.h>), at most this many.
 _NARROW_FAILED: dict = {}
 _NARROW_FAILED_MAX = 4096
+#: Whether a build with a place for precompiled headers compiles its device code step by step (nvcc_steps.py).
+STEPPED_NVCC = True
 
 
 def _call(fn, **kwargs):
@@ -67,11 +72,34 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
     kept = _reuse_binding(sources, ninja_file, directory, pch) if pch is not None else None
     jobs = os.environ.get("MAX_JOBS", "")
     try:
+        if pch is not None and STEPPED_NVCC:
+            _device_code_in_steps(name, ninja_file, directory, pch, deadline)
         run(["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else []), directory, deadline - time.monotonic(),
             f"Error building extension '{name}'")
     finally:  # a binding compiled whole is kept even when the device code failed (the next plan reuses it)
         if kept is not None and _finished(directory, "main.o"):
             pch.keep_binding_object(kept, os.path.join(directory, "main.o"))
+
+
+def _device_code_in_steps(name: str, ninja_file: str, directory: str, pch: BindingHeaders, deadline: float) -> None:
+    """Compile the build's one ``.cu`` with nvcc step by step (builder/nvcc_steps.py: the host step against a
+    precompiled shared start) and take its compile out of the ninja file; left to ninja where the steps are not
+    the shape that module knows."""
+    with open(ninja_file) as f:
+        text = f.read()
+    found = re.findall(r"^build (\S+\.o): cuda_compile (\S+)\n", text, re.M)
+    values = dict(re.findall(r"^(nvcc|cuda_cflags|cuda_post_cflags) = (.*)$", text, re.M))
+    if len(found) != 1 or "nvcc" not in values:
+        return
+    out, source = found[0]
+    if "$" in out + source + values.get("cuda_cflags", "") + values.get("cuda_post_cflags", ""):
+        return  # ninja's escapes: left to ninja
+    argv = [values["nvcc"], *shlex.split(values.get("cuda_cflags", "")), "-c", source, "-o", out,
+            *shlex.split(values.get("cuda_post_cflags", ""))]  # the rule's command, less ninja's dependency file
+    if nvcc_steps.compile_cu(argv, source, directory, pch, deadline - time.monotonic(),
+                             f"Error building extension '{name}'"):
+        with open(ninja_file, "w") as f:
+            f.write(re.sub(r"^build \S+\.o: cuda_compile \S+\n", "", text, flags=re.M))  # an input that exists now
 
 
 def _finished(directory: str, target: str) -> bool:
