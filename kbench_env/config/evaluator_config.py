@@ -69,7 +69,8 @@ class ResourcesConfig:
     cache_dir: where builds are kept, shared by all workers (None: ``$KBENCH_CACHE`` or ~/.cache/kbench).
     build_workers: candidates in flight at once in ``evaluate_many`` (None: the number of CPU cores).
     spare_worker: keep started, confined, idle workers ready for the next candidates, one per evaluation in
-        flight (sandbox.SpareWorkers; on a GPU with CUDA started), at most what the host's cores and memory allow
+        flight or at the recent peak of those in flight, so that a batch after a quiet gap finds spares
+        (sandbox.SpareWorkers; on a GPU with CUDA started), at most what the host's cores and memory allow
         (``KBENCH_SPARE_WORKERS`` sets that), or at most this number when it is one; off with False (default:
         ``KBENCH_SPARE_WORKER``, on unless 0).
     shared_checks: candidates' correctness checks share the device (up to shared_device_lock.SHARED_CAP at once

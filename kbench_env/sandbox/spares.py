@@ -1,8 +1,10 @@
-"""Spare workers: a pool of started, confined, idle workers, sized to the evaluations in flight, so that a candidate
-does not wait for its worker to start (on a GPU: CUDA's context and the forward audit's profiler, seconds)."""
+"""Spare workers: a pool of started, confined, idle workers, sized to the evaluations in flight and to their recent
+peak, so that a candidate does not wait for its worker to start (on a GPU: CUDA's context and the forward audit's
+profiler, seconds), even when candidates arrive in bursts (a trainer's batches) with quiet gaps between them."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -23,6 +25,17 @@ MAX_SPARES = 16
 #: Host memory (MemAvailable) left per spare, and device memory per GPU spare, when the pool's cap is worked out.
 HOST_BYTES_PER_SPARE = 2 << 30
 GPU_BYTES_PER_SPARE = 4 << 30
+#: A spare this close (seconds) to leaving by itself is not handed out: it might go between being given its candidate
+#: and loading it. The pool replaces it then, while it still wants it.
+LEAVING_MARGIN_S = 5.0
+#: The least delay of the pool's timer: its deadlines already past never make it spin.
+MIN_TIMER_S = 0.5
+
+
+def peak_window_s() -> float:
+    """How long the pool remembers its peak of evaluations in flight: as long as a spare waits for a candidate
+    (policy.SPARE_IDLE_S, longer than a trainer's generation between two batches)."""
+    return policy.SPARE_IDLE_S
 
 
 def default_cap(device: str) -> int:
@@ -51,20 +64,31 @@ class SpareWorkers:
     """Started, confined, idle workers kept ready for the next candidates: on the CPU, the fork, confinement and
     imports done; on a GPU, also CUDA's and the forward audit's profiler's start.
 
-    The pool wants one spare per evaluation in flight (``active``: taken and not yet over; each is likely followed by
-    another candidate, as in a trainer's batch), at least one, at most ``cap``; spares are started in the background
-    when one is taken (while the taken worker builds) and when an evaluation ends. A spare holds no candidate code
-    until ``take`` assigns it one, and serves one candidate only, as every worker: a worker that ran a candidate is
-    never handed out again (``take`` pops it; it is closed with its evaluation).
+    Size. The pool wants one spare per evaluation in flight (``active``: taken and not yet over; each is likely
+    followed by another candidate) or, if more, per evaluation at the recent peak: the most in flight at once over
+    the last ``peak_window_s()`` (the time a spare waits before it leaves). A trainer's batch ends (none in flight),
+    its policy generates, and the next batch arrives at once: the pool refilled to the last batch's peak when the
+    batch ended, so the new batch's candidates find spares. At least one, at most ``cap``.
 
-    On a GPU with a single evaluation in flight, its replacement starts when the evaluation is over
-    (``evaluation_over``), so that a spare's start, which launches a kernel and starts the profiler, never overlaps
+    When spares start (in the background, never on a candidate's path): when one is taken (while the taken worker
+    builds) and when an evaluation ends, up to one per evaluation in flight; the rest, up to the peak, only when no
+    evaluation is in flight (between batches). On a GPU with a single evaluation in flight none starts: its spares
+    start when it is over, so that a spare's start, which launches a kernel and starts the profiler, never overlaps
     that evaluation's timed runs; with several in flight their workers' starts overlap each other's evaluations
-    anyway (each candidate starts one worker wherever the start happens), and spares start at once.
+    anyway (each candidate starts one worker wherever the start happens).
+
+    Leaving. A spare leaves by itself after ``policy.SPARE_IDLE_S`` without a candidate. The pool's timer (one
+    ``threading.Timer`` at a time, armed for the next deadline only while the window holds work) replaces a spare
+    about to leave while the window still wants it, and when the window has seen no work closes the spares beyond
+    one; that one then leaves by itself and is not replaced until work comes.
+
+    A spare holds no candidate code until ``take`` assigns it one, and serves one candidate only, as every worker: a
+    worker that ran a candidate is never handed out again (``take`` pops it; it is closed with its evaluation).
+    ``clock`` is the pool's time (``time.monotonic``, the clock of ``Worker._t_created``).
     """
 
     def __init__(self, backend: str, device: str, build_root: str, limits: Limits, builder=None,
-                 cap: int | None = None):
+                 cap: int | None = None, clock=time.monotonic):
         self._args = (backend, device, build_root, limits)
         self._builder = builder
         self._cpu = Device.parse(device).is_cpu
@@ -73,6 +97,12 @@ class SpareWorkers:
         self._ready: deque[Worker] = deque()
         self._starting = 0
         self._closed = False
+        self._clock = clock
+        # (when, evaluations in flight until then) at each evaluation's end within the window, the counts falling
+        # from the oldest: the oldest is the window's peak
+        self._levels: deque[tuple[float, int]] = deque()
+        self._timer: threading.Timer | None = None
+        self._timer_at = math.inf
         self.active = 0  # evaluations between ``take`` and ``evaluation_over``
         self.served = 0  # candidates given a spare (the rest started a worker of their own)
         self.started = 0  # spares started
@@ -92,7 +122,6 @@ class SpareWorkers:
         """A worker for ``source``: a ready spare if one is alive, else a newly started one."""
         with self._lock:
             self.active += 1
-            concurrent = self.active > 1
         worker = None
         while worker is None:
             spare = self._pop()
@@ -104,9 +133,12 @@ class SpareWorkers:
                 worker = spare
             except (WorkerError, ValueError):
                 spare.close()
-        if self._cpu or concurrent:
-            self.refill()
+        self.refill()
         return worker if worker is not None else Worker(source, *self._args, builder=self._builder)
+
+    def _leaving(self, spare: Worker, now: float) -> bool:
+        """Whether ``spare`` has gone, or will leave by itself before it could load a candidate."""
+        return now - spare._t_created > policy.SPARE_IDLE_S - LEAVING_MARGIN_S or spare.proc.exitcode is not None
 
     def _pop(self) -> Worker | None:
         """The oldest ready spare that will not leave by itself before it loads its candidate, else None."""
@@ -115,25 +147,57 @@ class SpareWorkers:
                 spare = self._ready.popleft() if self._ready else None
             if spare is None:
                 return None
-            if time.monotonic() - spare._t_created <= policy.SPARE_IDLE_S - 5 and spare.proc.exitcode is None:
+            if not self._leaving(spare, self._clock()):
                 return spare
             spare.close()  # about to leave (or gone): it might go between being given the source and loading it
 
     def evaluation_over(self) -> None:
         """An evaluation that ``take`` served (its timed runs included) has ended: start what the pool lacks."""
         with self._lock:
+            if self.active > 0:
+                self._note_level(self.active)
             self.active = max(0, self.active - 1)
         self.refill()
+        self._arm()
+
+    def _note_level(self, level: int) -> None:
+        """(Lock held.) ``level`` evaluations were in flight until now: kept while in the window, unless a later
+        level is as high (the window's peak is then that one's, and lasts longer)."""
+        now = self._clock()
+        while self._levels and self._levels[-1][1] <= level:
+            self._levels.pop()
+        self._levels.append((now, level))
+
+    def _peak(self) -> int:
+        """(Lock held.) The most evaluations in flight at once over the window (0: none in it)."""
+        horizon = self._clock() - peak_window_s()
+        while self._levels and self._levels[0][0] < horizon:
+            self._levels.popleft()
+        return max(self.active, self._levels[0][1] if self._levels else 0)
 
     def wanted(self) -> int:
-        """Spares the pool wants now: one per evaluation in flight, at least one, at most ``cap``."""
-        return min(self.cap, max(1, self.active))
+        """Spares the pool wants now: one per evaluation in flight or at the window's peak, at least one, at most
+        ``cap``."""
+        cap = self.cap
+        with self._lock:
+            return min(cap, max(1, self._peak()))
+
+    def _target(self) -> int:
+        """Spares to have ready or starting now (the class docstring's rule): ``wanted`` with none in flight; one per
+        evaluation with some in flight; none on a GPU with a single one in flight."""
+        wanted = self.wanted()
+        active = self.active
+        if active == 0:
+            return wanted
+        if active == 1 and not self._cpu:
+            return 0
+        return min(wanted, active)
 
     def refill(self) -> None:
-        """Start, in the background, the spares the pool lacks (``wanted`` less those ready or starting)."""
-        want = self.wanted()
+        """Start, in the background, the spares the pool lacks (``_target`` less those ready or starting)."""
+        target = self._target()
         with self._lock:
-            n = 0 if self._closed else want - len(self._ready) - self._starting
+            n = 0 if self._closed else target - len(self._ready) - self._starting
             if n <= 0:
                 return
             self._starting += n
@@ -153,10 +217,54 @@ class SpareWorkers:
                 self.started += 1
         if worker is not None and not keep:
             worker.close()
+        self._arm()
+
+    def tend(self) -> None:
+        """The pool's timer: while the window holds work, close the ready spares about to leave (or gone) and start
+        their replacements; once it holds none, with none in flight, close the spares beyond ``wanted`` (one)."""
+        now = self._clock()
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()  # (when called other than by the timer: it is re-armed below)
+            self._timer, self._timer_at = None, math.inf
+            if self._closed:
+                return
+            worked = self._peak() > 0
+            if worked:
+                going = [s for s in self._ready if self._leaving(s, now)]
+            else:  # no work in the window, so none in flight: the oldest go, the youngest stays
+                going = list(self._ready)[:-1]
+            for spare in going:
+                self._ready.remove(spare)
+        for spare in going:
+            spare.close()
+        if worked:
+            self.refill()
+        self._arm()
+
+    def _arm(self) -> None:
+        """Set the timer for the next deadline (a ready spare about to leave, the window's peak ending) while the
+        window holds work; none otherwise, nor more than one."""
+        with self._lock:
+            if self._closed or self._peak() == 0:
+                return
+            window = peak_window_s()
+            at = min([s._t_created + policy.SPARE_IDLE_S - LEAVING_MARGIN_S for s in self._ready]
+                     + [when + window for when, _ in self._levels], default=math.inf)
+            if at >= self._timer_at:  # (math.inf: nothing to wait for)
+                return
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(max(MIN_TIMER_S, at - self._clock()), self.tend)
+            self._timer.name, self._timer.daemon = "kbench-spare-timer", True
+            self._timer_at = at
+            self._timer.start()
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             spares, self._ready = list(self._ready), deque()
+            if self._timer is not None:
+                self._timer.cancel()
         for spare in spares:
             spare.close()
