@@ -22,12 +22,30 @@ def _timing(walls: list, device: list) -> tuple[GpuTiming, list]:
 
 
 def test_an_honest_timing_is_paid_what_it_reported():
-    # wall = fixed cost (a little more than the reference's) + device time, with jitter
+    # wall = fixed cost (a little more than the reference's, within the slack) + device time, with jitter
     device = [0.286, 0.285, 0.287, 0.286, 0.290, 0.286]
-    walls = [d + f for d, f in zip(device, (0.99, 0.86, 1.14, 0.95, 1.02, 0.97))]
+    walls = [d + f for d, f in zip(device, (0.84, 0.76, 0.99, 0.80, 0.87, 0.82))]
     out, times = _timing(walls, device)
     assert _bounded(out, times, REFERENCE, "cuda-graph", 8) == times
     assert out.ratio < 1.0 and not out.flagged
+
+
+def test_an_honest_timing_whose_fixed_cost_ran_over_the_slack_is_raised_and_not_flagged():
+    # the fixed cost a fifth of a millisecond over the reference's, on a block of 0.29 ms: paid at the bound
+    device = [0.286, 0.285, 0.287, 0.286, 0.290, 0.286]
+    walls = [d + f for d, f in zip(device, (0.99, 0.86, 1.14, 0.95, 1.02, 0.97))]
+    out, times = _timing(walls, device)
+    paid = _bounded(out, times, REFERENCE, "cuda-graph", 8)
+    assert 1.0 < out.ratio < gpu_blocks.FLAG_RATIO and not out.flagged
+    assert paid[0] == pytest.approx(times[0] * out.ratio)
+
+
+def test_what_a_forger_gains_on_a_five_millisecond_block_is_about_a_tenth():
+    real = [5.0] * 9
+    walls = [r + 0.75 for r in real]  # the reference's fixed cost exactly
+    out, times = _timing(walls, [r / 2.5 for r in real])
+    paid = _bounded(out, times, REFERENCE, "cuda-graph", 8)
+    assert 1.0 < 5.0 / (paid[0] * 8) <= 1.1 and not out.flagged
 
 
 def test_a_forged_timing_is_paid_the_bound_and_flagged():

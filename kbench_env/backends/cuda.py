@@ -49,6 +49,10 @@ L2_FLUSH_BYTES = 256 << 20
 MAX_BLOCK = 256  # calls per graph block
 BLOCK_BYTES = 1 << 30  # static inputs and outputs of one block
 PROBE_CALLS = 8
+PROBE_MS = 1.0  # device time of the larger probe graph of short calls (_block_size)
+#: Input seeds a capture may use above its first (its static inputs first - b, its warm-ups first - SEED_SPAN - k):
+#: more than any block's calls, so that the probes, the warm-ups and the block's buffers never share content.
+SEED_SPAN = 10_000
 
 
 class CudaBackend(ExtensionBackend):
@@ -201,33 +205,45 @@ class CudaBackend(ExtensionBackend):
         return stats.summarize(times)
 
     def _block_size(self, fn, make_inputs, probe: list, handed: list, target_ms: float = 2.0,
-                    max_block: int = MAX_BLOCK) -> int:
-        """Calls per graph block: about ``target_ms`` of device work, at most ``max_block`` calls and BLOCK_BYTES of static
-        inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel after the
-        L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess; longer blocks
-        spread it thin. A call under 2 ms is estimated from
-        a graph of PROBE_CALLS calls replayed between events: back-to-back eager calls measure the host's launch
-        rate (~40 us a call from Python), and one call between events its launch latency."""
+                    max_block: int = MAX_BLOCK, max_bytes: int = BLOCK_BYTES) -> int:
+        """Calls per graph block: about ``target_ms`` of device work, at most ``max_block`` calls and ``max_bytes``
+        of static inputs and outputs. A block has a fixed cost (the graph's launch on the device, the first kernel
+        after the L2 flush) that short blocks of few-microsecond kernels read as a large per-call excess; longer
+        blocks spread it thin. A call under 2 ms is estimated from a graph of PROBE_CALLS calls replayed between
+        events (back-to-back eager calls measure the host's launch rate, ~40 us a call from Python, and one call
+        between events its launch latency), and where those calls took under PROBE_MS together, from a graph of
+        as many calls as fill PROBE_MS: a small graph's own launch, tens of microseconds, read as a call of a few
+        microseconds is several times its time, and the blocks came out that much shorter than aimed at."""
         t0 = stats._perf_counter()
         outs = fn(*probe)
         torch.cuda.synchronize()
         est_ms = (stats._perf_counter() - t0) * 1e3  # an upper bound: launch and synchronisation included
-        if est_ms < 2.0:
-            captured = self._capture(fn, make_inputs, PROBE_CALLS, first=-2000, handed=handed)
-            if captured is not None:
-                g = captured[0]
-                g.replay()
-                ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                ev0.record()
-                g.replay()
-                ev1.record()
-                torch.cuda.synchronize()
-                est_ms = ev0.elapsed_time(ev1) / PROBE_CALLS
-                del captured, g
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         per_call = sum(x.numel() * x.element_size() for x in list(probe) + list(outs) if isinstance(x, torch.Tensor))
-        by_bytes = BLOCK_BYTES // max(per_call, 1)
+        by_bytes = max_bytes // max(per_call, 1)
+        if est_ms < 2.0:
+            est_ms = self._graph_ms(fn, make_inputs, PROBE_CALLS, handed, -3 * SEED_SPAN) or est_ms
+            more = int(min(max_block, by_bytes // 4, PROBE_MS / max(est_ms, 1e-4)))  # (kept alive: handed)
+            if est_ms * PROBE_CALLS < PROBE_MS and more > 2 * PROBE_CALLS:
+                est_ms = self._graph_ms(fn, make_inputs, more, handed, -5 * SEED_SPAN) or est_ms
         return int(max(1, min(max_block, by_bytes, target_ms / max(est_ms, 1e-4))))
+
+    def _graph_ms(self, fn, make_inputs, calls: int, handed: list, first: int) -> float | None:
+        """A call's device time from a graph of ``calls`` calls (inputs from seed ``first`` down) replayed between
+        events; None if not capturable."""
+        captured = self._capture(fn, make_inputs, calls, first=first, handed=handed)
+        if captured is None:
+            return None
+        g = captured[0]
+        g.replay()
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        ev0.record()
+        g.replay()
+        ev1.record()
+        torch.cuda.synchronize()
+        ms = ev0.elapsed_time(ev1) / calls
+        del captured, g
+        return ms
 
     def _capture(self, fn, make_inputs, B: int, first: int = -300, handed: list | None = None,
                  static_in: list | None = None):
@@ -236,13 +252,14 @@ class CudaBackend(ExtensionBackend):
         The warm-up calls before capture get inputs of their own (other storage, other content) and every static
         buffer gets different content: a candidate that caches outputs by pointer or content during the warm-up
         would otherwise find a hit while being captured, put no kernel in the graph for that call, and have its
-        stale output replayed as fresh (calls elided from the graph, which sampled output checks mostly miss). Whatever it returns at capture time without launching work is now stale for
-        inputs it has never seen, and the output checks catch it. ``handed`` (the caller's list of inputs already
-        given to the candidate) keeps this capture's warm-up and static inputs alive too, so a later capture's
-        buffers cannot take their addresses. ``static_in`` (B input sets): capture on these buffers instead of
+        stale output replayed as fresh (calls elided from the graph, which sampled output checks mostly miss).
+        Whatever it returns at capture time without launching work is now stale for inputs it has never seen, and
+        the output checks catch it. ``handed`` (the caller's list of inputs already given to the candidate) keeps
+        this capture's warm-up and static inputs alive too, so a later capture's buffers cannot take their
+        addresses. ``static_in`` (B input sets): capture on these buffers instead of
         fresh copies (the trusted GPU timing's exported buffers, worker/gpu_executor.py)."""
         try:
-            warm = [make_inputs(first - 1000 - k) for k in range(2)]
+            warm = [make_inputs(first - SEED_SPAN - k) for k in range(2)]
             if static_in is None:
                 static_in = [[x.clone() if isinstance(x, torch.Tensor) else x for x in make_inputs(first - b)]
                              for b in range(B)]

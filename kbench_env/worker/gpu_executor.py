@@ -31,11 +31,14 @@ from kbench_env.protocol import messages as msg
 from kbench_env.protocol.cuda_ipc import Exporter
 from kbench_env.worker.executor import output_layout
 
-#: Calls per block at most, and the device time a block aims at: long enough that the trusted side's fixed cost
-#: around a block (writing its inputs, flushing L2, the exchange: about a millisecond) and its jitter are small
-#: beside it, since they set how tight the bound on the reported time is (pipeline/gpu_blocks.py).
-MAX_BLOCK = 1024
+#: Calls per block at most, the device time a block aims at, and the bytes of a block's static inputs and outputs
+#: at most: long enough that the trusted side's fixed cost around a block (writing its inputs, flushing L2, the
+#: exchange: about a millisecond) and its jitter are small beside it, since they set how tight the bound on the
+#: reported time is (pipeline/gpu_blocks.py). A call of a few microseconds needs thousands of calls a block, a call
+#: that moves 128 MB needs gigabytes (the trusted side stages a block's inputs once more on its own memory).
+MAX_BLOCK = 4096
 BLOCK_TARGET_MS = 5.0
+BLOCK_BYTES = 8 << 30
 
 
 class _Block:
@@ -110,7 +113,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         if block <= 0:
             probe = make(-100)
             handed.append(probe)
-            block = cuda._block_size(model, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK)
+            block = cuda._block_size(model, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK, BLOCK_BYTES)
         block = max(1, min(block, MAX_BLOCK))
         big, sets = _buffers(originals, block)
         for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)
