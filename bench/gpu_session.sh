@@ -50,7 +50,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 KBENCH_CACHE=${KBENCH_CACHE:-/tmp/kbench-cache}
 OUT=${OUT:-/tmp/kbench-out}; mkdir -p "$OUT"
-START=$(date +%s)
+START=${START:-$(date +%s)}  # (an exported START: parts run one after another share one deadline)
 stamp() { echo "[$(( $(date +%s) - START )) s] $*"; }
 left() { local n=$(( ${1:-580} - ($(date +%s) - START) )); echo $(( n > 1 ? n : 1 )); }  # seconds until $1 (default 580)
 
