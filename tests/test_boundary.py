@@ -45,8 +45,8 @@ WORKER_CLOSURE = {
     "kbench_env.sandbox": [""],
     "kbench_env.sandbox.confine": ["", "audit_hook", "confinement", "environment", "landlock", "libc", "namespaces",
                                    "paths", "privileges", "record_controls", "rlimits", "seccomp"],
-    "kbench_env.builder": ["", "cache", "compiler", "errors", "fast", "flags", "pch", "requests", "server", "store",
-                           "torch_ext"],
+    "kbench_env.builder": ["", "cache", "compiler", "errors", "fast", "flags", "nvcc_steps", "pch", "requests",
+                           "server", "store", "torch_ext"],
 }
 ALLOWED = {f"{pkg}.{m}" if m else pkg for pkg, mods in WORKER_CLOSURE.items() for m in mods}
 
