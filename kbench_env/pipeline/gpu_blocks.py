@@ -17,10 +17,10 @@ this process (protocol/cuda_ipc.py), and replays it when told. Per block, this s
    is not; the replay's whole time, nothing subtracted: backends/cuda.py says why) only down to this side's bound:
    the wall time less the block's fixed cost outside the device work (``fixed_ms``: what the reference's blocks of
    the same size and shapes spent, the copy, the flush and the exchange, measured by the same code) and a slack,
-   over 1 + TOLERANCE, taken on the medians over the timing's blocks. A timing reported under the bound is timed
-   again (``time_gpu_retimed``: a burst of host load stretches the wall time of honest blocks, a forgery is under
-   the bound every time); the cleanest of RETIMINGS counts, paid no less than its bound, and flagged (``flagged``)
-   if it was reported under the bound by more than FLAG_RATIO.
+   over 1 + TOLERANCE, taken on the medians over the timing's blocks. A timing reported under the bound by more
+   than RETIME_RATIO is timed again (``time_gpu_retimed``: a burst of host load stretches the wall time of honest
+   blocks, a forgery is under the bound every time), up to RETIMINGS times; if each one was, the median of them
+   counts, paid its bound, and flagged (``flagged``) if each was under it by more than FLAG_RATIO.
 
 This side counts the calls, decides when the timing stops and computes the median and spread. The worker can lie
 about nothing that is believed beyond the bound: a forged device time gains at most the bound's slack and tolerance.
