@@ -34,10 +34,8 @@ CI_WIDTH = 0.04
 #: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs. A pair's ratio
 #: moves by about a tenth on a small virtual machine (a core's speed changes within tens of milliseconds, which
 #: pairing cannot cancel): the speedup's spread between evaluations falls with the square root of the pairs, and
-#: the pairs in this time are what it costs (bench/cpu_noise.py measures both). A robust mean of the pairs in
-#: place of their median spread less on evenly spread pairs but more where a load slows one side's blocks in a
-#: fifth of the pairs (a seeded draw: 1.5x the median's spread), so the pairs are bought with time instead.
-PAIR_SECONDS = 4.5
+#: the pairs in this time are what it costs (bench/cpu_noise.py measures both).
+PAIR_SECONDS = 3.0
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
 #: write than its blocks take to run, so shorter blocks make more pairs in the
 #: same time.
