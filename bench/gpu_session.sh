@@ -7,7 +7,7 @@
 #                                     # CUDA and Triton solution (as many as finish in the call)
 #   bash bench/gpu_session.sh faults  # the GPU fault tests
 #   bash bench/gpu_session.sh tests   # the GPU fault tests; tests/test_gpu.py (solutions and adversarial CUDA
-#                                     # candidates, side by side), then bench/gpu_tests_verdict.py on its record
+#                                     # candidates; checks side by side, timings alone), then bench/gpu_tests_verdict.py on its record
 #   bash bench/gpu_session.sh suite   # tests/test_gpu.py alone
 #   bash bench/gpu_session.sh validate  # after a timing change: timing fidelity, then tests/test_gpu.py
 #   bash bench/gpu_session.sh agent   # the evolutionary agent on three CUDA tasks
@@ -62,8 +62,8 @@ fi
 export PYTHONPATH=${PYTHONPATH:+$PYTHONPATH:}$PWD
 export KBENCH_GPU_ONLY="level1/relu,level1/gelu,level1/softmax_rows,level1/layer_norm,level1/sum_dim1,level1/matmul_square,level2/linear_relu,level2/linear_gelu_scale,level2/conv2d_relu_bias,robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward"
 AGENT_TASKS=robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward
-gpu_tests() {  # tests/test_gpu.py with candidates side by side on the GPU, ending by $1 seconds from the start
-  stamp "GPU test suite (candidates side by side on the GPU)"
+gpu_tests() {  # tests/test_gpu.py (checks side by side, each timing with the GPU alone), ending by $1 seconds from the start
+  stamp "GPU test suite (checks side by side, each timing alone)"
   KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
     KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left $1) python3 -m pytest -q -m gpu tests/test_gpu.py \
     -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
@@ -130,8 +130,8 @@ batch)  # bench/throughput.py alone, ending by DEADLINE seconds (default 360): t
     --workers 16 --step-gap 8 --deadline $(left ${DEADLINE:-360}) --env-steps 3 --out "$OUT/throughput_h100.md" 2>&1 \
     | grep -v "correct=True$" | tail -40
   ;;
-resume)  # the GPU test suite side by side, then the agent resumed from an earlier call's results (RESUME=file)
-  stamp "GPU test suite (candidates side by side on the GPU)"
+resume)  # the GPU test suite, then the agent resumed from an earlier call's results (RESUME=file)
+  stamp "GPU test suite (checks side by side, each timing alone)"
   KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" \
     timeout $(left 230) python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 \
     | tee "$OUT/gpu_tests.txt" | tail -25
@@ -140,9 +140,9 @@ resume)  # the GPU test suite side by side, then the agent resumed from an earli
   KBENCH_COMPILE_BASELINE=0 timeout $(left ${AGENT_END:-505}) python3 -m kbench_apps.cli run --suite "$AGENT_TASKS" \
     --agent evolutionary --device cuda --budget 2 --workers 6 --out "$OUT/evolutionary_cuda.jsonl" 2>&1 | tail -16
   ;;
-final)  # what one last short device session can hold: the GPU tests side by side, GRPO, the agent
+final)  # what one last short device session can hold: the GPU tests, GRPO, the agent
   export KBENCH_COMPILE_BASELINE=0
-  stamp "GPU test suite (candidates side by side on the GPU)"
+  stamp "GPU test suite (checks side by side, each timing alone)"
   KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout 250 \
     python3 -m pytest -q -m gpu tests/test_gpu.py -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   stamp "GRPO"
