@@ -167,7 +167,6 @@ def test_the_host_compile_reads_the_precompiled_start_and_a_failing_step_says_wh
     # made by the first build (not in the background: it then uses it too), read by both
     assert len(used) == 2 and all(u.endswith(nvcc_steps.HOST_HEADER + ".gch") for u in used)
     (tmp_path / "c").mkdir()
-    (tmp_path / "c" / "cuda.cu").write_text(SOURCE.replace("BODY", "undeclared_name"))
     argv = _nvcc(tmp_path / "c", 0)
     (tmp_path / "c" / "cuda.cu").write_text(SOURCE.replace("BODY", "undeclared_name"))
     with pytest.raises(CompileError, match="undeclared_name"):

@@ -77,7 +77,7 @@ def plan(argv: list, cwd: str, keep: str, timeout: float) -> Steps | None:
     if any(a.split("=")[0] in NOT_STEPPED for a in argv) or "-c" not in argv:
         return None
     try:
-        out = run(list(argv) + ["--dryrun", "--keep", "--keep-dir", keep], cwd, timeout, "nvcc --dryrun") or ""
+        out = run(list(argv) + ["--dryrun", "--keep", "--keep-dir", keep], cwd, timeout, "nvcc --dryrun")
     except CompileError:
         return None  # a bad flag: nvcc says so when it runs
     env, commands = [], []
@@ -101,7 +101,7 @@ def plan(argv: list, cwd: str, keep: str, timeout: float) -> Steps | None:
         return None  # cicc reads the module name cudafe++ writes
     cudafe, last = tokens[i], tokens[-1]
     inputs = [t for t in last if t.endswith(".cudafe1.cpp")]
-    if (cudafe.count("--gen_module_id_file") != 1 or "--module_id_file_name" not in cudafe
+    if ("--module_id_file_name" not in cudafe
             or not cudafe[-1].endswith(".cpp4.ii") or "-c" not in last or len(inputs) != 1
             or any("$" in t for t in last) or len(re.findall(r"(?<=\s)--gen_module_id_file(?=\s|$)", commands[i])) != 1
             or not any("-E" in t and t[t.index("-o") + 1:t.index("-o") + 2] == [cudafe[-1]]

@@ -165,7 +165,7 @@ def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options:
         cpp_sources.append("}")
     files = {"main.cpp": "\n".join(cpp_sources)}
     if cuda_sources:
-        head = [cuda_head or "#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] \
+        head = [cuda_head or "#include <torch/types.h>", *nvcc_steps.IMPLICIT.splitlines()[1:]] \
             if cuda_implicit else []
         files["cuda.cu"] = "\n".join(head + list(cuda_sources))
     return files
