@@ -60,7 +60,7 @@ class RevealedInputs:
         for i, x in enumerate(self.originals):
             std, d = self.stds[i], self.draws[i] if i < len(self.draws) else None
             if std is None and d is not None and d.varies and isinstance(x, torch.Tensor) and x.numel():
-                g = g or _generator(key)
+                g = g or torch.Generator().manual_seed(key)
                 out.append(d.draw(x.shape, g, x.dtype, "cpu").to(x.device))
                 continue
             if std is None:
@@ -71,17 +71,11 @@ class RevealedInputs:
                 row, shift = _rotation(key, i, n)
                 noise = self._bank[i][row, n - shift:2 * n - shift].view(x.shape)  # the row rolled by ``shift``
             else:
-                g = g or _generator(key)
+                g = g or torch.Generator().manual_seed(key)
                 noise = torch.randn(x.shape, generator=g).to(x.device)
             wide = x if x.dtype == torch.float64 else x.float()  # half precision perturbed in float32, as rounded last
             out.append(torch.add(wide, noise.to(wide.dtype), alpha=self.noise * std).to(x.dtype))
         return out
-
-
-def _generator(key: int) -> torch.Generator:
-    g = torch.Generator(device="cpu")
-    g.manual_seed(key)
-    return g
 
 
 def _rotation(key: int, i: int, n: int) -> tuple[int, int]:

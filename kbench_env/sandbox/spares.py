@@ -60,6 +60,11 @@ def default_cap(device: str) -> int:
     return max(1, cap)
 
 
+
+def _leaves_at(spare: Worker) -> float:
+    """When a ready spare is taken to leave by itself (its idle deadline, less the margin a load needs)."""
+    return spare._t_created + policy.SPARE_IDLE_S - LEAVING_MARGIN_S
+
 class SpareWorkers:
     """Started, confined, idle workers kept ready for the next candidates: on the CPU, the fork, confinement and
     imports done; on a GPU, also CUDA's and the forward audit's profiler's start.
@@ -136,9 +141,10 @@ class SpareWorkers:
         self.refill()
         return worker if worker is not None else Worker(source, *self._args, builder=self._builder)
 
-    def _leaving(self, spare: Worker, now: float) -> bool:
+    @staticmethod
+    def _leaving(spare: Worker, now: float) -> bool:
         """Whether ``spare`` has gone, or will leave by itself before it could load a candidate."""
-        return now - spare._t_created > policy.SPARE_IDLE_S - LEAVING_MARGIN_S or spare.proc.exitcode is not None
+        return now > _leaves_at(spare) or spare.proc.exitcode is not None
 
     def _pop(self) -> Worker | None:
         """The oldest ready spare that will not leave by itself before it loads its candidate, else None."""
@@ -249,7 +255,7 @@ class SpareWorkers:
             if self._closed or self._peak() == 0:
                 return
             window = peak_window_s()
-            at = min([s._t_created + policy.SPARE_IDLE_S - LEAVING_MARGIN_S for s in self._ready]
+            at = min([_leaves_at(s) for s in self._ready]
                      + [when + window for when, _ in self._levels], default=math.inf)
             if at >= self._timer_at:  # (math.inf: nothing to wait for)
                 return
