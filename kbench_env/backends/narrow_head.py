@@ -181,10 +181,7 @@ def head_for(text: str) -> str | None:
     factories = [d for name in sorted(tokens & p["factories"].keys()) for d in p["factories"][name]]
     used = tokens | set(IDENT.findall(p["own"])) | {t for d in factories for t in IDENT.findall(d)}
     ops = sorted({op for t in used for op in p["names"].get(t, ())})
-    lines = [MARK + " (backends/narrow_head.py)",
-             "#define AT_PER_OPERATOR_HEADERS"]
-    lines += [f"#include <{h}>" for h in p["aten"] + p["functions"]]
-    lines += [f"#include <ATen/ops/{op}.h>" for op in ops]
+    lines = _fixed_lines(p) + [f"#include <ATen/ops/{op}.h>" for op in ops]
     lines += [p["own"]]
     lines += [f"#include <{h}>" for h in p["factory_includes"] + ["optional", "torch/csrc/autograd/variable.h"]]
     lines += ["namespace torch {"] + p["factory_kept"] + factories + ["} // namespace torch", p["torch_block"]]
@@ -197,7 +194,14 @@ def shared_lines(text: str) -> int:
     p = parts()
     if p is None or not text.startswith(MARK):
         return 0
-    return 2 + len(p["aten"]) + len(p["functions"])
+    return len(_fixed_lines(p))
+
+
+def _fixed_lines(p: dict) -> list:
+    """The narrow head's first lines, the same for every source: its mark, the define, ATen's and the functions'
+    includes (what comes after depends on the operators a source uses)."""
+    return [MARK + " (backends/narrow_head.py)", "#define AT_PER_OPERATOR_HEADERS",
+            *[f"#include <{h}>" for h in p["aten"] + p["functions"]]]
 
 
 def narrow_sources(cuda_sources) -> tuple | None:
