@@ -200,17 +200,28 @@ def _runs(args, paths: list, d: str) -> list:
     configs = [("before", False), ("after", True)] if args.compare else [("", not args.no_steps)]
     # One builder process per configuration: its precompiled heads (made by the first build needing one) serve the rest.
     headers = {c: None if args.no_pch else pch.BindingHeaders(os.path.join(d, f"pch-{c or 'one'}")) for c, _ in configs}
+    results, stepped_code = [], torch_ext._device_code_in_steps
+    try:
+        for p in paths:
+            results += _source_runs(args, p, d, configs, headers, stepped_code)
+    finally:
+        torch_ext._device_code_in_steps = stepped_code
+    return results
+
+
+def _source_runs(args, p: Path, d: str, configs: list, headers: dict, stepped_code) -> list:
+    """One source's builds: its first and (--warm) a distinct candidate's, in each configuration (the builder's
+    stepped device code, or nvcc's own device compile where the configuration turns the steps off)."""
     results = []
-    for p in paths:
-        stores = {c: tempfile.mkdtemp(dir=d) for c, _ in configs}  # cold: nothing built before
-        for salt, label in [("", p.stem)] + ([("\n// a distinct candidate\n", p.stem + " (2nd, new kernel)")]
-                                            if args.warm else []):
-            for c, stepped in configs:
-                torch_ext.STEPPED_NVCC = stepped
-                load = os.getloadavg()[0]
-                r = build_one(p, stores[c], Path(d), salt=salt, label=f"{c}: {label}" if c else label,
-                              headers=headers[c])
-                results.append({**r, "config": c, "source": p.stem, "later": bool(salt), "load": load})
+    stores = {c: tempfile.mkdtemp(dir=d) for c, _ in configs}  # cold: nothing built before
+    for salt, label in [("", p.stem)] + ([("\n// a distinct candidate\n", p.stem + " (2nd, new kernel)")]
+                                        if args.warm else []):
+        for c, stepped in configs:
+            torch_ext._device_code_in_steps = stepped_code if stepped else (lambda *a, **k: None)
+            load = os.getloadavg()[0]
+            r = build_one(p, stores[c], Path(d), salt=salt, label=f"{c}: {label}" if c else label,
+                          headers=headers[c])
+            results.append({**r, "config": c, "source": p.stem, "later": bool(salt), "load": load})
     return results
 
 

@@ -33,8 +33,6 @@ _LIB_EXT = ".so"
 #: Units whose narrow build failed in this process (a repeat goes straight to <torch/types.h>), at most this many.
 _NARROW_FAILED: dict = {}
 _NARROW_FAILED_MAX = 4096
-#: Whether a build with a place for precompiled headers compiles its device code step by step (nvcc_steps.py).
-STEPPED_NVCC = True
 
 
 def _call(fn, **kwargs):
@@ -72,7 +70,7 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
     kept = _reuse_binding(sources, ninja_file, directory, pch) if pch is not None else None
     jobs = os.environ.get("MAX_JOBS", "")
     try:
-        if pch is not None and STEPPED_NVCC:
+        if pch is not None:  # the device code step by step (nvcc_steps.py)
             _device_code_in_steps(name, ninja_file, directory, pch, deadline)
         run(["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else []), directory, deadline - time.monotonic(),
             f"Error building extension '{name}'")
