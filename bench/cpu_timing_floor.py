@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from kbench_env.pipeline.revealed_inputs import RevealedInputs  # noqa: E402
+from kbench_env.sandbox.placement import timing_cores  # noqa: E402
 from kbench_env.tasks.suite import resolve_task  # noqa: E402
 
 
@@ -69,9 +70,8 @@ def _spin(seconds: float) -> None:
 
 def core_noise(pairs: int, gap: float, rounds: int) -> list[dict]:
     torch.set_num_threads(1)
-    with_core = hasattr(os, "sched_setaffinity")
-    if with_core:
-        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, timing_cores(1))  # the core a paired block runs on
     x = torch.randn(16, 4096)
     calls = max(1, int(0.004 / max(_block(x, 200) / 200, 1e-7)))  # ~4 ms blocks
     waits = {"back to back": lambda: None, "after sleep": lambda: time.sleep(gap), "after busy wait": lambda: _spin(gap)}
