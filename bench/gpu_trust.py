@@ -70,10 +70,13 @@ def main() -> None:
     def spy(*a, **k):
         gt = real(*a, **k)
         ref = k.get("reference")
-        bounds = [gpu_blocks.bound_ms(w, ref, gt.method, gt.block) for w in gt.walls_ms] if ref else []
+        staged = gt.staged_ms or [0.0] * len(gt.walls_ms)
+        bounds = [gpu_blocks.bound_ms(w, ref, gt.method, gt.block, s) for w, s in zip(gt.walls_ms, staged)] \
+            if ref else []
         seen.append({"reference": ref is None, "block": gt.block, "method": gt.method, "flagged": gt.flagged,
                      "walls_ms": [round(x, 4) for x in gt.walls_ms], "device_ms": [round(x, 4) for x in gt.device_ms],
-                     "bounds_ms": [round(x, 4) for x in bounds], "outside": gt.outside, "fixed_ms": gt.fixed_ms})
+                     "bounds_ms": [round(x, 4) for x in bounds], "outside": gt.outside, "fixed_ms": gt.fixed_ms,
+                     "staged_ms": [round(x, 4) for x in gt.staged_ms]})
         return gt
 
     timing.gpu_blocks.time_gpu = spy
@@ -103,7 +106,8 @@ def main() -> None:
                 w, d, bd = b["walls_ms"], b["device_ms"], b["bounds_ms"]
                 med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
                 print(f"    {'ref ' if b['reference'] else 'cand'} B={b['block']:3d} {b['method']:10s} "
-                      f"wall {med(w):.3f} device {med(d):.3f} bound {med(bd):.3f} fixed {b['fixed_ms']:.3f} ms "
+                      f"wall {med(w):.3f} device {med(d):.3f} bound {med(bd):.3f} staged {med(b['staged_ms']):.3f} "
+                      f"fixed {b['fixed_ms']:.3f} ms "
                       f"outside {b['outside']}/{len(w)} flagged {b['flagged']}")
 
 

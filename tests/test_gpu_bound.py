@@ -149,3 +149,41 @@ def test_the_gpu_stopping_rule():
     assert gpu_blocks_done(steady + [1.0], total_s=0.05, elapsed_s=0.1, block=8)  # short but precise
     assert gpu_blocks_done(noisy, total_s=0.05, elapsed_s=5.0, block=8)  # past max_seconds
     assert gpu_blocks_done([1.0] * 800, total_s=0.05, elapsed_s=0.1, block=8)  # 200 x 32 calls
+
+
+#: A large-input configuration's reference (an H200's level1/relu `gpu`, 64 calls of 64 MB a block): most of the
+#: fixed cost is this side's copy of the block's inputs, timed on its own events.
+LARGE = {"block": 64, "fixed_ms": 1.2, "method": "cuda-graph", "staged_ms": 2.0}
+
+
+def _large(real: list, staged: list, rest: list, divided: float = 1.0) -> tuple[GpuTiming, list]:
+    """Blocks of ``real`` ms of device work, reported divided by ``divided``."""
+    walls = [d + s + r for d, s, r in zip(real, staged, rest)]
+    device = [d / divided for d in real]
+    out = GpuTiming(block=64, method="cuda-graph", walls_ms=walls, device_ms=device, staged_ms=list(staged))
+    return out, [d / 64 for d in device]
+
+
+def test_the_copy_of_large_inputs_is_taken_off_block_by_block():
+    # the copy ran 0.2 ms faster than the reference's: without its own figure, the bound would read those 0.2 ms
+    # as device time it does not believe; a forger dividing its clock by 1.25 is paid within a tenth of the truth
+    real = [2.27] * 9
+    out, times = _large(real, [1.8] * 9, [1.2] * 9)
+    assert _bounded(out, times, LARGE, "cuda-graph", 64) == times and out.ratio < 1.0
+    forged, ftimes = _large(real, [1.8] * 9, [1.2] * 9, divided=1.25)
+    paid = _bounded(forged, ftimes, LARGE, "cuda-graph", 64)
+    assert 1.0 < 2.27 / (paid[0] * 64) <= 1.1 and not forged.flagged
+
+
+def test_work_slipped_in_beside_the_copy_still_counts():
+    # the worker computes while this side copies (its events read the copy as 3 ms longer): only the reference's
+    # staging is taken off, so the 3 ms stay in the bound and the forged report is paid them
+    out, times = _large([0.1] * 9, [5.0] * 9, [1.2] * 9)
+    paid = _bounded(out, times, LARGE, "cuda-graph", 64)
+    assert paid[0] * 64 >= (5.1 - 2.0 * (1 + gpu_blocks.STAGED_SHARE) - 0.2) / (1 + gpu_blocks.TOLERANCE)
+    assert out.flagged
+
+
+def test_a_reference_without_a_staging_figure_bounds_as_before():
+    old = {k: v for k, v in LARGE.items() if k != "staged_ms"}
+    assert bound_ms(5.0, old, "cuda-graph", 64, staged_ms=2.0) == bound_ms(5.0, old, "cuda-graph", 64)

@@ -15,12 +15,14 @@ this process (protocol/cuda_ipc.py), and replays it when told. Per block, this s
    block with NaN (-1 for integers) before the next, so an output kept from an earlier call reads as garbage;
 4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall clock
    is not; the replay's whole time, nothing subtracted: backends/cuda.py says why) only down to this side's bound:
-   the wall time less the block's fixed cost outside the device work (``fixed_ms``: what the reference's blocks of
-   the same size and shapes spent, the copy, the flush and the exchange, measured by the same code) and a slack,
-   over 1 + TOLERANCE, taken on the medians over the timing's blocks. A timing reported under the bound by more
-   than RETIME_RATIO is timed again (``time_gpu_retimed``: a burst of host load stretches the wall time of honest
-   blocks, a forgery is under the bound every time), up to RETIMINGS times; if each one was, the median of them
-   counts, paid its bound, and flagged (``flagged``) if each was under it by more than FLAG_RATIO.
+   the wall time less this side's staging of the block (the copy and the flush, timed on its own device events,
+   no more than the reference's) and less the rest of the block's fixed cost outside the device work
+   (``fixed_ms``: what the reference's blocks of the same size and shapes spent, the exchange and the
+   synchronisations, measured by the same code) and a slack, over 1 + TOLERANCE, the median of the blocks'
+   bounds. A timing reported under the bound by more than RETIME_RATIO is timed again (``time_gpu_retimed``: a
+   burst of host load stretches the wall time of honest blocks, a forgery is under the bound every time), up to
+   RETIMINGS times; if each one was, the median of them counts, paid its bound, and flagged (``flagged``) if each
+   was under it by more than FLAG_RATIO.
 
 This side counts the calls, decides when the timing stops and computes the median and spread. The worker can lie
 about nothing that is believed beyond the bound: a forged device time gains at most the bound's slack and tolerance.
@@ -47,27 +49,25 @@ from kbench_env.tasks.input_draws import varies
 from kbench_env.worker.gpu_executor import MAX_BLOCK
 from kbench_env.measure.stats import PRECISION, Timing, gpu_blocks_done, summarize
 
-#: The bound on a reported block time: (wall - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS + SLACK_SHARE *
-#: fixed; an eagerly run block (a candidate that cannot be captured) has its outputs exported inside the window:
-#: EAGER_MS_PER_CALL more slack. The fixed cost of a block (wall less device time) is about a millisecond, its
-#: median differing by up to a tenth of one between two workers' timings of the same shapes: the slack covers
-#: that, the tolerance the rest on blocks of several milliseconds. Most of the fixed cost is device work of a size
-#: fixed by the block (the inputs' copy), which does not jitter: the slack grows with it only a little. What the
-#: bound leaves a forger is (1 + TOLERANCE) / (1 - slack / block time): about 6 % on a 5 ms block, more on the
-#: shorter blocks of calls whose inputs fill BLOCK_BYTES (worker/gpu_executor.py) in a few calls. An honest timing
-#: whose fixed cost ran over the slack is paid at the bound, a little under its device time, and never flagged.
+#: The bound on a reported block time: (wall - staged - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS +
+#: SLACK_SHARE * fixed. ``staged``: this side's copy of the block's inputs and its L2 flush, timed on its own device
+#: events for each block and taken off no further than the reference's own staging (1 + STAGED_SHARE): on blocks
+#: of large inputs that copy is most of the wall time (gigabytes), and its own variation between timings would
+#: otherwise be read as the candidate's; capped, so that work a worker slips in beside the copy still counts as
+#: its own. ``fixed``: the rest of a block outside the device work (the exchange, the synchronisations), the
+#: reference's median. An eagerly run block (a candidate that cannot be captured) has its outputs exported inside
+#: the window: EAGER_MS_PER_CALL more slack. What the bound leaves a forger is about (1 + TOLERANCE) / (1 - slack /
+#: block time), plus the variation of the fixed rest between two timings.
 TOLERANCE = 0.03
 SLACK_MS = 0.1
 SLACK_SHARE = 0.03
+STAGED_SHARE = 0.03
 EAGER_MS_PER_CALL = 0.02
 EAGER_MAX_MS = 2.0  # (a candidate can choose to run eagerly: its extra slack is capped)
-#: A timing whose median block was reported under the bound by more than this factor is flagged. Host load
-#: (builds on every core, the evaluator's other threads) stretches this side's wall time of an honest block: a
-#: factor of 1.5 flagged honest solutions of a GPU running 16 evaluations at once (bench/RESULTS.md); a forgery
-#: under the factor is not flagged but is paid no more than the bound.
+#: Reported under the bound by more than this factor: flagged. Host load (builds on every core) stretches the wall
+#: time of honest blocks: 1.5 flagged honest solutions of a GPU running 16 evaluations at once.
 FLAG_RATIO = 3.0
-#: Timings of a configuration at most, while the bound is paid by more than RETIME_RATIO (``time_gpu_retimed``):
-#: a timing raised by a few percent keeps its raised time (which pays a forger nothing more) without another run.
+#: Timings at most while the bound is paid by more than RETIME_RATIO (a raise of a few percent is kept as it is).
 RETIMINGS = 3
 RETIME_RATIO = 1.05
 L2_FLUSH_BYTES = 256 << 20
@@ -88,6 +88,7 @@ class GpuTiming:
     method: str = ""
     walls_ms: list = field(default_factory=list)
     device_ms: list = field(default_factory=list)
+    staged_ms: list = field(default_factory=list)  # this side's copy of each block's inputs and L2 flush (its events)
     outside: int = 0  # blocks whose own wall time bounds them above their report
     ratio: float = 0.0  # the bound over the reported time, on the medians (above 1: the bound was paid)
     flagged: bool = False
@@ -96,11 +97,15 @@ class GpuTiming:
 
     @property
     def fixed_ms(self) -> float:
-        return statistics.median(w - d for w, d in zip(self.walls_ms, self.device_ms)) if self.walls_ms else 0.0
+        """The median of wall less device time less this side's staging of the block (timed on its own events)."""
+        staged = self.staged_ms or [0.0] * len(self.walls_ms)
+        return statistics.median(w - s - d for w, s, d in zip(self.walls_ms, staged, self.device_ms)) \
+            if self.walls_ms else 0.0
 
     def reference_figures(self) -> dict:
         """What a candidate's timing of the same configuration is bounded by."""
-        return {"block": self.block, "fixed_ms": self.fixed_ms, "method": self.method}
+        return {"block": self.block, "fixed_ms": self.fixed_ms, "method": self.method,
+                "staged_ms": statistics.median(self.staged_ms) if self.staged_ms else 0.0}
 
 
 class BlockInputs:
@@ -202,15 +207,20 @@ class _Run:
             raise IpcError(f"the worker named memory handle {i!r} of {len(self.handles)}")
         return self.handles[i]
 
-    def block(self, b: int) -> tuple[float, float, str, list]:
-        """One block: (wall ms by this side's clock, reported ms, method, the staged inputs)."""
+    def block(self, b: int) -> tuple[float, float, str, list, float]:
+        """One block: (wall ms by this side's clock, reported ms, method, the staged inputs, ms of this side's
+        staging by its own device events: the copy of the inputs and the L2 flush)."""
         staged = self.inputs.draw()
+        stream = torch.cuda.current_stream(self.device)
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(self.device)
         t0 = time.perf_counter()
+        ev0.record(stream)
         for dst, src in zip(self.dsts, staged):
             if dst is not None and dst.numel():
                 dst.copy_(src.reshape(-1).view(torch.uint8))
         _flush_l2(self.device)
+        ev1.record(stream)
         torch.cuda.synchronize(self.device)
         self.worker.send({"type": msg.GPU_BLOCK, "config": self.config, "backward": self.backward})
         header, _ = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
@@ -226,7 +236,7 @@ class _Run:
         if method == "eager-sync":
             self.layout, self.outputs = header.get("layout") or [], header.get("outputs") or []
             self.handles = list(header.get("handles") or [])
-        return wall, float(ms), method, staged
+        return wall, float(ms), method, staged, ev0.elapsed_time(ev1)
 
     def verdict(self, staged: list, b: int, base: int) -> tuple[int, str] | None:
         """Read the outputs of ``check_calls`` calls of the block just run, chosen now, and check them (now, or
@@ -295,22 +305,26 @@ class _Run:
             _reply(self.worker, self.timeout, "release of a timed block")
 
 
-def bound_ms(wall_ms: float, reference: dict, method: str, block: int) -> float:
-    """The least device time a block of wall time ``wall_ms`` may be reported to have taken (module docstring)."""
+def bound_ms(wall_ms: float, reference: dict, method: str, block: int, staged_ms: float = 0.0) -> float:
+    """The least device time a block of wall time ``wall_ms`` may be reported to have taken (module docstring);
+    ``staged_ms``: this side's staging of the block by its own events, taken off up to the reference's."""
     fixed = max(float(reference.get("fixed_ms", 0.0)), 0.0)
+    staged = min(max(staged_ms, 0.0), max(float(reference.get("staged_ms", 0.0)), 0.0) * (1.0 + STAGED_SHARE))
     slack = SLACK_MS + SLACK_SHARE * fixed + (min(EAGER_MS_PER_CALL * block, EAGER_MAX_MS)
                                               if method != "cuda-graph" else 0.0)
-    return max(0.0, wall_ms - fixed - slack) / (1.0 + TOLERANCE)
+    return max(0.0, wall_ms - staged - fixed - slack) / (1.0 + TOLERANCE)
 
 
 def _bounded(out: GpuTiming, times: list, reference: dict, method: str, block: int) -> list:
     """The per-call times, raised to this side's bound where the reported ones fall under it. The bound is taken
-    on the medians over the timing's blocks (one block's wall time jitters by a few tenths of a millisecond; the
+    as the median of the blocks' bounds (one block's wall time jitters by a few tenths of a millisecond; the
     median much less), and applied by scaling every block's time, so the median becomes the bound."""
-    floor = bound_ms(statistics.median(out.walls_ms), reference, method, block)
+    staged = out.staged_ms or [0.0] * len(out.walls_ms)
+    bounds = [bound_ms(w, reference, method, block, s) for w, s in zip(out.walls_ms, staged)]
+    floor = statistics.median(bounds)
     reported = statistics.median(out.device_ms)
     out.ratio = floor / max(reported, 1e-9)
-    out.outside = sum(bound_ms(w, reference, method, block) > d for w, d in zip(out.walls_ms, out.device_ms))
+    out.outside = sum(bd > d for bd, d in zip(bounds, out.device_ms))
     out.flagged = out.ratio > FLAG_RATIO
     return [t * out.ratio for t in times] if out.ratio > 1.0 else times
 
@@ -328,16 +342,17 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
     try:
         b, method = run.set_up(int(reference["block"]) if reference else 0, params)
         out = GpuTiming(block=b, method=method)
-        wall, ms, method, staged = run.block(b)  # warm-up block: checked, not a sample
+        wall, ms, method, staged, _ = run.block(b)  # warm-up block: checked, not a sample
         wrong = run.verdict(staged, b, 0) or run.poison(b)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
         while wrong is None and not (times and _stop(times, total, time.monotonic() - start, b, params)):
-            wall, ms, method, staged = run.block(b)
+            wall, ms, method, staged, staging = run.block(b)
             wrong = run.verdict(staged, b, calls) or run.poison(b)
             if wrong is not None:
                 break
             used = min(ms, wall)
             out.walls_ms.append(wall)
+            out.staged_ms.append(staging)
             out.device_ms.append(used)
             times.append(used / b)
             calls, total = calls + b, total + used / 1e3
