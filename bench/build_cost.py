@@ -61,9 +61,11 @@ def _targets(directory: str) -> list:
 
 
 def stepwise_run(label: str):
-    """A stand-in for compiler.run that runs ``ninja`` one target at a time and records each target's CPU time."""
+    """A stand-in for compiler.run that runs ``ninja`` one target at a time (the command's own targets, or every
+    target) and records each target's CPU time."""
     def run(command, cwd, timeout, what):
-        for target in _targets(cwd):
+        named = [t for i, t in enumerate(command[1:], 1) if not t.startswith("-") and command[i - 1] != "-j"]
+        for target in named or _targets(cwd):
             c0, w0 = _cpu(), time.perf_counter()
             p = subprocess.run(["ninja", "-v"] + ([target] if target else []), cwd=cwd, capture_output=True,
                                text=True, timeout=timeout)
@@ -124,7 +126,7 @@ def _stub_libs(workdir: Path) -> str:
     return str(d)
 
 
-def compile_fn(workdir: Path, label: str):
+def compile_fn(workdir: Path, label: str, wall: bool = False):
     import torch.utils.cpp_extension as cpp
 
     stub_inc = ccc._stub_dir(workdir, ccc._includes())
@@ -136,8 +138,9 @@ def compile_fn(workdir: Path, label: str):
         options = {**options, "extra_include_paths": list(options.get("extra_include_paths") or []) + stub_inc,
                    "extra_ldflags": list(options.get("extra_ldflags") or []) + [f"-L{stub_lib}"]}
         saved = torch_ext.run, pch.run, nvcc_steps.run
-        torch_ext.run, pch.run = stepwise_run(label), measured_run(label, _precompile_step)
-        nvcc_steps.run = measured_run(label, _nvcc_step)
+        if not wall:  # (with wall, every command runs as the builder runs it: ninja's targets side by side)
+            torch_ext.run, pch.run = stepwise_run(label), measured_run(label, _precompile_step)
+            nvcc_steps.run = measured_run(label, _nvcc_step)
         try:
             torch_ext.compile_with_ninja(name, sources, options, directory, timeout, **kwargs)
         finally:
@@ -145,11 +148,11 @@ def compile_fn(workdir: Path, label: str):
     return compile_
 
 
-def request_of(path: Path, salt: str = "") -> dict:
+def request_of(path: Path, salt: str = "", rename: str = "") -> dict:
     calls = [c for c in ccc.extract(path) if c.get("cuda_sources")]
     c = dict(calls[0])
     cuda = ccc._join(c.pop("cuda_sources")) + salt
-    return requests.normalise({"kind": "inline", "name": c.pop("name"), "cpp_sources": c.pop("cpp_sources"),
+    return requests.normalise({"kind": "inline", "name": c.pop("name") + rename, "cpp_sources": c.pop("cpp_sources"),
                                "cuda_sources": cuda, "functions": c.pop("functions", None),
                                "options": {k: v for k, v in c.items() if k in requests.OPTIONS}})  # as the worker sends
 
@@ -182,13 +185,13 @@ def check_library(so: str, module: str) -> str:
 
 
 def build_one(path: Path, store_root: str, workdir: Path, salt: str = "", label: str | None = None,
-              headers: pch.BindingHeaders | None = None) -> dict:
+              headers: pch.BindingHeaders | None = None, rename: str = "", wall: bool = False) -> dict:
     label = label or path.stem
-    req = request_of(path, salt)
+    req = request_of(path, salt, rename)
     ctx = {"torch": "bench", "backend": "cuda"}
     c0, w0, s0 = _cpu(), time.perf_counter(), time.process_time()
     manifest = torch_ext.build(req, CudaBackend(), Store(store_root), ctx, 1800.0, 1 << 31,
-                               compile_fn=compile_fn(workdir, label), pch=headers)
+                               compile_fn=compile_fn(workdir, label, wall), pch=headers)
     return {"label": label, "cpu": _cpu() - c0, "wall": time.perf_counter() - w0, "cached": manifest["cached"],
             "own": time.process_time() - s0,  # the builder's own Python (writing, splitting, hashing files)
             "plan": manifest.get("plan", "?"), "check": check_library(manifest["path"], manifest["module"])}
@@ -220,16 +223,18 @@ def _source_runs(args, p: Path, d: str, configs: list, headers: dict, stepped_co
             torch_ext._device_code_in_steps = stepped_code if stepped else (lambda *a, **k: None)
             load = os.getloadavg()[0]
             r = build_one(p, stores[c], Path(d), salt=salt, label=f"{c}: {label}" if c else label,
-                          headers=headers[c])
+                          headers=headers[c], rename="_2" if salt and args.renamed else "", wall=args.wall)
             results.append({**r, "config": c, "source": p.stem, "later": bool(salt), "load": load})
     return results
 
 
-def _summary(results: list) -> list:
-    """The side-by-side table of a --compare run: CPU s per source, first build and distinct candidate."""
-    cell = {(r["source"], r["config"], r["later"]): r["cpu"] for r in results}
+def _summary(results: list, what: str = "cpu") -> list:
+    """The side-by-side table of a --compare run: ``what`` (CPU s, or wall s) per source, first build and distinct
+    candidate."""
+    cell = {(r["source"], r["config"], r["later"]): r[what] for r in results}
     sources = list(dict.fromkeys(r["source"] for r in results))
-    lines = ["| source | before, first | after, first | before, distinct candidate | after, distinct candidate |",
+    lines = [f"{'CPU' if what == 'cpu' else 'Wall'} s:", "",
+             "| source | before, first | after, first | before, distinct candidate | after, distinct candidate |",
              "| --- | --- | --- | --- | --- |"]
     for s in sources:
         lines.append(f"| {s} | " + " | ".join(f"{cell.get((s, c, later), float('nan')):.1f}"
@@ -259,6 +264,10 @@ def main(argv=None) -> int:
     ap.add_argument("--no-narrow", action="store_true", help="no narrow head for the device code (as it was)")
     ap.add_argument("--no-object-reuse", action="store_true", help="the binding compiled for every build (as it was)")
     ap.add_argument("--no-steps", action="store_true", help="nvcc compiles the device code whole (as it was)")
+    ap.add_argument("--renamed", action="store_true", help="the distinct candidate (--warm) names its extension "
+                    "anew, as another policy sample would: its binding file is then compiled afresh")
+    ap.add_argument("--wall", action="store_true", help="ninja and nvcc's steps run as the builder runs them "
+                    "(side by side where it runs them so), for wall times; no per-step table")
     ap.add_argument("--compare", action="store_true", help="each build without (before) and with (after) the "
                     "stepped device code, one after the other")
     args = ap.parse_args(argv)
@@ -273,7 +282,7 @@ def main(argv=None) -> int:
              f"{platform.machine()}, {os.cpu_count()} cores)", "",
              f"`python bench/build_cost.py {' '.join(sys.argv[1:] if argv is None else argv)}`", ""]
     if args.compare:
-        lines += _summary(results) + [""]
+        lines += _summary(results) + ([""] + _summary(results, "wall") if args.wall else []) + [""]
     lines += ["| build | step | CPU s (user+sys) | wall s |", "| --- | --- | --- | --- |"]
     lines += [f"| {lab} | {tgt} | {cpu:.1f} | {wall:.1f} |" for lab, tgt, cpu, wall in STEPS]
     lines += ["", "| build | CPU s | builder's own CPU s | wall s | built with | library |",

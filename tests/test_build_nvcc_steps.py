@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -175,17 +176,23 @@ def test_the_host_compile_reads_the_precompiled_start_and_a_failing_step_says_wh
 
 def test_the_builder_takes_a_stepped_device_compile_out_of_ninja(tmp_path, monkeypatch):
     stepped, linked = [], []
+    binding_started = threading.Event()
     monkeypatch.setattr(cpp, "CUDA_HOME", str(tmp_path / "cuda"))  # a CPU torch has none; only paths are written
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
 
     def compile_cu(argv, source, cwd, headers, timeout, what):
-        stepped.append(argv)
+        # ninja compiles the binding meanwhile, not after: a builder running them one after the other never
+        # sets the event while this waits (and the wait has a deadline)
+        stepped.append((argv, binding_started.wait(30.0)))
         open(os.path.join(cwd, argv[argv.index("-o") + 1]), "w").close()
         return True
 
     def ninja(command, cwd, timeout, what):
         text = open(os.path.join(cwd, "build.ninja")).read()
-        linked.append(re.findall(r"^build (\S+): (\w+)", text, re.M))
+        targets = [t for t in command[1:] if not t.startswith("-")]
+        linked.append((targets, re.findall(r"^build (\S+): (\w+)", text, re.M)))
+        if "main.o" in targets:
+            binding_started.set()
         for lib in re.findall(r"^build (\S+\.so): link", text, re.M):
             open(os.path.join(cwd, lib), "wb").close()
     monkeypatch.setattr(nvcc_steps, "compile_cu", compile_cu)
@@ -195,8 +202,32 @@ def test_the_builder_takes_a_stepped_device_compile_out_of_ninja(tmp_path, monke
     heads = pch.BindingHeaders(str(tmp_path / "scratch"))
     heads.header_for = lambda head, flags, timeout: None
     torch_ext.build(req, CudaBackend(), Store(str(tmp_path / "store")), {}, 60.0, 1 << 30, pch=heads)
-    [argv] = stepped
+    [(argv, beside)] = stepped
     assert argv[0].endswith("nvcc") and argv[argv.index("-c") + 1].endswith("/cuda.cu") and "-MD" not in argv
     assert "-gencode=arch=compute_90,code=sm_90" in argv
-    assert [t for t, rule in linked[0] if rule == "cuda_compile"] == [] and ("main.o", "compile") in linked[0]
+    assert beside, "the binding's compile did not start while the device code compiled"
+    (objects, _), (rest, last) = linked
+    assert objects == ["main.o"] and rest == []  # the C++ objects alone, then the rest (the link)
+    assert [t for t, rule in last if rule == "cuda_compile"] == [] and ("main.o", "compile") in last
 
+
+def test_a_failed_binding_compile_fails_the_stepped_build(tmp_path, monkeypatch):
+    monkeypatch.setattr(cpp, "CUDA_HOME", str(tmp_path / "cuda"))
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+
+    def compile_cu(argv, source, cwd, headers, timeout, what):
+        open(os.path.join(cwd, argv[argv.index("-o") + 1]), "w").close()
+        return True
+
+    def ninja(command, cwd, timeout, what):
+        if "main.o" in command:
+            raise CompileError(f"{what}: main.cpp:1: error: 'undeclared' was not declared")
+    monkeypatch.setattr(nvcc_steps, "compile_cu", compile_cu)
+    monkeypatch.setattr(torch_ext, "run", ninja)
+    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "undeclared f(torch::Tensor x);",
+                              "cuda_sources": "torch::Tensor f(torch::Tensor x) { return x; }", "functions": ["f"]})
+    heads = pch.BindingHeaders(str(tmp_path / "scratch"))
+    heads.header_for = lambda head, flags, timeout: None
+    with pytest.raises(CompileError, match="'undeclared' was not declared"):
+        torch_ext.build(req, CudaBackend(), Store(str(tmp_path / "store")), {}, 60.0, 1 << 30, pch=heads,
+                        light_headers=False)
