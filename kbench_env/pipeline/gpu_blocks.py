@@ -3,26 +3,24 @@
 The worker (worker/gpu_executor.py) captures a block of B calls as one CUDA graph on input buffers it exports to
 this process (protocol/cuda_ipc.py), and replays it when told. Per block, this side:
 
-1. makes the block's inputs on its own GPU memory from a secret seed drawn now (``BlockInputs``: the
-   configuration's inputs plus dense noise, its integer inputs drawn afresh (tasks/input_draws.py), every call its
-   own);
+1. makes the block's inputs on its own GPU memory from a secret seed drawn now (``BlockInputs``: the configuration's
+   inputs plus dense noise, its integer inputs drawn afresh (tasks/input_draws.py), every call its own);
 2. starts its clock, copies them into the worker's buffers, flushes the L2 cache, synchronises, and asks for the
    block (GPU_BLOCK); stops its clock at DONE. Whatever the candidate computes once the inputs exist, it computes
    inside this side's window;
-3. reads the outputs of ``check_calls`` calls chosen now straight from the worker's memory and compares them with
-   the reference's for those calls' inputs (at once, or, with ``defer``, after the timing, out of its exclusive
-   hold of the device: deferred_checks.py); where no input of a call can vary, overwrites every output of the
-   block with NaN (-1 for integers) before the next, so an output kept from an earlier call reads as garbage;
+3. reads the outputs of ``check_calls`` calls chosen now straight from the worker's memory and compares them with the
+   reference's for those calls' inputs (at once, or, with ``defer``, after the timing, out of its exclusive hold of
+   the device: deferred_checks.py); where no input of a call can vary, overwrites every output of the block with NaN
+   (-1 for integers) before the next, so an output kept from an earlier call reads as garbage;
 4. takes the device time the worker reports (events around the replay: precise to a microsecond, which a wall clock
    is not; the replay's whole time, nothing subtracted: backends/cuda.py says why) only down to this side's bound:
-   the wall time less this side's staging of the block (the copy and the flush, timed on its own device events,
-   no more than the reference's) and less the rest of the block's fixed cost outside the device work
-   (``fixed_ms``: what the reference's blocks of the same size and shapes spent, the exchange and the
-   synchronisations, measured by the same code) and a slack, over 1 + TOLERANCE, the median of the blocks'
-   bounds. A timing reported under the bound by more than RETIME_RATIO is timed again (``time_gpu_retimed``: a
-   burst of host load stretches the wall time of honest blocks, a forgery is under the bound every time), up to
-   RETIMINGS times; if each one was, the median of them counts, paid its bound, and flagged (``flagged``) if each
-   was under it by more than FLAG_RATIO.
+   the wall time less this side's staging of the block (the copy and the flush, timed on its own device events, no
+   more than the reference's) and less the rest of the block's fixed cost outside the device work (``fixed_ms``: what
+   the reference's blocks of the same size and shapes spent, the exchange and the synchronisations, measured by the
+   same code) and a slack, over 1 + TOLERANCE, the median of the blocks' bounds. A timing reported under the bound by
+   more than RETIME_RATIO is timed again (``time_gpu_retimed``: a burst of host load stretches the wall time of
+   honest blocks, a forgery is under the bound every time), up to RETIMINGS times; if each one was, the median of
+   them counts, paid its bound, and flagged (``flagged``) if each was under it by more than FLAG_RATIO.
 
 This side counts the calls, decides when the timing stops and computes the median and spread. The worker can lie
 about nothing that is believed beyond the bound: a forged device time gains at most the bound's slack and tolerance.
@@ -50,26 +48,25 @@ from kbench_env.worker.gpu_executor import MAX_BLOCK
 from kbench_env.measure.stats import PRECISION, Timing, gpu_blocks_done, summarize
 
 #: The bound on a reported block time: (wall - staged - fixed - slack) / (1 + TOLERANCE), slack = SLACK_MS +
-#: SLACK_SHARE * fixed. ``staged``: this side's copy of the block's inputs and its L2 flush, timed on its own device
-#: events for each block and taken off no further than the reference's own staging (1 + STAGED_SHARE): on blocks
-#: of large inputs that copy is most of the wall time (gigabytes), and its own variation between timings would
-#: otherwise be read as the candidate's; capped, so that work a worker slips in beside the copy still counts as
-#: its own. ``fixed``: the rest of a block outside the device work (the exchange, the synchronisations), the
-#: reference's median. An eagerly run block (a candidate that cannot be captured) has its outputs exported inside
-#: the window: EAGER_MS_PER_CALL more slack. What the bound leaves a forger is about (1 + TOLERANCE) / (1 - slack /
-#: block time), plus the variation of the fixed rest between two timings.
+#: SLACK_SHARE * fixed. ``staged``: this side's copy of the block's inputs and L2 flush, on its own device events per
+#: block, taken off no further than the reference's staging (1 + STAGED_SHARE): on large inputs the copy is most of the
+#: wall, its variation would be read as the candidate's; capped, work slipped in beside the copy still counts.
+#: ``fixed``: the rest outside the device work (the exchange, the synchronisations), the reference's median. An eager
+#: block (a candidate that cannot be captured) exports its outputs inside the window: EAGER_MS_PER_CALL more slack.
+#: What the bound leaves a forger: about (1 + TOLERANCE) / (1 - slack / block time), plus the fixed rest's variation.
 TOLERANCE = 0.03
 SLACK_MS = 0.1
 SLACK_SHARE = 0.03
 STAGED_SHARE = 0.03
 EAGER_MS_PER_CALL = 0.02
 EAGER_MAX_MS = 2.0  # (a candidate can choose to run eagerly: its extra slack is capped)
-#: Reported under the bound by more than this factor: flagged. Host load (builds on every core) stretches the wall
-#: time of honest blocks: 1.5 flagged honest solutions of a GPU running 16 evaluations at once.
+#: Reported under the bound by more than this factor: flagged (host load, builds on every core, stretches honest walls).
 FLAG_RATIO = 3.0
 #: Timings at most while the bound is paid by more than RETIME_RATIO (a raise of a few percent is kept as it is).
 RETIMINGS = 3
 RETIME_RATIO = 1.05
+#: A block's input bytes past which this side's cached device memory is freed once its timing ends (``close``).
+RETURN_STAGING_BYTES = 256 << 20
 L2_FLUSH_BYTES = 256 << 20
 _flush: dict = {}
 
@@ -143,10 +140,9 @@ class BlockInputs:
 
 
 def _flush_l2(device) -> None:
-    buf = _flush.get(str(device))
-    if buf is None:
-        buf = _flush[str(device)] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
-    buf.zero_()
+    if str(device) not in _flush:
+        _flush[str(device)] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+    _flush[str(device)].zero_()
 
 
 def _reply(worker, timeout: float, what: str) -> tuple[dict, object]:
@@ -296,10 +292,14 @@ class _Run:
         return leaves
 
     def close(self, release: bool) -> None:
-        """Unmap the worker's memory; with ``release`` (the exchange went well) tell the worker to free it."""
-        self.dsts = []
+        """Unmap the worker's memory; with ``release`` (the exchange went well) tell the worker to free it. Large
+        staging goes back to the device, not into this long-lived process's cache: other workers need blocks."""
+        staged = sum(d.numel() for d in self.dsts if d is not None)
+        self.dsts, self.inputs = [], None
         torch.cuda.synchronize(self.device)
         self.maps.close()
+        if staged >= RETURN_STAGING_BYTES:
+            torch.cuda.empty_cache()
         if release:
             self.worker.send({"type": msg.RELEASE, "config": self.config})
             _reply(self.worker, self.timeout, "release of a timed block")
@@ -332,22 +332,22 @@ def _bounded(out: GpuTiming, times: list, reference: dict, method: str, block: i
 def time_gpu(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,
              check=None, check_calls: int = 1, reference: dict | None = None, backward: bool = False,
              defer: bool = False, draws: list | None = None) -> GpuTiming:
-    """Time configuration ``config`` (already run in ``worker``) on the GPU. ``check(out_leaves, inputs)`` says
-    why an output is wrong for its inputs, or None; ``draws`` (tasks/input_draws.py) makes integer inputs fresh
-    per call; ``reference`` (the reference's ``reference_figures``) sets
-    the block size and bounds the reported times; without both (the reference's own timing) nothing is checked
-    or bounded. Raises TimedCallFailed if the candidate fails in a timed block, WorkerError (or IpcError) if the
-    worker breaks the exchange. ``defer``: the outputs read are judged later (``deferred``, deferred_checks.py)."""
+    """Time configuration ``config`` (already run in ``worker``) on the GPU. ``check(out_leaves, inputs)`` says why an
+    output is wrong for its inputs, or None; ``draws`` (tasks/input_draws.py) makes integer inputs fresh per call;
+    ``reference`` (the reference's ``reference_figures``) sets the block size and bounds the reported times; without
+    both (the reference's own timing) nothing is checked or bounded. Raises TimedCallFailed if the candidate fails in
+    a timed block, WorkerError (or IpcError) if the worker breaks the exchange. ``defer``: the outputs read are
+    judged later (``deferred``, deferred_checks.py)."""
     run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, defer, draws)
     try:
         b, method = run.set_up(int(reference["block"]) if reference else 0, params)
         out = GpuTiming(block=b, method=method)
         wall, ms, method, staged, _ = run.block(b)  # warm-up block: checked, not a sample
-        wrong = run.verdict(staged, b, 0) or run.poison(b)
+        wrong, staged = run.verdict(staged, b, 0) or run.poison(b), None  # (checks keep copies)
         times, calls, total, start = [], 0, 0.0, time.monotonic()
         while wrong is None and not (times and _stop(times, total, time.monotonic() - start, b, params)):
             wall, ms, method, staged, staging = run.block(b)
-            wrong = run.verdict(staged, b, calls) or run.poison(b)
+            wrong, staged = run.verdict(staged, b, calls) or run.poison(b), None  # not alive beside the next's
             if wrong is not None:
                 break
             used = min(ms, wall)
