@@ -153,6 +153,11 @@ class _Run:
         self.addresses = reply["addresses"]
         if len(self.addresses) != count:
             raise WorkerError(f"the worker made {len(self.addresses)} input buffer sets, {count} were asked for")
+        shared = reply.get("memfd")  # (the worker is stopped: its table of files stays as it said)
+        if isinstance(shared, dict):
+            self.mem.share(shared.get("fd"), shared.get("base"), shared.get("size"))
+        else:
+            self.mem.unshare()
 
     def block(self, calls: int) -> tuple[float, list, list, list]:
         """Run one block of ``calls`` calls: (seconds by this side's clock, keys, layout, table)."""

@@ -177,6 +177,7 @@ class _Session:
         # takes their addresses (a cache keyed on pointers would find hits while a GPU block is captured)
         self.handed: dict = {}
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
+        self.slot_files: dict = {}  # config -> the memfd its input buffers are on (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
         self.gpu = None  # the GPU's timed block (gpu_executor.py)
         self.guard = guard  # audit.AuditGuard, made before the candidate loaded
