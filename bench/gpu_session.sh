@@ -17,7 +17,8 @@
 #   bash bench/gpu_session.sh batch   # bench/throughput.py alone, cut to end by $DEADLINE seconds
 #   bash bench/gpu_session.sh train   # bench/train_gpu.sh: GRPO with the CUDA backend
 #   bash bench/gpu_session.sh falsepos  # bench/false_positives.py (every CUDA and Triton solution and variant x
-#                                     # $SEEDS seeds) cut by $DEADLINE seconds, then the CUDA case of test_escapes.py
+#                                     # $SEEDS seeds) cut by $DEADLINE seconds, then the CUDA case of test_escapes.py;
+#                                     # FP_FROM=<an earlier call's JSONL, in the tree>: resumed from it
 #   bash bench/gpu_session.sh recheck # after a timing change: fidelity, one cached evaluation traced (TRACE=0:
 #                                     # not), then tests/test_gpu.py (solutions and adversarial candidates)
 #   bash bench/gpu_session.sh trust1  # #21 on the merged code: tests/test_gpu.py without the rules tests (cold builds)
@@ -158,6 +159,8 @@ recheck|validate)  # validate: recheck without the traced evaluation
   ;;
 falsepos)
   stamp "false-positive campaign (cuda, triton)"
+  # FP_FROM: an earlier call's JSONL carried in the tree: this call resumes it (the same kbench_env sources only)
+  [ -n "${FP_FROM:-}" ] && cp "$FP_FROM" "$OUT/false_positives_cuda.jsonl"
   KBENCH_COMPILE_BASELINE=0 timeout $(left ${DEADLINE:-420}) python3 bench/false_positives.py --device cuda \
     --seeds ${SEEDS:-3} --seed-base ${SEED_BASE:-0} --workers ${FP_WORKERS:-16} --jsonl "$OUT/false_positives_cuda.jsonl" \
     --record "$OUT/false_positives_cuda.md" \
