@@ -115,12 +115,18 @@ def test_no_narrow_build_where_the_candidate_or_the_trusted_side_says_otherwise(
 
 
 def _fake_ninja(built: list):
-    """A stand-in for the builder's ninja run: 'builds' each target of build.ninja in order (an object holds the
-    text of its source), logs it as ninja does, and fails a device-code target whose source says FAIL."""
+    """A stand-in for the builder's ninja run: 'builds' each target of build.ninja in order (those the command
+    names, if it names any; not one it built before in that directory: up to date), an object holding the text of
+    its source, logs it as ninja does, and fails a device-code target whose source says FAIL."""
     def run(command, cwd, timeout, what):
         text = open(os.path.join(cwd, "build.ninja")).read()
-        log = open(os.path.join(cwd, ".ninja_log"), "a")
+        named = [t for i, t in enumerate(command[1:], 1) if not t.startswith("-") and command[i - 1] != "-j"]
+        log_path = os.path.join(cwd, ".ninja_log")
+        done = open(log_path).read() if os.path.exists(log_path) else ""
+        log = open(log_path, "a")
         for out, src in re.findall(r"^build (\S+\.o): \w+ (\S+)$", text, re.M):
+            if (named and out not in named) or f"\t{out}\t" in done:
+                continue
             body = open(src).read()
             if "FAIL" in body and out.endswith(".cuda.o"):
                 raise CompileError(f"{what}: {out} failed")
