@@ -49,9 +49,9 @@ class ProcessMemory:
         """Write what falls in the worker's ``size`` bytes at ``base`` through its memfd (``fd`` in its table,
         which it says it mapped there; taken with pidfd_getfd: the same open file, no rights of this side's added)
         mapped here: a copy at memory speed where /proc/<pid>/mem takes several times as long on large inputs.
-        Taken only from a memfd sealed against shrinking (this side's mapping cannot fault) and as large as said;
-        False otherwise (writes go through /proc/<pid>/mem). A mapping that is not where the worker said only
-        feeds its calls inputs that are not theirs, which the comparison catches."""
+        Taken only from a memfd of ordinary pages sealed against shrinking (this side's mapping cannot fault) and
+        as large as said; False otherwise (writes go through /proc/<pid>/mem). A mapping that is not where the
+        worker said only feeds its calls inputs that are not theirs, which the comparison catches."""
         self.unshare()
         if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (fd, base, size)) or not size:
             return False
@@ -60,8 +60,9 @@ class ProcessMemory:
         except OSError:
             return False
         try:
-            if not os.readlink(f"/proc/self/fd/{own}").startswith("/memfd:") or os.fstat(own).st_size < size \
-                    or not fcntl.fcntl(own, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
+            st = os.fstat(own)  # (a huge-page memfd's page, touched here, can fail to come: refused too)
+            if not os.readlink(f"/proc/self/fd/{own}").startswith("/memfd:") or st.st_size < size \
+                    or st.st_blksize > mmap.PAGESIZE or not fcntl.fcntl(own, fcntl.F_GET_SEALS) & fcntl.F_SEAL_SHRINK:
                 return False
             self._window = (base, size, mmap.mmap(own, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
             return True
