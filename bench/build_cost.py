@@ -9,11 +9,15 @@ Each build is run one ninja target at a time and each target's compiler children
 an empty build store (cold) unless --warm: then each solution is built a second time after a change to its kernel
 source that leaves its headers alone (what an RL batch of distinct candidates for one task sees).
 
-    python bench/build_cost.py [solution.py ...] [--out bench/results/build_cost_cpu.md] [--warm] [--compare]
+    python bench/build_cost.py [solution.py ...] [--out bench/results/build_cost_cpu.md] [--warm [--renamed]]
+                               [--compare] [--wall]
 
 With --compare each build is made twice, one after the other: "before" with nvcc compiling the device code whole
 (--no-steps), "after" with the builder's stepped compile (builder/nvcc_steps.py: the host step against a
 precompiled shared start), each configuration with its own build store and precompiled heads.
+With --renamed the distinct candidate also names its extension anew (its binding file compiled afresh, as for a
+policy's new sample); with --wall every command runs as the builder runs it (ninja's targets and the stepped device
+code side by side), so the wall times are the builder's, and no per-step table is made.
 """
 
 from __future__ import annotations
