@@ -8,7 +8,8 @@
 #   bash bench/gpu_session.sh faults  # the GPU fault tests
 #   bash bench/gpu_session.sh tests   # the GPU fault tests; tests/test_gpu.py (solutions and adversarial CUDA
 #                                     # candidates; checks side by side, timings alone), then bench/gpu_tests_verdict.py on its record
-#   bash bench/gpu_session.sh suite   # tests/test_gpu.py alone
+#   bash bench/gpu_session.sh suite   # tests/test_gpu.py alone (K=<pytest -k expression>: a part of it, when the
+#                                     # whole does not fit one call)
 #   bash bench/gpu_session.sh validate  # after a timing change: timing fidelity, then tests/test_gpu.py
 #   bash bench/gpu_session.sh agent   # the evolutionary agent on three CUDA tasks
 #   bash bench/gpu_session.sh fidelity  # bench/timing_fidelity.py: kbench's time against the profiler's
@@ -66,7 +67,7 @@ AGENT_TASKS=robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross
 gpu_tests() {  # tests/test_gpu.py (checks side by side, each timing with the GPU alone), ending by $1 seconds from the start
   stamp "GPU test suite (checks side by side, each timing alone)"
   KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
-    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left $1) python3 -m pytest -q -m gpu tests/test_gpu.py \
+    KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left $1) python3 -m pytest -q -m gpu tests/test_gpu.py ${K:+-k "$K"} \
     -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
 }
