@@ -174,18 +174,35 @@ def test_the_host_compile_reads_the_precompiled_start_and_a_failing_step_says_wh
         nvcc_steps.compile_cu(argv, argv[-3], str(tmp_path / "c"), headers, 600.0, "e")
 
 
+def _stepped_build(tmp_path, monkeypatch, compile_cu, ninja, cpp_sources: str, **kwargs) -> None:
+    """torch_ext.build of a one-function inline request with the stepped device compile and ninja stood in for
+    (``compile_cu``, ``ninja``), no precompiled head."""
+    monkeypatch.setattr(cpp, "CUDA_HOME", str(tmp_path / "cuda"))  # a CPU torch has none; only paths are written
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setattr(nvcc_steps, "compile_cu", compile_cu)
+    monkeypatch.setattr(torch_ext, "run", ninja)
+    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": cpp_sources,
+                              "cuda_sources": "torch::Tensor f(torch::Tensor x) { return x; }", "functions": ["f"]})
+    heads = pch.BindingHeaders(str(tmp_path / "scratch"))
+    heads.header_for = lambda head, flags, timeout: None
+    torch_ext.build(req, CudaBackend(), Store(str(tmp_path / "store")), {}, 60.0, 1 << 30, pch=heads, **kwargs)
+
+
+def _stepped_object(argv, source, cwd, headers, timeout, what) -> bool:
+    """A stepped device compile that makes its object."""
+    open(os.path.join(cwd, argv[argv.index("-o") + 1]), "w").close()
+    return True
+
+
 def test_the_builder_takes_a_stepped_device_compile_out_of_ninja(tmp_path, monkeypatch):
     stepped, linked = [], []
     binding_started = threading.Event()
-    monkeypatch.setattr(cpp, "CUDA_HOME", str(tmp_path / "cuda"))  # a CPU torch has none; only paths are written
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
 
     def compile_cu(argv, source, cwd, headers, timeout, what):
         # ninja compiles the binding meanwhile, not after: a builder running them one after the other never
         # sets the event while this waits (and the wait has a deadline)
         stepped.append((argv, binding_started.wait(30.0)))
-        open(os.path.join(cwd, argv[argv.index("-o") + 1]), "w").close()
-        return True
+        return _stepped_object(argv, source, cwd, headers, timeout, what)
 
     def ninja(command, cwd, timeout, what):
         text = open(os.path.join(cwd, "build.ninja")).read()
@@ -195,13 +212,7 @@ def test_the_builder_takes_a_stepped_device_compile_out_of_ninja(tmp_path, monke
             binding_started.set()
         for lib in re.findall(r"^build (\S+\.so): link", text, re.M):
             open(os.path.join(cwd, lib), "wb").close()
-    monkeypatch.setattr(nvcc_steps, "compile_cu", compile_cu)
-    monkeypatch.setattr(torch_ext, "run", ninja)
-    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "torch::Tensor f(torch::Tensor x);",
-                              "cuda_sources": "torch::Tensor f(torch::Tensor x) { return x; }", "functions": ["f"]})
-    heads = pch.BindingHeaders(str(tmp_path / "scratch"))
-    heads.header_for = lambda head, flags, timeout: None
-    torch_ext.build(req, CudaBackend(), Store(str(tmp_path / "store")), {}, 60.0, 1 << 30, pch=heads)
+    _stepped_build(tmp_path, monkeypatch, compile_cu, ninja, "torch::Tensor f(torch::Tensor x);")
     [(argv, beside)] = stepped
     assert argv[0].endswith("nvcc") and argv[argv.index("-c") + 1].endswith("/cuda.cu") and "-MD" not in argv
     assert "-gencode=arch=compute_90,code=sm_90" in argv
@@ -212,22 +223,9 @@ def test_the_builder_takes_a_stepped_device_compile_out_of_ninja(tmp_path, monke
 
 
 def test_a_failed_binding_compile_fails_the_stepped_build(tmp_path, monkeypatch):
-    monkeypatch.setattr(cpp, "CUDA_HOME", str(tmp_path / "cuda"))
-    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
-
-    def compile_cu(argv, source, cwd, headers, timeout, what):
-        open(os.path.join(cwd, argv[argv.index("-o") + 1]), "w").close()
-        return True
-
     def ninja(command, cwd, timeout, what):
         if "main.o" in command:
             raise CompileError(f"{what}: main.cpp:1: error: 'undeclared' was not declared")
-    monkeypatch.setattr(nvcc_steps, "compile_cu", compile_cu)
-    monkeypatch.setattr(torch_ext, "run", ninja)
-    req = requests.normalise({"kind": "inline", "name": "m", "cpp_sources": "undeclared f(torch::Tensor x);",
-                              "cuda_sources": "torch::Tensor f(torch::Tensor x) { return x; }", "functions": ["f"]})
-    heads = pch.BindingHeaders(str(tmp_path / "scratch"))
-    heads.header_for = lambda head, flags, timeout: None
     with pytest.raises(CompileError, match="'undeclared' was not declared"):
-        torch_ext.build(req, CudaBackend(), Store(str(tmp_path / "store")), {}, 60.0, 1 << 30, pch=heads,
-                        light_headers=False)
+        _stepped_build(tmp_path, monkeypatch, _stepped_object, ninja, "undeclared f(torch::Tensor x);",
+                       light_headers=False)

@@ -107,14 +107,14 @@ def _device_code_in_steps(name: str, ninja_file: str, directory: str, pch: Bindi
         except CompileError as exc:
             failed.append(exc)
 
-    others = threading.Thread(target=compile_objects, daemon=True, name="kbench-ninja-objects")
-    if objects:
+    others = threading.Thread(target=compile_objects, daemon=True, name="kbench-ninja-objects") if objects else None
+    if others is not None:
         others.start()
     try:
         stepped = nvcc_steps.compile_cu(argv, source, directory, pch, deadline - time.monotonic(),
                                         f"Error building extension '{name}'")
     finally:
-        if objects:  # run() kills ninja at the deadline, so this ends by then
+        if others is not None:  # run() kills ninja at the deadline, so this ends by then
             others.join(max(0.0, deadline - time.monotonic()) + 5.0)
     if failed:
         raise failed[0]

@@ -60,10 +60,10 @@ def default_cap(device: str) -> int:
     return max(1, cap)
 
 
-
 def _leaves_at(spare: Worker) -> float:
     """When a ready spare is taken to leave by itself (its idle deadline, less the margin a load needs)."""
     return spare._t_created + policy.SPARE_IDLE_S - LEAVING_MARGIN_S
+
 
 class SpareWorkers:
     """Started, confined, idle workers kept ready for the next candidates: on the CPU, the fork, confinement and

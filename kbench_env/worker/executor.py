@@ -51,9 +51,11 @@ def _slots(s, header: dict, payload, grad, send) -> None:
 
 
 def _empty_like(x):
-    if not isinstance(x, torch.Tensor):
-        return x
-    t = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    return _as_input(torch.empty(x.shape, dtype=x.dtype, device=x.device), x) if isinstance(x, torch.Tensor) else x
+
+
+def _as_input(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Buffer ``t`` for input ``x``: requiring grad as ``x`` does, where it is floating."""
     return t.requires_grad_(x.requires_grad) if x.is_floating_point() else t
 
 
@@ -65,8 +67,11 @@ def _shared_buffers(originals: list, count: int) -> tuple[list, dict] | None:
     tensors = [x for x in originals if isinstance(x, torch.Tensor)]
     if not tensors or any(x.device.type != "cpu" or not x.numel() for x in tensors):
         return None
-    spans = [-(-x.numel() * x.element_size() // _ALIGN) * _ALIGN for x in tensors]
-    size = count * sum(spans)
+    offsets, stride = [], 0  # each tensor's place in a set, and a set's bytes
+    for x in tensors:
+        offsets.append(stride)
+        stride += -(-x.numel() * x.element_size() // _ALIGN) * _ALIGN
+    size = count * stride
     try:
         fd = os.memfd_create("kbench-inputs", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     except (OSError, AttributeError):
@@ -79,17 +84,16 @@ def _shared_buffers(originals: list, count: int) -> tuple[list, dict] | None:
         os.close(fd)
         return None
     whole.zero_()
-    sets, at = [], 0
-    for _ in range(count):
+    sets = []
+    for k in range(count):
+        place = iter(offsets)
         one = []
         for x in originals:
             if not isinstance(x, torch.Tensor):
                 one.append(x)
                 continue
-            n = x.numel() * x.element_size()
-            t = whole[at:at + n].view(x.dtype).view(x.shape).detach()
-            one.append(t.requires_grad_(x.requires_grad) if x.is_floating_point() else t)
-            at += -(-n // _ALIGN) * _ALIGN
+            at = k * stride + next(place)
+            one.append(_as_input(whole[at:at + x.numel() * x.element_size()].view(x.dtype).view(x.shape).detach(), x))
         sets.append(one)
     return sets, {"fd": fd, "base": whole.data_ptr(), "size": size}
 
