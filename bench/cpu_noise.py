@@ -72,7 +72,10 @@ def row(condition: str, task: str, kind: str, i: int, r) -> dict:
             "speedup": r.speedup, "speedup_ci": getattr(r, "speedup_ci", None), "reward": r.reward,
             "flags": r.integrity_flags, "error": r.error, "eval_seconds": r.eval_seconds,
             "timing_seconds": r.phase_seconds.get("timing"),
-            "pairs": [getattr(c, "timed_pairs", None) for c in r.configs]}  # (getattr: also runs on unpaired code)
+            "pairs": [getattr(c, "timed_pairs", None) for c in r.configs],  # (getattr: also runs on unpaired code)
+            # each configuration's own figures: where an evaluation's speedup moved (which side, which shape)
+            "configs": [{"name": c.name, "speedup": c.speedup, "ci": getattr(c, "speedup_ci", None),
+                         "candidate_ms": c.candidate_ms, "reference_ms": c.reference_ms} for c in r.configs]}
 
 
 def run_condition(ev: Evaluator, condition: str, tasks: list, evals: int, rounds: int, out) -> list[dict]:
