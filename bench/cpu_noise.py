@@ -163,6 +163,9 @@ def main() -> None:
     ap.add_argument("--busy", type=int, default=2, help="spinning processes in the loaded condition")
     ap.add_argument("--tasks", default="default", help="a suite name or comma list of tasks")
     ap.add_argument("--quick", action="store_true", help="4 evaluations per task, 3 burner rounds")
+    ap.add_argument("--timing", action="append", default=[], metavar="KEY=VALUE",
+                    help="a timing parameter for the Evaluator (e.g. pair_seconds=4.5, block_seconds=0.01): "
+                         "an experiment against the defaults")
     ap.add_argument("--out", default=str(ROOT / "bench/results/cpu_noise_cpu"), help="path without extension")
     args = ap.parse_args()
     args.load_at_start = os.getloadavg()[0]
@@ -170,10 +173,11 @@ def main() -> None:
         args.evals, args.burner_rounds = 4, 3
     tasks = load_suite(args.tasks) if "," not in args.tasks else [resolve_task(t) for t in args.tasks.split(",")]
     conditions = ("idle", "loaded") if args.load == "both" else (args.load,)
-    ev = Evaluator(device="cpu")
+    timing = {k: float(v) for k, v in (kv.split("=", 1) for kv in args.timing)}
+    ev = Evaluator(device="cpu", **({"timing": timing} if timing else {}))
     rows, wall = [], {}
     out = Path(args.out)
-    with open(out.with_suffix(".jsonl"), "w") as f:
+    with open(out.parent / (out.name + ".jsonl"), "w") as f:
         for condition in conditions:
             t0 = time.monotonic()
             if condition == "loaded":
@@ -182,7 +186,7 @@ def main() -> None:
             else:
                 rows += run_condition(ev, condition, tasks, args.evals, args.burner_rounds, f)
             wall[condition] = time.monotonic() - t0
-    print(record(out.with_suffix(".md"), args, rows, wall))
+    print(record(out.parent / (out.name + ".md"), args, rows, wall))
     ev.close()
 
 
