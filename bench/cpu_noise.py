@@ -78,7 +78,8 @@ def row(condition: str, task: str, kind: str, i: int, r) -> dict:
                          "candidate_ms": c.candidate_ms, "reference_ms": c.reference_ms} for c in r.configs]}
 
 
-def run_condition(ev: Evaluator, condition: str, tasks: list, evals: int, rounds: int, out) -> list[dict]:
+def run_condition(ev: Evaluator, condition: str, tasks: list, evals: int, rounds: int, out,
+                  options: dict | None = None) -> list[dict]:
     rows = []
 
     def keep(rw):
@@ -101,7 +102,7 @@ def run_condition(ev: Evaluator, condition: str, tasks: list, evals: int, rounds
         for kind, src in (("plain", plain), ("burner", burning(plain))):
             # A fresh evaluator each: its reference is timed while this candidate's worker lives, as for the first
             # candidate of a task before paired timing (the case that paid the burner 1.77x).
-            fresh = Evaluator(device="cpu")
+            fresh = Evaluator(device="cpu", **(options or {}))
             try:
                 keep(row(condition, relu.name, kind, i, fresh.evaluate(relu, src)))
             finally:
@@ -174,7 +175,8 @@ def main() -> None:
     tasks = load_suite(args.tasks) if "," not in args.tasks else [resolve_task(t) for t in args.tasks.split(",")]
     conditions = ("idle", "loaded") if args.load == "both" else (args.load,)
     timing = {k: float(v) for k, v in (kv.split("=", 1) for kv in args.timing)}
-    ev = Evaluator(device="cpu", **({"timing": timing} if timing else {}))
+    options = {"timing": timing} if timing else {}  # (the burner's evaluators get the same)
+    ev = Evaluator(device="cpu", **options)
     rows, wall = [], {}
     out = Path(args.out)
     with open(out.parent / (out.name + ".jsonl"), "w") as f:
@@ -182,9 +184,9 @@ def main() -> None:
             t0 = time.monotonic()
             if condition == "loaded":
                 with Busy(args.busy, 3600):
-                    rows += run_condition(ev, condition, tasks, args.evals, args.burner_rounds, f)
+                    rows += run_condition(ev, condition, tasks, args.evals, args.burner_rounds, f, options)
             else:
-                rows += run_condition(ev, condition, tasks, args.evals, args.burner_rounds, f)
+                rows += run_condition(ev, condition, tasks, args.evals, args.burner_rounds, f, options)
             wall[condition] = time.monotonic() - t0
     print(record(out.parent / (out.name + ".md"), args, rows, wall))
     ev.close()
