@@ -118,3 +118,22 @@ def test_attack_row8_cpp_record_function_switch(ev):
 
 def test_attack_row8_record_function_left_off(ev):
     _flagged(ev, "row8_record_function_left_off", ("audit_blinded",))
+
+
+@pytest.mark.parametrize("table, ok", [
+    ([[1, 2, 3], [4, 5, 6]], True),
+    ([[], []], True),
+    ([[1, 2, 3], [4, 5]], False),  # ragged
+    ([[1, 2, 3]], False),  # fewer rows than calls
+    ([[1, 2.5, 3], [4, 5, 6]], False),  # not an integer
+    ([[1, True, 3], [4, 5, 6]], False),  # a bool is not an address
+    ([[1, 1 << 63, 3], [4, 5, 6]], False),  # beyond 64 bits
+    ([[1, 2, 3], "row"], False),
+    ({"0": [1]}, False),
+])
+def test_a_cpu_blocks_table_of_outputs_is_taken_only_as_rows_of_64_bit_integers(table, ok):
+    """The CPU worker's DONE carries its table of outputs (per call: addresses, shapes, strides) as JSON; this side
+    takes it only as ``calls`` rows of one length of 64-bit integers, what the tensor it replaced could hold."""
+    from kbench_env.pipeline.blocks import _is_table
+
+    assert _is_table(table, 2) is ok

@@ -186,10 +186,10 @@ class _Run:
             self.sampler.drain()
         if header["type"] == msg.ERROR:
             raise TimedCallFailed(header["message"])
-        table = payload.get("table") if isinstance(payload, dict) else None
-        if not isinstance(table, torch.Tensor) or table.dim() != 2 or table.shape[0] != calls:
+        table = header.get("table")
+        if not _is_table(table, calls):
             raise WorkerError(f"the worker's report of a timed block of {calls} calls had no table of its outputs")
-        return seconds, keys, header.get("layout") or [], table.tolist()
+        return seconds, keys, header.get("layout") or [], table
 
     def verdict(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
         """Check ``check_calls`` calls of the block, chosen now; the first wrong one (its index, why) or None."""
@@ -259,6 +259,18 @@ class _Run:
         if wrong is None:
             self.release()
         return seconds, wrong
+
+
+def _is_table(table, calls: int) -> bool:
+    """Whether a worker's table of a block's outputs is one: ``calls`` rows of 64-bit integers (what addresses,
+    shapes and strides are), all of one length."""
+    return (isinstance(table, list) and len(table) == calls
+            and all(isinstance(row, list) and all(type(v) is int and _INT64[0] <= v <= _INT64[1] for v in row)
+                    for row in table)
+            and len({len(row) for row in table}) <= 1)
+
+
+_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _block_size(seconds_per_call: float, bytes_per_call: int, p: dict) -> int:

@@ -109,7 +109,9 @@ def _block(s, header: dict, payload, grad, send) -> None:
         s.backend.sync()
     s.kept = outs
     layout, table = _describe(outs)
-    send({"type": msg.DONE, "config": cfg, "layout": layout}, {"table": table})
+    # The table in the header, no payload: the reply is made, sent and read inside the block's clock, and a
+    # JSON list costs a fraction of a tensor's way through pack and unpack (bench/results/cpu_noise_cpu.md)
+    send({"type": msg.DONE, "config": cfg, "layout": layout, "table": table})
 
 
 def _release(s, header: dict, payload, grad, send) -> None:
@@ -135,9 +137,9 @@ def output_layout(outs: list) -> list:
     return layout
 
 
-def _describe(outs: list) -> tuple[list, torch.Tensor]:
-    """The outputs' layout (``output_layout``) and a table with one row per call: per tensor leaf its address,
-    shape and strides."""
+def _describe(outs: list) -> tuple[list, list]:
+    """The outputs' layout (``output_layout``) and a table with one row (a list of ints) per call: per tensor leaf
+    its address, shape and strides."""
     layout = output_layout(outs)
     width = sum(1 + 2 * d["ndim"] for d in layout if "ndim" in d)
     rows = []
@@ -152,7 +154,7 @@ def _describe(outs: list) -> tuple[list, torch.Tensor]:
             else:  # a call whose output does not have the first call's layout: unreadable, so wrong if checked
                 row += [-1] + [0] * (2 * d["ndim"])
         rows.append(row if len(leaves) == len(layout) else [-1] * width)
-    return layout, torch.tensor(rows, dtype=torch.int64).reshape(len(outs), width)
+    return layout, rows
 
 
 #: The executor's requests, by kind (worker.loop adds them to its dispatch table).
