@@ -109,8 +109,8 @@ def _block(s, header: dict, payload, grad, send) -> None:
         s.backend.sync()
     s.kept = outs
     layout, table = _describe(outs)
-    # The table in the header, no payload: the reply is made, sent and read inside the block's clock, and a
-    # JSON list costs a fraction of a tensor's way through pack and unpack (bench/results/cpu_noise_cpu.md)
+    # The table in the header, no payload: the reply is made, sent and read inside the block's clock, the same
+    # on both sides of a pair, and a JSON list costs a fraction of a tensor's way through pack and unpack
     send({"type": msg.DONE, "config": cfg, "layout": layout, "table": table})
 
 
