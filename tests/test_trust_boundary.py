@@ -14,6 +14,9 @@ Row 8 gains nothing by design (PyTorch compute where the forward audit did not l
 
 from __future__ import annotations
 
+import contextlib
+import types
+
 import pytest
 
 from conftest import ROOT, read
@@ -137,3 +140,27 @@ def test_a_cpu_blocks_table_of_outputs_is_taken_only_as_rows_of_64_bit_integers(
     from kbench_env.pipeline.blocks import _is_table
 
     assert _is_table(table, 2) is ok
+
+
+@pytest.mark.parametrize("header_ints", [1 << 16, 0])
+def test_a_cpu_blocks_table_reaches_this_side_in_the_header_or_large_as_a_tensor(monkeypatch, header_ints):
+    """What the worker's BLOCK sends (its table in the DONE header, or as an int64 tensor once it holds more than
+    HEADER_TABLE_INTS integers) is what this side reads back, through the wire, row for row."""
+    import torch
+
+    from kbench_env.pipeline.blocks import table_of
+    from kbench_env.protocol import wire
+    from kbench_env.worker import executor
+
+    monkeypatch.setattr(executor, "HEADER_TABLE_INTS", header_ints)
+    x = torch.randn(3, 4)
+    session = types.SimpleNamespace(models={"c": lambda t: (t * 2, t[0])}, slots={"c": [[x], [x + 1]]},
+                                    backend=types.SimpleNamespace(sync=lambda: None), kept=None)
+    sent = []
+    executor._block(session, {"config": "c", "calls": 2}, None, contextlib.nullcontext(),
+                    lambda h, p=None: sent.append(wire.unpack(wire.pack(h, p))))
+    (header, payload), = sent
+    assert ("table" in header) is (header_ints > 0)
+    table = table_of(header, payload, 2)
+    assert table == [[v for o in out for v in (o.data_ptr(), *o.shape, *o.stride())] for out in session.kept]
+    assert table_of(header, payload, 3) is None  # not as many rows as calls

@@ -186,8 +186,8 @@ class _Run:
             self.sampler.drain()
         if header["type"] == msg.ERROR:
             raise TimedCallFailed(header["message"])
-        table = header.get("table")
-        if not _is_table(table, calls):
+        table = table_of(header, payload, calls)
+        if table is None:
             raise WorkerError(f"the worker's report of a timed block of {calls} calls had no table of its outputs")
         return seconds, keys, header.get("layout") or [], table
 
@@ -259,6 +259,17 @@ class _Run:
         if wrong is None:
             self.release()
         return seconds, wrong
+
+
+def table_of(header: dict, payload, calls: int) -> list | None:
+    """The table of a timed block's outputs in a worker's DONE: in its header (a JSON list), or for a large one
+    (worker/executor.py ``HEADER_TABLE_INTS``) an int64 tensor in its payload; None unless it is ``calls`` rows
+    of one length of 64-bit integers (``_is_table``)."""
+    table = header.get("table")
+    if table is None and isinstance(payload, dict) and isinstance(payload.get("table"), torch.Tensor):
+        t = payload["table"]
+        table = t.tolist() if t.dtype == torch.int64 and t.dim() == 2 else None
+    return table if _is_table(table, calls) else None
 
 
 def _is_table(table, calls: int) -> bool:

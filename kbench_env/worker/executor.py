@@ -109,9 +109,17 @@ def _block(s, header: dict, payload, grad, send) -> None:
         s.backend.sync()
     s.kept = outs
     layout, table = _describe(outs)
-    # The table in the header, no payload: the reply is made, sent and read inside the block's clock, the same
-    # on both sides of a pair, and a JSON list costs a fraction of a tensor's way through pack and unpack
-    send({"type": msg.DONE, "config": cfg, "layout": layout, "table": table})
+    done = {"type": msg.DONE, "config": cfg, "layout": layout}
+    if sum(map(len, table)) <= HEADER_TABLE_INTS:
+        # In the header, no payload: the reply is made, sent and read inside the block's clock, the same on both
+        # sides of a pair, and a JSON list costs a fraction of a tensor's way through pack and unpack
+        send({**done, "table": table})
+    else:  # (a header is bounded: wire.MAX_HEADER_BYTES)
+        send(done, {"table": torch.tensor(table, dtype=torch.int64)})
+
+
+#: The most integers a timed block's table of outputs carries in its DONE header (beyond: as a tensor payload).
+HEADER_TABLE_INTS = 1 << 16
 
 
 def _release(s, header: dict, payload, grad, send) -> None:
