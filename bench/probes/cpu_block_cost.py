@@ -24,14 +24,6 @@ from kbench_env.pipeline.evaluator import Evaluator  # noqa: E402
 from kbench_env.tasks.suite import resolve_task, solution_path  # noqa: E402
 
 
-def fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """Least squares through (calls, seconds): (intercept, slope)."""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x in xs)
-    return my - slope * mx, slope
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", default="level1/rms_norm")
@@ -70,7 +62,7 @@ def main() -> None:
     print("\n| configuration | side | fixed cost a block, ms | a call, ms |\n|---|---|---|---|")
     for key, pts in sorted(points.items()):
         if len({k for k, _ in pts}) > 1:
-            f, c = fit(pts)
+            c, f = statistics.linear_regression([k for k, _ in pts], [t for _, t in pts])
             print(f"| {key[0]} | {key[1]} | {1e3 * f:.2f} | {1e3 * c:.3f} |")
     print("\n| block_seconds | speedup | per configuration |\n|---|---|---|")
     for length, s, per in speedups:

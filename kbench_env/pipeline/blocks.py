@@ -261,6 +261,9 @@ class _Run:
         return seconds, wrong
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)  # what a worker's table of outputs may hold (an int64 tensor's range)
+
+
 def table_of(header: dict, payload, calls: int) -> list | None:
     """The table of a timed block's outputs in a worker's DONE: in its header (a JSON list), or for a large one
     (worker/executor.py ``HEADER_TABLE_INTS``) an int64 tensor in its payload; None unless it is ``calls`` rows
@@ -280,8 +283,6 @@ def _is_table(table, calls: int) -> bool:
                     for row in table)
             and len({len(row) for row in table}) <= 1)
 
-
-_INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
 def _block_size(seconds_per_call: float, bytes_per_call: int, p: dict) -> int:
