@@ -235,13 +235,13 @@ survive)  # issue #36: does the reference cache survive 5 consecutive processes 
   ;;
 steady)  # issue #36: cold, then the steady state of a training run (references timed, every source new)
   stamp "rl_batch cold,steady: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, holds logged"
-  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
+  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady${CAP:+_cap$CAP}.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
-    --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} \
+    --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
-    --out "$OUT/rl_batch_${PASSES:-cold,steady}_${FORMAT:-kernelbench}.md" 2>&1 | tee "$OUT/rl_batch_steady.log" \
+    --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})${CAP:+_cap$CAP}.md" 2>&1 | tee "$OUT/rl_batch_steady.log" \
     | grep -v "^  \[" | tail -40
-  python3 bench/hold_overlap.py "$OUT/holds_steady.jsonl" | tee "$OUT/holds_steady.txt"
+  python3 bench/hold_overlap.py "$OUT/holds_steady${CAP:+_cap$CAP}.jsonl" | tee "$OUT/holds_steady${CAP:+_cap$CAP}.txt"
   ;;
 grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each evaluating on its own
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1

@@ -143,7 +143,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     from kbench_env.tasks.suite import resolve_task
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
-    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children0, self0 = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
     t0_ns = time.monotonic_ns()
     ex = (ProcessExecutor if processes else LocalExecutor)(device=devices, cache_dir=cache_dir, **options)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
@@ -178,13 +178,15 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         refs = reference_figures(evaluators)
     finally:
         ex.close()
-    children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children1, self1 = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
     child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
+    # this process (the trusted side: its threads check, compare and pack for every candidate) over the pass's wall
+    own_cpu = (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime)
     return {**pass_summary(label, rows, devices, wall, held), **refs,
             "gpu_idle_waiting": idle_waiting((t0_ns, time.monotonic_ns())),
             "build_cpu_s": None if build_cpu is None else round(build_cpu, 2),
             "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
-            "children_cpu_s": round(child_cpu, 2),
+            "children_cpu_s": round(child_cpu, 2), "trusted_cpu_s": round(own_cpu, 2),
             "reference_cache": ref_cache}
 
 
@@ -341,6 +343,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("build CPU-seconds, builder and compilers", "build_cpu_s"),
                ("build CPU-seconds per candidate", "build_cpu_per_candidate_s"),
                ("CPU-seconds of reaped children (getrusage)", "children_cpu_s"),
+               ("CPU-seconds of this process, the trusted side (getrusage)", "trusted_cpu_s"),
                ("correct", "correct"), ("flagged", "flagged"), ("reference cache on disk", "reference_cache"),
                ("reference configurations timed (re-timings: not found in memory or on disk)", "reference_timed"),
                ("reference cache invalidated by the drift check", "reference_invalidated"),
@@ -356,6 +359,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"--reference-cache {args.reference_cache}"
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
                   f"{f' --shared-checks {args.shared_checks}' if args.shared_checks != 'default' else ''}"
+                  f"{f' --shared-cap {args.shared_cap}' if args.shared_cap else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}`"]
     return "\n".join(lines) + "\n"
@@ -402,6 +406,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shared-checks", default="default", choices=["default", "on", "off"], nargs="?", const="on",
                     help="the Evaluator's shared_checks: correctness checks share the device, timing holds it alone "
                          "(default: the Evaluator's, on for GPUs and off on the CPU; the bare flag: on)")
+    ap.add_argument("--shared-cap", type=int, default=None, help="checks on a device at once under shared checks "
+                    "(machine/shared_device_lock.SHARED_CAP; default: the library's)")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -429,6 +435,10 @@ def main(argv=None) -> int:
         options["reference_cache"] = args.reference_cache == "on"
     if args.shared_checks != "default":
         options["shared_checks"] = args.shared_checks == "on"
+    if args.shared_cap:
+        from kbench_env.machine import shared_device_lock
+
+        shared_device_lock.SHARED_CAP = args.shared_cap
     options["backend"], options["format"] = backend, args.format
     if args.consecutive:
         from rl_batch_consecutive import consecutive

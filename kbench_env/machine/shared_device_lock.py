@@ -46,8 +46,9 @@ class SharedDeviceLock(DeviceLock):
     all (shared or exclusive; overlapping holds count once).
     """
 
-    def __init__(self, path=None, max_shared: int = SHARED_CAP):
+    def __init__(self, path=None, max_shared: int | None = None):
         super().__init__(path)
+        max_shared = SHARED_CAP if max_shared is None else max_shared  # read now: a bench run may set it
         if max_shared < 1:
             raise ValueError(f"SharedDeviceLock: max_shared must be at least 1, not {max_shared}")
         self._failed = path is None  # no lock file: this process's threads only

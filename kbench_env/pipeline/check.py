@@ -34,7 +34,8 @@ def check(ctx: StageContext) -> None:
     order, as when each waited for the one before."""
     task, configs, worker, result, prepared = ctx.task, ctx.configs, ctx.worker, ctx.result, ctx.prepared
     verdict = {"all_ok": True, "ran_any": False}
-    nxt = instantiate(task, configs[0], ctx.seed, 0, prepared, ctx.device)
+    with phase(result, "check_inputs"):
+        nxt = instantiate(task, configs[0], ctx.seed, 0, prepared, ctx.device)
     send_run(task, nxt, prepared, worker, result)
     for i in range(len(configs)):
         cur, nxt = nxt, None
@@ -43,16 +44,19 @@ def check(ctx: StageContext) -> None:
         with phase(result, "reference_outputs"):  # while the worker runs the candidate (nothing is timed)
             ref = task.reference_output(p.module, p.init_inputs, p.inputs, cfg, p.init_seed, ctx.device)
         if i + 1 < len(configs):
-            nxt = instantiate(task, configs[i + 1], ctx.seed, i + 1, prepared, ctx.device)
-        reply = worker.recv(ctx.limits.run_timeout, f"forward on configuration {cfg.name!r}",
-                            expect_bytes=integrity.output_bytes(ref))
+            with phase(result, "check_inputs"):
+                nxt = instantiate(task, configs[i + 1], ctx.seed, i + 1, prepared, ctx.device)
+        with phase(result, "check_recv"):
+            reply = worker.recv(ctx.limits.run_timeout, f"forward on configuration {cfg.name!r}",
+                                expect_bytes=integrity.output_bytes(ref))
         stepping_aside = nxt is not None and ctx.hold.timing_waits()
         try:
             if nxt is not None and not stepping_aside:
                 send_run(task, nxt, prepared, worker, result)
         finally:  # judged even when the next send finds the worker gone
-            judge(task, cur, reply, ref, result, verdict, ctx.config.integrity.rules,
-                  own_kernel_names(worker.linked()), nearby=_nearby(ctx, cfg))
+            with phase(result, "check_judge"):
+                judge(task, cur, reply, ref, result, verdict, ctx.config.integrity.rules,
+                      own_kernel_names(worker.linked()), nearby=_nearby(ctx, cfg))
         if stepping_aside:
             _step_aside(ctx)
             send_run(task, nxt, prepared, worker, result)
@@ -84,9 +88,10 @@ def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: Eva
     cfg, cr = run
     result.configs.append(cr)
     p = prepared[cfg.name]
-    worker.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": p.init_seed,
-                 "backward": task.backward, "tolerance": task.tolerance},
-                {"init_inputs": p.init_inputs, "inputs": p.inputs})
+    with phase(result, "check_send"):
+        worker.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": p.init_seed,
+                     "backward": task.backward, "tolerance": task.tolerance},
+                    {"init_inputs": p.init_inputs, "inputs": p.inputs})
 
 
 def _nearby(ctx: StageContext, cfg: Config):

@@ -83,7 +83,8 @@ class EvalResult:
     eval_seconds: float | None = None
     worker_seconds: float | None = None  # time the worker spent running and timing (build excluded)
     # Where the evaluation's wall time went: build (worker start to loaded), device_wait (for the device lock),
-    # check (correctness runs; of it, reference_outputs on the trusted side),
+    # check (correctness runs; of it, on the trusted side: check_inputs made, check_send (inputs packed and sent),
+    # check_recv (the worker's runs and their outputs read), reference_outputs, check_judge (the comparison)),
     # reference_timing (its own worker, with the device calibration on first use), timing (candidate, with the
     # timed_output_checks), plausibility; worker_audit: of check, the worker's time starting, stopping and reading
     # its forward audit's profiler; worker_warmup: of build, the worker's warm-up before the candidate loads (its
