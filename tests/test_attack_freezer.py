@@ -279,6 +279,9 @@ class _SlowToStop:
             time.sleep(self.seconds)
         self.frozen = True
 
+    def settle(self):  # (stopped is off its CPU here)
+        pass
+
     def thaw(self):
         self.frozen = False
 

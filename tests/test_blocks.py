@@ -13,6 +13,7 @@ import torch
 
 from kbench_env.pipeline import blocks
 from kbench_env.pipeline.revealed_inputs import BANK_ABOVE, RevealedInputs, _rotation
+from kbench_env.sandbox import memory
 from kbench_env.sandbox.memory import Freezer, ProcessMemory, _thread_states
 from kbench_env.tasks.suite import resolve_task, solution_path
 
@@ -109,9 +110,14 @@ def test_freezer_stops_every_thread_and_memory_is_read_and_written(child):
                            torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64))
         mem.write(buf, torch.tensor([9.0], dtype=torch.float64).numpy())
         assert torch.frombuffer(bytearray(mem.read(buf, 8)), dtype=torch.float64).item() == 9.0
+        freezer.settle()  # off its CPU: its run time no longer grows
+        ran = memory._run_ns([proc.pid])
+        time.sleep(0.05)
+        assert memory._run_ns([proc.pid]) == ran > 0
         freezer.thaw()
         time.sleep(0.05)
         assert int.from_bytes(mem.read(counter, 8), "little") != n0
+        assert memory._run_ns([proc.pid]) > ran  # (the measure sees a thread that runs)
     finally:
         if freezer.frozen:
             freezer.thaw()
@@ -191,9 +197,15 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_outputs_cached_by_address_are_caught(evaluator):
+@pytest.mark.parametrize("kept_bytes", [None, 0])
+def test_outputs_cached_by_address_are_caught(evaluator, monkeypatch, kept_bytes):
     """Block buffers are reused from block to block: an output kept per input address is stale in the next block,
-    and the output read from the worker, compared with the reference for the inputs written there, shows it."""
+    and the output read from the worker, compared with the reference for the inputs written there, shows it;
+    whether the outputs read are judged after the pairs (paired.py keeps them) or at once (``KEPT_BYTES`` 0)."""
+    from kbench_env.pipeline import paired
+
+    if kept_bytes is not None:
+        monkeypatch.setattr(paired, "KEPT_BYTES", kept_bytes)
     r = evaluator.evaluate(resolve_task("level1/relu"), _STALE, seed=4)
     assert not r.correct and any(f.startswith("timed_output_wrong") for f in r.integrity_flags), r.feedback()
 

@@ -144,10 +144,10 @@ def watched(monkeypatch):
         self.kb_test_source = source
         workers.append(self)
 
-    def block_(run, calls):
+    def block_(run, calls, *args):
         others = [w for w in workers if w is not run.worker and not w._closed and w.proc.exitcode is None]
         before = {w: (_cpu_ns(w.proc.pid), _thread_states(w.proc.pid)) for w in others}
-        out = block(run, calls)
+        out = block(run, calls, *args)
         for w in others:
             if w.proc.exitcode is None:
                 seen.append((run.worker, w, before[w], (_cpu_ns(w.proc.pid), _thread_states(w.proc.pid))))
@@ -201,3 +201,72 @@ def test_the_interval_is_reported_and_the_burner_is_not_paid_faster(evaluator):
             assert c.speedup_ci[0] <= c.speedup <= c.speedup_ci[1] and c.timed_pairs >= need
         assert f"({lo:.2f}-{hi:.2f})" in r.feedback()
     assert burner.reward <= 1.0, burner.feedback()
+
+
+def test_each_reference_block_after_the_first_runs_on_the_candidates_inputs_before_it(evaluator, monkeypatch):
+    """R C R C ... C R: every reference block but the first is given the inputs the candidate's block before it
+    ran on (one making of inputs serves a pair, and a pair's sides compute on the same data); the candidate's
+    blocks get inputs made afresh each time (never given any)."""
+    from kbench_env.pipeline import paired
+
+    order, real = [], blocks._Run.block
+
+    def block_(run, calls, made=None):
+        out = real(run, calls, made)
+        order.append((isinstance(run, paired._Candidate), made, run.made))
+        return out
+
+    monkeypatch.setattr(blocks._Run, "block", block_)
+    r = evaluator.evaluate(RELU, HONEST, seed=6)
+    assert r.correct, r.feedback()
+    given = 0
+    for (was_cand, _, cand_made), (is_cand, made, ref_made) in zip(order, order[1:]):
+        if is_cand:
+            assert made is None  # the candidate's inputs are always its own, fresh
+        elif was_cand and made is not None:
+            assert made[0] == cand_made[0] and made[1] is cand_made[1] and ref_made[1] is cand_made[1]
+            given += 1
+    assert given >= sum(c.timed_pairs for c in r.configs), (given, [c.timed_pairs for c in r.configs])
+
+
+def test_a_worker_start_waits_for_a_timing_and_a_timing_for_the_starts():
+    """A worker's process runs from its start, before it can be registered and stopped: ``LIVE.starting`` keeps
+    starts and timings apart (quiet.py). A start begun while a timing holds ``others_stopped`` goes on only once it
+    ends; a timing begun while a start is under way waits for it. (Each wait is checked by a thread that would
+    have got through within 0.3 s without it: on a very loaded machine a missing wait could go unseen, a present
+    one never fails.)"""
+    import threading
+    import time
+
+    from kbench_env.pipeline.quiet import LiveWorkers
+
+    live = LiveWorkers()
+    inside, asked = threading.Event(), threading.Event()
+
+    def start():
+        asked.set()
+        with live.starting():
+            inside.set()
+
+    with live.others_stopped([]):
+        t = threading.Thread(target=start, daemon=True)
+        t.start()
+        assert asked.wait(10)
+        time.sleep(0.3)
+        assert not inside.is_set()  # held back by the timing
+    assert inside.wait(10)
+    t.join(10)
+
+    timed = threading.Event()
+
+    def timing():
+        with live.others_stopped([]):
+            timed.set()
+
+    with live.starting():
+        t = threading.Thread(target=timing, daemon=True)
+        t.start()
+        time.sleep(0.3)
+        assert not timed.is_set()  # held back by the start
+    assert timed.wait(10)
+    t.join(10)

@@ -137,6 +137,7 @@ class _Run:
         self.rng = random.SystemRandom()
         self.check_seconds = 0.0
         self.placement = None  # sandbox/placement.py: where the worker runs its timed blocks (paired.py sets it)
+        self.made: tuple | None = None  # the last block's (keys, inputs' bytes)
 
     def request(self, header: dict, what: str) -> dict:
         """A request answered while the worker runs (it is stopped again after)."""
@@ -144,6 +145,7 @@ class _Run:
         self.worker.send(header)
         reply, _ = self.worker.recv(self.timeout, what)
         self.freezer.freeze()
+        self.freezer.settle()  # (outside any clock: the other worker's block may come next)
         if reply["type"] == msg.ERROR:
             raise TimedCallFailed(reply["message"])
         return reply
@@ -159,11 +161,14 @@ class _Run:
         else:
             self.mem.unshare()
 
-    def block(self, calls: int) -> tuple[float, list, list, list]:
-        """Run one block of ``calls`` calls: (seconds by this side's clock, keys, layout, table)."""
-        keys = [self.inputs.draw() for _ in range(calls)]
-        made = [[_tensor_bytes(x) if isinstance(x, torch.Tensor) and x.numel() else None for x in self.inputs.make(key)]
-                for key in keys]
+    def block(self, calls: int, made: tuple | None = None) -> tuple[float, list, list, list]:
+        """Run one block of ``calls`` calls: (seconds by this side's clock, keys, layout, table). ``made``: the
+        block's inputs as ``prepare`` made them for another worker's block (paired.py: the reference's block runs on
+        the candidate's inputs before it), written here as they are; else made now."""
+        keys, made = made if made is not None else self.prepare(calls)
+        if len(made) != calls:
+            raise ValueError(f"inputs for {len(made)} calls given to a block of {calls}")
+        self.made = (keys, made)
         # All made first, then all written in one pass: the block starts with its inputs where the writes left
         # them in the caches, the same for every worker (making them between the writes evicted the first ones).
         for j, one in enumerate(made):
@@ -190,6 +195,16 @@ class _Run:
         if table is None:
             raise WorkerError(f"the worker's report of a timed block of {calls} calls had no table of its outputs")
         return seconds, keys, header.get("layout") or [], table
+
+    def prepare(self, calls: int) -> tuple[list, list]:
+        """A block's inputs: per call its key and the bytes of each input (None where nothing is written)."""
+        keys = [self.inputs.draw() for _ in range(calls)]
+        return keys, [[_tensor_bytes(x) if isinstance(x, torch.Tensor) and x.numel() else None
+                       for x in self.inputs.make(key)] for key in keys]
+
+    def check_block(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
+        """A timed block's check (paired.py's candidate keeps its outputs to judge later instead)."""
+        return self.verdict(keys, layout, table)
 
     def verdict(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
         """Check ``check_calls`` calls of the block, chosen now; the first wrong one (its index, why) or None."""
@@ -251,11 +266,11 @@ class _Run:
         if k != len(self.addresses):
             self.slots(k)
 
-    def timed(self, k: int) -> tuple[float, tuple[int, str] | None]:
-        """One timed block of ``k`` calls, its outputs checked and released: (seconds by this side's clock, the
-        first wrong checked call as (its index in the block, why), or None)."""
-        seconds, keys, layout, table = self.block(k)
-        wrong = self.verdict(keys, layout, table) or self.poison(layout, table)
+    def timed(self, k: int, made: tuple | None = None) -> tuple[float, tuple[int, str] | None]:
+        """One timed block of ``k`` calls (on ``made`` inputs: ``block``), its outputs checked and released:
+        (seconds by this side's clock, the first wrong checked call as (its index in the block, why), or None)."""
+        seconds, keys, layout, table = self.block(k, made)
+        wrong = self.check_block(keys, layout, table) or self.poison(layout, table)
         if wrong is None:
             self.release()
         return seconds, wrong

@@ -15,12 +15,17 @@ from kbench_env.sandbox.worker_process import Worker
 
 
 @contextlib.contextmanager
-def live_worker(worker: Worker, device: str, rules: str, result: EvalResult):
-    """``worker``, the candidate's (a spare given it, or a new one), closed at the end of the block; on the CPU
-    registered as a live worker meanwhile (quiet.py: stopped while another evaluation times). At the end of the
-    block, whatever the stages did, ``result`` gets the worker's busy time, its sandbox's violations and the
-    builds it made after the build stage (in forward)."""
-    with worker, (LIVE.member(worker) if Device.parse(device).is_cpu else contextlib.nullcontext()):
+def live_worker(make, device: str, rules: str, result: EvalResult):
+    """The worker ``make()`` gives (the candidate's: a spare given it, or a new one), closed at the end of the
+    block; on the CPU started and registered as a live worker under ``LIVE.starting`` (quiet.py: not while another
+    evaluation times, stopped while one does). At the end of the block, whatever the stages did, ``result`` gets
+    the worker's busy time, its sandbox's violations and the builds it made after the build stage (in forward)."""
+    cpu = Device.parse(device).is_cpu
+    with contextlib.ExitStack() as stack:
+        with LIVE.starting() if cpu else contextlib.nullcontext():
+            worker = stack.enter_context(make())
+            if cpu:
+                stack.enter_context(LIVE.member(worker))
         try:
             yield worker
         finally:

@@ -40,6 +40,7 @@ from kbench_env.pipeline.check import check
 from kbench_env.pipeline.context import StageContext
 from kbench_env.pipeline.device_hold import DeviceHold, make_device_lock, shared_checks_setting
 from kbench_env.pipeline.plausibility import plausibility
+from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_builds, flag_record_switches
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
@@ -106,7 +107,8 @@ class Evaluator:
         self._spares = None
         if spare:
             self._spares = SpareWorkers(self.backend_name, self.device, self.build_root, self.limits, self.builder,
-                                        cap=None if spare is True else int(spare))
+                                        cap=None if spare is True else int(spare),
+                                        gate=LIVE.starting if Device.parse(self.device).is_cpu else None)
             weakref.finalize(self, self._spares.close)
 
     # The options read most, as attributes (read-only: the config is the one record of them)
@@ -223,7 +225,7 @@ class Evaluator:
         seed = secrets.randbits(62) if seed is None else seed
         timed, hold = self.time_candidates, self.device_hold()
         try:
-            with live_worker(self._worker_for(source), self.device, self.rules, result) as worker, hold:
+            with live_worker(lambda: self._worker_for(source), self.device, self.rules, result) as worker, hold:
                 ctx = StageContext(self.config, self.timing, self.baselines, hold, task, task.configs_for(self.device),
                                    seed, worker, result)
                 with phase(result, "build"):

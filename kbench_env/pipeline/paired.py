@@ -12,7 +12,8 @@ speedup's interval (pair_stats.py) is no wider than ``ci_width`` (its upper over
 ``pair_seconds`` have passed since the pairing began, and never fewer than the interval needs
 (``pair_stats.min_pairs``) nor than ``min_reps`` candidate calls; ``max_reps`` caps the candidate's calls once the
 interval exists. The candidate's timed calls are checked as in blocks.py (a sample of each block's outputs read
-and compared here); the reference's are not (trusted code).
+here), the comparison after the pairs (``_Candidate``); the reference's are not (trusted code). Each reference
+block after the first runs on the inputs of the candidate's block before it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import math
 import time
 from dataclasses import dataclass
 
-from kbench_env.pipeline import pair_stats
+import torch
+
+from kbench_env.pipeline import blocks, pair_stats
 from kbench_env.pipeline.blocks import (BLOCK_SECONDS, BlockTiming, TimedCallFailed, _block_size, _params, _Run,
                                         _sample, sample_block_calls)
 from kbench_env.pipeline.revealed_inputs import RevealedInputs
@@ -36,6 +39,8 @@ CI_WIDTH = 0.04
 #: pairing cannot cancel): the speedup's spread between evaluations falls with the square root of the pairs, and
 #: the pairs in this time are what it costs (bench/cpu_noise.py measures both).
 PAIR_SECONDS = 3.0
+#: Bytes of the candidate's checked outputs kept to judge after the pairs past which they are judged at once.
+KEPT_BYTES = 64 << 20
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
 #: write than its blocks take to run, so shorter blocks make more pairs in the
 #: same time.
@@ -79,7 +84,7 @@ def time_paired(candidate, reference, config: str, reference_config: str, origin
     the candidate's worker in untimed blocks after the pairs (blocks._sample), for its kernel coverage. Raises
     blocks.TimedCallFailed if either fails in a timed call, WorkerError if a worker breaks the exchange."""
     p = paired_params(params, confidence)
-    cand = _Run(candidate, config, RevealedInputs(originals, noise, draws), timeout, check, max(1, check_calls))
+    cand = _Candidate(candidate, config, RevealedInputs(originals, noise, draws), timeout, check, max(1, check_calls))
     ref = _Run(reference, reference_config, RevealedInputs(originals, noise, draws), timeout, None, 1)
     cand.placement = ref.placement = placement
     with placement.boosted_here() if placement is not None else contextlib.nullcontext():
@@ -128,21 +133,73 @@ def _reference(step, *args):
         raise RuntimeError(f"the reference failed while being timed: {exc}") from None
 
 
-def _interleave(cand: _Run, ref: _Run, kc: int, kr: int, p: dict, confidence: float) -> PairedTiming:
+class _Candidate(_Run):
+    """The candidate's side of a pairing: the checked outputs of its timed blocks are read out at once (a copy,
+    out of the stopped worker, before its next block) and compared with the reference's only after the pairs
+    (``judge_kept``): a comparison runs the reference's model on this side, time in which no pair is timed."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.kept: list = []  # (call number among the timed calls, outputs read, the call's key)
+        self.kept_bytes = self.base = 0
+
+    def check_block(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
+        """Read and keep the outputs of ``check_calls`` calls of the block, chosen now; an output that cannot be
+        read is wrong at once (its index in the block, why); past KEPT_BYTES kept, the kept ones are judged now."""
+        base, self.base = self.base, self.base + len(keys)
+        if self.check is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            for j in sorted(self.rng.sample(range(len(keys)), min(self.check_calls, len(keys)))):
+                try:
+                    out = blocks.read_outputs(self.mem, layout, table[j])
+                except Exception as exc:  # noqa: BLE001 - whatever the worker described: unreadable is wrong
+                    return j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
+                self.kept.append((base + j, out, keys[j]))
+                self.kept_bytes += sum(x.numel() * x.element_size() for x in out if isinstance(x, torch.Tensor))
+        finally:
+            self.check_seconds += time.perf_counter() - t0
+        wrong = self.judge_kept() if self.kept_bytes > KEPT_BYTES else None
+        return None if wrong is None else (wrong[0] - base, wrong[1])
+
+    def judge_kept(self) -> tuple[int, str] | None:
+        """The kept outputs compared with the reference's for their calls' inputs (remade from their keys): the
+        first wrong one as (its call number among the timed calls, why), or None; let go either way."""
+        t0 = time.perf_counter()
+        try:
+            for n, out, key in self.kept:
+                why = self.check(out, self.inputs.make(key))
+                if why is not None:
+                    return n, why
+            return None
+        finally:
+            self.kept, self.kept_bytes = [], 0
+            self.check_seconds += time.perf_counter() - t0
+
+
+def _interleave(cand: _Candidate, ref: _Run, kc: int, kr: int, p: dict, confidence: float) -> PairedTiming:
+    """R C R ... C R; each reference block after the first runs on the inputs of the candidate's block before it
+    (the same bytes written into its own buffers: one making of inputs serves a pair, and both sides of it
+    compute on the same data)."""
     ref_ms = [_reference(ref.timed, kr)[0] * 1e3 / kr]
     cand_ms: list[float] = []
     calls, start = 0, time.monotonic()
+    cand.base = 0
     while True:
         seconds, wrong = cand.timed(kc)
         if wrong is not None:
             return PairedTiming(wrong=wrong[1], wrong_call=calls + wrong[0], pairs=len(cand_ms),
                                 check_seconds=cand.check_seconds)
         cand_ms.append(seconds * 1e3 / kc)
-        ref_ms.append(_reference(ref.timed, kr)[0] * 1e3 / kr)
+        ref_ms.append(_reference(ref.timed, kr, cand.made if kr == kc else None)[0] * 1e3 / kr)
         calls += kc
         logs = pair_stats.log_ratios(ref_ms, cand_ms)
         if _enough(logs, calls, time.monotonic() - start, p, confidence):
             break
+    wrong = cand.judge_kept()
+    if wrong is not None:
+        return PairedTiming(wrong=wrong[1], wrong_call=wrong[0], pairs=len(cand_ms), check_seconds=cand.check_seconds)
     s, ci = pair_stats.speedup(logs, confidence)
     c, r = summarize(cand_ms), summarize(ref_ms)
     return PairedTiming(candidate=Timing(c.median_ms, c.iqr_ms, calls, c.times_ms),

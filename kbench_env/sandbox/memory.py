@@ -30,6 +30,8 @@ _PIDFD_GETFD = 438  # the same number on x86_64 and aarch64
 
 #: How long ``freeze`` waits for every thread to stop before it gives up (a thread in uninterruptible sleep).
 FREEZE_TIMEOUT_S = 10.0
+#: ``Freezer.settle``: how long it waits at most for stopped threads to be off their CPUs, and how often it looks.
+SETTLE_TIMEOUT_S, SETTLE_POLL_S = 0.02, 50e-6
 
 
 class MemoryError_(OSError):
@@ -121,6 +123,23 @@ def _take_fd(pid: int, fd: int) -> int:
         os.close(pidfd)
 
 
+def _run_ns(pids: list[int]) -> int:
+    """The nanoseconds the threads of ``pids`` have run (each thread's /proc schedstat, summed)."""
+    total = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended
+    return total
+
+
 def _thread_states(pid: int) -> list[str]:
     states = []
     try:
@@ -193,6 +212,19 @@ class Freezer:
                 self.group.freeze(max(0.0, deadline - time.monotonic()))
             except FreezeTimeout as exc:
                 raise MemoryError_(str(exc)) from None
+
+    def settle(self, timeout: float = SETTLE_TIMEOUT_S) -> None:
+        """Return once the stopped worker's threads are off their CPUs: a thread already seen stopped is still
+        switching out for some tens of microseconds, its run time growing meanwhile. Read until that time stops
+        growing (at most ``timeout``: the stop is done, this waits for its tail only). For a stop that a block of
+        another worker follows (outside any clock): that block then has the cores to itself from its start."""
+        deadline, last = time.monotonic() + timeout, None
+        while True:
+            now = _run_ns(self._signalled())
+            if now == last or time.monotonic() > deadline:
+                return
+            last = now
+            time.sleep(SETTLE_POLL_S)
 
     def thaw(self) -> None:
         """Resume the worker: SIGCONT (a task of a frozen cgroup stays frozen), then the cgroup thawed."""

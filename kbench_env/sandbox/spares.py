@@ -4,6 +4,8 @@ profiler, seconds), even when candidates arrive in bursts (a trainer's batches) 
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import os
 import threading
@@ -93,8 +95,9 @@ class SpareWorkers:
     """
 
     def __init__(self, backend: str, device: str, build_root: str, limits: Limits, builder=None,
-                 cap: int | None = None, clock=time.monotonic):
+                 cap: int | None = None, clock=time.monotonic, gate=None):
         self._args = (backend, device, build_root, limits)
+        self._gate = gate or contextlib.nullcontext  # around a spare's start (the CPU's: not while another times)
         self._builder = builder
         self._cpu = Device.parse(device).is_cpu
         self._cap = cap
@@ -212,7 +215,8 @@ class SpareWorkers:
 
     def _start_one(self) -> None:
         try:
-            worker = Worker(None, *self._args, builder=self._builder)
+            with self._gate():
+                worker = Worker(None, *self._args, builder=self._builder)
         except Exception:  # noqa: BLE001 - no spare this time: the next take starts its own worker
             worker = None
         with self._lock:
