@@ -6,8 +6,9 @@ building, loading or waiting for the device. A candidate's code may still run in
 module loaded), and on a machine with fewer free cores than evaluations in flight that would be timed as part of
 the holder's blocks. While the holder times, ``LIVE.others_stopped`` keeps every other registered worker frozen
 (sandbox/memory.py's ``Freezer``, the stop the timing uses on its own workers), a worker registered meanwhile
-included (a worker's start and registration wait for the timing to end: ``starting``), and resumes them after: timing takes the cores to itself and the others wait. Their owners only see a
-longer build or load (a stage timeout measures wall time: a timing lasts seconds, those timeouts minutes).
+included (a worker's start and its registration wait for the timing to end: ``starting``), and resumes them after:
+timing takes the cores to itself and the others wait. Their owners only see a longer build or load (a stage
+timeout measures wall time: a timing lasts seconds, those timeouts minutes).
 
 Workers of other processes are not seen: two kbench processes on one machine still time under each other's load
 (paired timing, paired.py, puts that load on both sides of each ratio).

@@ -5,7 +5,6 @@ profiler, seconds), even when candidates arrive in bursts (a trainer's batches) 
 from __future__ import annotations
 
 import contextlib
-
 import math
 import os
 import threading
