@@ -143,7 +143,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     from kbench_env.tasks.suite import resolve_task
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
-    children0, self0 = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
+    children0, self0 = _cpu_s(resource.RUSAGE_CHILDREN), _cpu_s(resource.RUSAGE_SELF)
     t0_ns = time.monotonic_ns()
     ex = (ProcessExecutor if processes else LocalExecutor)(device=devices, cache_dir=cache_dir, **options)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
@@ -178,16 +178,21 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         refs = reference_figures(evaluators)
     finally:
         ex.close()
-    children1, self1 = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
-    child_cpu = (children1.ru_utime + children1.ru_stime) - (children0.ru_utime + children0.ru_stime)
+    child_cpu = _cpu_s(resource.RUSAGE_CHILDREN) - children0
     # this process (the trusted side: its threads check, compare and pack for every candidate) over the pass's wall
-    own_cpu = (self1.ru_utime + self1.ru_stime) - (self0.ru_utime + self0.ru_stime)
+    own_cpu = _cpu_s(resource.RUSAGE_SELF) - self0
     return {**pass_summary(label, rows, devices, wall, held), **refs,
             "gpu_idle_waiting": idle_waiting((t0_ns, time.monotonic_ns())),
             "build_cpu_s": None if build_cpu is None else round(build_cpu, 2),
             "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
             "children_cpu_s": round(child_cpu, 2), "trusted_cpu_s": round(own_cpu, 2),
             "reference_cache": ref_cache}
+
+
+def _cpu_s(who: int) -> float:
+    """User and system CPU-seconds of ``who`` (resource.RUSAGE_SELF or RUSAGE_CHILDREN) so far."""
+    ru = resource.getrusage(who)
+    return ru.ru_utime + ru.ru_stime
 
 
 def reference_figures(evaluators: list) -> dict:

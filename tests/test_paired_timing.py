@@ -6,7 +6,6 @@ the speedup's interval reported, shown and used by the reward."""
 from __future__ import annotations
 
 import math
-import os
 import random
 
 import pytest
@@ -18,7 +17,7 @@ from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.feedback import policy_feedback
 from kbench_env.pipeline.result import ConfigResult, EvalResult
 from kbench_env.pipeline.reward import paid_speedup, speedup, tiered
-from kbench_env.sandbox.memory import _thread_states
+from kbench_env.sandbox.memory import _run_ns, _thread_states
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.suite import resolve_task
 
@@ -121,18 +120,6 @@ def test_an_interval_that_reaches_one_earns_no_faster_tier():
 # ---------------------------------------------------------------------- the mechanism, on real workers
 
 
-def _cpu_ns(pid: int) -> int:
-    """Nanoseconds process ``pid``'s threads have run (schedstat: exact, not in clock ticks)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except OSError:
-            pass
-    return total
-
-
 @pytest.fixture
 def watched(monkeypatch):
     """Every worker started, and, for each timed block, what each other live worker did meanwhile."""
@@ -146,11 +133,11 @@ def watched(monkeypatch):
 
     def block_(run, calls, *args):
         others = [w for w in workers if w is not run.worker and not w._closed and w.proc.exitcode is None]
-        before = {w: (_cpu_ns(w.proc.pid), _thread_states(w.proc.pid)) for w in others}
+        before = {w: (_run_ns([w.proc.pid]), _thread_states(w.proc.pid)) for w in others}
         out = block(run, calls, *args)
         for w in others:
             if w.proc.exitcode is None:
-                seen.append((run.worker, w, before[w], (_cpu_ns(w.proc.pid), _thread_states(w.proc.pid))))
+                seen.append((run.worker, w, before[w], (_run_ns([w.proc.pid]), _thread_states(w.proc.pid))))
         return out
 
     monkeypatch.setattr(Worker, "__init__", init_)

@@ -208,24 +208,27 @@ class _Run:
 
     def verdict(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
         """Check ``check_calls`` calls of the block, chosen now; the first wrong one (its index, why) or None."""
+        return self.each_checked(keys, layout, table, lambda j, out: self.check(out, self.inputs.make(keys[j])))
+
+    def each_checked(self, keys: list, layout: list, table: list, take) -> tuple[int, str] | None:
+        """``take(j, outputs)`` for ``check_calls`` calls ``j`` of the block, chosen now, their outputs read out of
+        the stopped worker: the first ``(j, why)`` where an output cannot be read or ``take`` says why it is wrong,
+        else None (nothing without a ``check``; the time goes to ``check_seconds``)."""
         if self.check is None:
             return None
         t0 = time.perf_counter()
         try:
-            return self._verdict(keys, layout, table)
+            for j in sorted(self.rng.sample(range(len(keys)), min(self.check_calls, len(keys)))):
+                try:
+                    out = read_outputs(self.mem, layout, table[j])
+                except Exception as exc:  # noqa: BLE001 - whatever the worker described: unreadable is wrong
+                    return j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
+                why = take(j, out)
+                if why is not None:
+                    return j, why
+            return None
         finally:
             self.check_seconds += time.perf_counter() - t0
-
-    def _verdict(self, keys: list, layout: list, table: list) -> tuple[int, str] | None:
-        for j in sorted(self.rng.sample(range(len(keys)), min(self.check_calls, len(keys)))):
-            try:
-                out = read_outputs(self.mem, layout, table[j])
-            except Exception as exc:  # noqa: BLE001 - whatever the worker described: an unreadable output is wrong
-                return j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
-            why = self.check(out, self.inputs.make(keys[j]))
-            if why is not None:
-                return j, why
-        return None
 
     def poison(self, layout: list, table: list) -> tuple[int, str] | None:
         """Outputs poisoned once checked, where no input of a call can vary (module docstring, step 3); an output
@@ -297,7 +300,6 @@ def _is_table(table, calls: int) -> bool:
             and all(isinstance(row, list) and all(type(v) is int and _INT64[0] <= v <= _INT64[1] for v in row)
                     for row in table)
             and len({len(row) for row in table}) <= 1)
-
 
 
 def _block_size(seconds_per_call: float, bytes_per_call: int, p: dict) -> int:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kbench_env.pipeline import blocks, pair_stats
+from kbench_env.pipeline import pair_stats
 from kbench_env.pipeline.blocks import (BLOCK_SECONDS, BlockTiming, TimedCallFailed, _block_size, _params, _Run,
                                         _sample, sample_block_calls)
 from kbench_env.pipeline.revealed_inputs import RevealedInputs
@@ -147,21 +147,16 @@ class _Candidate(_Run):
         """Read and keep the outputs of ``check_calls`` calls of the block, chosen now; an output that cannot be
         read is wrong at once (its index in the block, why); past KEPT_BYTES kept, the kept ones are judged now."""
         base, self.base = self.base, self.base + len(keys)
-        if self.check is None:
-            return None
-        t0 = time.perf_counter()
-        try:
-            for j in sorted(self.rng.sample(range(len(keys)), min(self.check_calls, len(keys)))):
-                try:
-                    out = blocks.read_outputs(self.mem, layout, table[j])
-                except Exception as exc:  # noqa: BLE001 - whatever the worker described: unreadable is wrong
-                    return j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
-                self.kept.append((base + j, out, keys[j]))
-                self.kept_bytes += sum(x.numel() * x.element_size() for x in out if isinstance(x, torch.Tensor))
-        finally:
-            self.check_seconds += time.perf_counter() - t0
-        wrong = self.judge_kept() if self.kept_bytes > KEPT_BYTES else None
-        return None if wrong is None else (wrong[0] - base, wrong[1])
+
+        def keep(j: int, out: list) -> None:
+            self.kept.append((base + j, out, keys[j]))
+            self.kept_bytes += sum(x.numel() * x.element_size() for x in out if isinstance(x, torch.Tensor))
+
+        wrong = self.each_checked(keys, layout, table, keep)
+        if wrong is None and self.kept_bytes > KEPT_BYTES:
+            wrong = self.judge_kept()
+            wrong = None if wrong is None else (wrong[0] - base, wrong[1])
+        return wrong
 
     def judge_kept(self) -> tuple[int, str] | None:
         """The kept outputs compared with the reference's for their calls' inputs (remade from their keys): the
@@ -185,7 +180,6 @@ def _interleave(cand: _Candidate, ref: _Run, kc: int, kr: int, p: dict, confiden
     ref_ms = [_reference(ref.timed, kr)[0] * 1e3 / kr]
     cand_ms: list[float] = []
     calls, start = 0, time.monotonic()
-    cand.base = 0
     while True:
         seconds, wrong = cand.timed(kc)
         if wrong is not None:
