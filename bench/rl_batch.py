@@ -62,7 +62,7 @@ from rl_batch_candidates import candidates_folder, catalogue, pick  # noqa: E402
 #: first runs of a reference not yet timed and the judging of timed outputs read during the timing (shared with
 #: other candidates' checks under ``--shared-checks``) and the rest, which holds the device alone in either mode
 #: (``timed_output_checks`` is part of ``timing``'s wall time, so it is not added again).
-CHECK_PHASES = ("check", "reference_prepare", "deferred_output_checks")
+CHECK_PHASES = ("check", "reference_prepare", "timing_prepare", "deferred_output_checks")
 EXCLUSIVE_PHASES = ("reference_timing", "timing", "plausibility")
 DEVICE_PHASES = CHECK_PHASES + EXCLUSIVE_PHASES
 

@@ -747,3 +747,125 @@ def test_direct_aten_call_coverage_counts_only_its_own_kernel_on_the_gpu(aten_di
     honest = aten_direct_results["honest"]
     assert honest.correct and not honest.integrity_flags, honest.feedback()
     assert honest.kernel_coverage is not None and honest.kernel_coverage > 0.5, honest.feedback()
+
+
+# ---------------------------------------------------------------------- issue #36: the timed blocks' set-up
+
+#: ReLU with a device-side spin of SPIN cycles (about half a millisecond) after each call where ``slow`` says: the
+#: honest slow candidate spins on every call; the forger only in the first graph captured per configuration (its
+#: warm-up block), so that it would earn short blocks and be timed fast in them.
+SPIN_RELU = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <ATen/cuda/CUDAContext.h>
+
+template <typename T>
+__global__ void kb_spin_relu(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float f = static_cast<float>(x[i]);
+        y[i] = static_cast<T>(f < 0.f ? 0.f : f);
+    }
+}
+
+__global__ void kb_spin(long long cycles) {
+    const long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+
+torch::Tensor relu_spin(torch::Tensor x, int64_t cycles) {
+    auto xc = x.contiguous();
+    auto y = torch::empty_like(xc);
+    const int64_t n = xc.numel();
+    cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+    const int grid = (int)std::min<int64_t>((n + 255) / 256, 4096);
+    if (n) AT_DISPATCH_FLOATING_TYPES_AND2(at::ScalarType::Half, at::ScalarType::BFloat16, xc.scalar_type(), "kb_spin_relu", [&] {
+        kb_spin_relu<scalar_t><<<grid, 256, 0, stream>>>(xc.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n);
+    });
+    if (cycles > 0) kb_spin<<<1, 1, 0, stream>>>(cycles);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+}
+"""
+
+ext = load_inline(name="kb_test_spin_relu", cpp_sources="torch::Tensor relu_spin(torch::Tensor x, int64_t cycles);",
+                  cuda_sources=cuda_source, functions=["relu_spin"], extra_cuda_cflags=["-O3"])
+SPIN = 1000000
+MODE = "MODE_VALUE"
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.captures, self.capturing = 0, False
+
+    def forward(self, x):
+        capturing = torch.cuda.is_current_stream_capturing()
+        if capturing and not self.capturing:
+            self.captures += 1
+        self.capturing = capturing
+        slow = MODE == "slow" or (MODE == "first_capture_slow" and capturing and self.captures == 1)
+        return ext.relu_spin(x, SPIN if slow else 0)
+'''
+
+
+@pytest.fixture(scope="module")
+def set_up_results():
+    """level1/relu evaluated one after another by one evaluator (checks shared): the shipped solution twice (the
+    reference is known for the second at the latest), the slow candidate, the forger. Per evaluation, the set-ups made ahead of the
+    timing and the timings that used one (gpu_blocks wrapped), and the reference's block sizes."""
+    from kbench_env.pipeline import gpu_blocks
+
+    task, ev = resolve_task("level1/relu"), _evaluator("cuda")
+    made, used = [], []
+    set_up_ahead, time_gpu = gpu_blocks.set_up_ahead, gpu_blocks.time_gpu
+
+    def ahead(*a, **k):
+        made.append(set_up_ahead(*a, **k))
+        return made[-1]
+
+    def timed(*a, ahead=None, **k):
+        used.append(ahead)
+        return time_gpu(*a, ahead=ahead, **k)
+
+    shipped = (ROOT / "tasks/solutions/cuda/level1/relu.py").read_text()
+    sources = {"first": shipped, "again": shipped, "slow": SPIN_RELU.replace("MODE_VALUE", "slow"),
+               "forger": SPIN_RELU.replace("MODE_VALUE", "first_capture_slow")}
+    out = {}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gpu_blocks, "set_up_ahead", ahead)
+        mp.setattr(gpu_blocks, "time_gpu", timed)
+        for name, src in sources.items():
+            made.clear(), used.clear()
+            r = ev.evaluate(task, src, seed=2024)
+            _record("cuda_set_up", name, r)
+            out[name] = (r, list(made), list(used))
+    blocks = {c.name: ev.baselines.times_by_key[ev.baselines.key(task, c)]["gpu"]["block"]
+              for c in task.configs_for(ev.device)}
+    return out, blocks
+
+
+def test_timed_blocks_are_set_up_ahead_once_the_reference_is_known(set_up_results):
+    out, blocks = set_up_results
+    first, again, (_, made, used) = out["first"][0], out["again"][0], out["again"]
+    assert first.correct and not first.integrity_flags and again.correct and not again.integrity_flags, again.feedback()
+    assert made and all(any(a is m for a in used) for m in made), (made, used)  # every set-up made ahead was used
+    assert [c.timed_block_calls for c in again.configs] == [blocks[c.name] for c in again.configs]
+
+
+def test_a_far_slower_candidate_is_timed_in_smaller_blocks(set_up_results):
+    out, blocks = set_up_results
+    slow = out["slow"][0]
+    assert slow.correct and not slow.integrity_flags and slow.speedup < 0.5, slow.feedback()
+    assert any(c.timed_block_calls < blocks[c.name] for c in slow.configs), [
+        (c.name, c.timed_block_calls, blocks[c.name]) for c in slow.configs]
+
+
+def test_a_candidate_slow_only_in_its_warm_up_is_timed_at_the_references_block_size(set_up_results):
+    out, blocks = set_up_results
+    forger = out["forger"][0]
+    assert forger.correct and not forger.integrity_flags, forger.feedback()
+    assert [c.timed_block_calls for c in forger.configs] == [blocks[c.name] for c in forger.configs], [
+        (c.name, c.timed_block_calls, blocks[c.name]) for c in forger.configs]

@@ -187,3 +187,53 @@ def test_work_slipped_in_beside_the_copy_still_counts():
 def test_a_reference_without_a_staging_figure_bounds_as_before():
     old = {k: v for k, v in LARGE.items() if k != "staged_ms"}
     assert bound_ms(5.0, old, "cuda-graph", 64, staged_ms=2.0) == bound_ms(5.0, old, "cuda-graph", 64)
+
+
+def test_a_far_slower_candidate_gets_smaller_blocks_and_a_near_one_does_not():
+    ref = {"block": 128, "fixed_ms": 0.8, "method": "cuda-graph", "wall_ms": 6.0}
+    assert gpu_blocks.smaller_block(128, 6.0 * gpu_blocks.SLOW_BLOCKS, ref) is None  # at the limit: as it is
+    b = gpu_blocks.smaller_block(128, 6.0 * 30, ref)  # 30x the reference's block
+    assert b == int(128 * gpu_blocks.AIM_BLOCKS / 30)
+    assert b * 180.0 / 128 == pytest.approx(gpu_blocks.AIM_BLOCKS * 6.0, rel=0.1)  # its block: ~2 reference blocks
+    assert gpu_blocks.smaller_block(128, 6.0e5, ref) == 1  # never under one call
+    assert gpu_blocks.smaller_block(1, 6.0e3, ref) is None  # one call a block already
+    assert gpu_blocks.smaller_block(128, 6.0e3, {k: v for k, v in ref.items() if k != "wall_ms"}) is None  # old cache
+
+
+def _fake_shrunk(monkeypatch, shorts: list) -> list:
+    """time_gpu faked: the n-th timing ``short`` as ``shorts[n]`` says; the calls' ``shrink`` and ``ahead``."""
+    calls = []
+
+    def fake(*a, ahead=None, shrink=True, **k):
+        out = GpuTiming(block=8 if shorts[len(calls)] else 128, method="cuda-graph", ratio=0.9,
+                        short=shorts[len(calls)])
+        calls.append((shrink, ahead))
+        out.timing = gpu_blocks.Timing(1.0, 0.1, 40, [1.0])
+        return out
+
+    monkeypatch.setattr(gpu_blocks, "time_gpu", fake)
+    return calls
+
+
+def test_a_timing_in_shrunk_blocks_that_ran_short_is_timed_again_at_the_reference_size(monkeypatch):
+    # a candidate whose warm-up block was slow (shrunk blocks) and whose timed blocks then ran fast: the short
+    # timing is not paid; the next is at the reference's block size (no shrink)
+    calls = _fake_shrunk(monkeypatch, [True, False])
+    got = gpu_blocks.time_gpu_retimed(reference={"block": 128})
+    assert [shrink for shrink, _ in calls] == [True, False] and got.block == 128 and not got.short
+
+
+def test_a_set_up_made_ahead_for_another_reference_is_closed_not_used(monkeypatch):
+    calls = _fake_shrunk(monkeypatch, [False, False])
+    closed = []
+
+    class Run:
+        def close(self, release):
+            closed.append(release)
+
+    stale = gpu_blocks.Ahead(Run(), 8, "cuda-graph", None, {"block": 8})
+    gpu_blocks.time_gpu_retimed(reference={"block": 128}, ahead=stale)
+    assert calls == [(True, None)] and closed == [False]
+    fresh = gpu_blocks.Ahead(Run(), 128, "cuda-graph", None, {"block": 128})
+    gpu_blocks.time_gpu_retimed(reference={"block": 128}, ahead=fresh)
+    assert calls[-1] == (True, fresh) and closed == [False]

@@ -69,6 +69,21 @@ class Baselines:
         with lock:
             return self._times_locked(task, configs, prepared, seed)
 
+    def known(self, task: Task, configs: list[Config]) -> dict | None:
+        """The reference's timings of every configuration if they are all known already (in memory, or on disk
+        once the drift check has passed), else None; None too while the task's reference is being timed (no wait:
+        the caller goes on without them)."""
+        with self._lock:
+            lock = self._task_locks.setdefault((task.name, task.source_hash), threading.Lock())
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            if self.calibration is None or self._missing(task, configs):
+                return None
+            return {c.name: self.times_by_key[self.key(task, c)] for c in configs}
+        finally:
+            lock.release()
+
     def prepare(self, task: Task, configs: list[Config], prepared: dict) -> None:
         """What ``times`` would do before it times, done ahead (under a shared hold of the device: device_hold.py):
         start the reference's worker, load it and run each configuration whose reference is not timed yet (eager,

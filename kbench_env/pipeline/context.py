@@ -35,7 +35,8 @@ class StageContext:
     the timing's parameters, which the device calibration completes (baseline.Baselines shares them);
     ``baselines``, the reference side; ``hold``, how this evaluation holds the device (device_hold.DeviceHold).
     Of the evaluation: the task and its configurations on this device, the seed, the candidate's worker, the
-    result the stages fill in, and ``prepared`` (configuration name -> Prepared), which the check fills in.
+    result the stages fill in, ``prepared`` (configuration name -> Prepared), which the check fills in, and
+    ``ahead``, the GPU timing's set-ups made before its exclusive hold (timing.set_up_ahead).
     """
 
     config: EvaluatorConfig
@@ -48,6 +49,7 @@ class StageContext:
     worker: Worker
     result: EvalResult
     prepared: dict[str, Prepared] = field(default_factory=dict)
+    ahead: dict[str, Any] = field(default_factory=dict)  # configuration name -> its timed blocks set up ahead
 
     @property
     def device(self) -> str:

@@ -45,7 +45,7 @@ from kbench_env.pipeline.reference_cache import resolve_root
 from kbench_env.pipeline.reports import flag_builds, flag_record_switches
 from kbench_env.pipeline.result import EvalResult, hash_source, phase, trim_log
 from kbench_env.pipeline.reward import get_reward_fn
-from kbench_env.pipeline.timing import is_paired, judge_deferred, time_stage
+from kbench_env.pipeline.timing import close_ahead, is_paired, judge_deferred, set_up_ahead, time_stage
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.spares import SpareWorkers
@@ -228,25 +228,10 @@ class Evaluator:
             with live_worker(lambda: self._worker_for(source), self.device, self.rules, result) as worker, hold:
                 ctx = StageContext(self.config, self.timing, self.baselines, hold, task, task.configs_for(self.device),
                                    seed, worker, result)
-                with phase(result, "build"):
-                    build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
-                if not result.compiled or flag_builds(self.rules, worker, result):
-                    return  # a build flagged by its symbols does not run
-                with hold.checks(result):
-                    with hold.threads(), phase(result, "check"):
-                        check(ctx)
-                    if result.correct and timed and hold.shared and not is_paired(ctx):
-                        with phase(result, "reference_prepare"):  # the reference's start and runs, beside checks
-                            self.baselines.prepare(task, ctx.configs, ctx.prepared)
-                if not result.correct or not timed:
-                    return
-                with hold.timing(result), hold.threads():
-                    deferred = time_stage(ctx)
-                    if result.stage == "timed" and not result.integrity_flags:
-                        with phase(result, "plausibility"):
-                            plausibility(ctx)
-                with hold.judging(result, deferred), hold.threads():
-                    judge_deferred(deferred, result)  # the timed outputs read and kept to judge (deferred_checks.py)
+                try:
+                    self._stages(ctx, hold, timed)
+                finally:
+                    close_ahead(ctx)  # set-ups made ahead that no timing used, unmapped before the worker ends
         except WorkerError as exc:
             result.error = str(exc)
             result.error_stage = "timing" if result.stage == "correct" else (
@@ -256,3 +241,28 @@ class Evaluator:
         finally:
             if self._spares is not None:
                 self._spares.evaluation_over()
+
+    def _stages(self, ctx: StageContext, hold: DeviceHold, timed: bool) -> None:
+        """The stages after the worker started: build, check, timing, plausibility, judging (``_evaluate``)."""
+        worker, result, task = ctx.worker, ctx.result, ctx.task
+        with phase(result, "build"):
+            build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
+        if not result.compiled or flag_builds(self.rules, worker, result):
+            return  # a build flagged by its symbols does not run
+        with hold.checks(result):
+            with hold.threads(), phase(result, "check"):
+                check(ctx)
+            if result.correct and timed and hold.shared and not is_paired(ctx):
+                with phase(result, "reference_prepare"):  # the reference's start and runs, beside checks
+                    self.baselines.prepare(task, ctx.configs, ctx.prepared)
+                with hold.threads(), phase(result, "timing_prepare"):  # timed blocks set up, beside checks
+                    set_up_ahead(ctx)
+        if not result.correct or not timed:
+            return
+        with hold.timing(result), hold.threads():
+            deferred = time_stage(ctx)
+            if result.stage == "timed" and not result.integrity_flags:
+                with phase(result, "plausibility"):
+                    plausibility(ctx)
+        with hold.judging(result, deferred), hold.threads():
+            judge_deferred(deferred, result)  # the timed outputs read and kept to judge (deferred_checks.py)

@@ -71,7 +71,7 @@ RECHECKS = 4
 _PKG = Path(__file__).resolve().parents[1]
 #: The code that produces a reference timing: the reference side, the timing loops on both sides, the backends.
 _METHOD_SOURCES = ("pipeline/baseline.py", "pipeline/timing.py", "pipeline/blocks.py", "pipeline/gpu_blocks.py",
-                   "pipeline/revealed_inputs.py", "pipeline/seeds.py", "tasks/input_draws.py",
+                   "pipeline/gpu_run.py", "pipeline/revealed_inputs.py", "pipeline/seeds.py", "tasks/input_draws.py",
                    "backends/*.py", "worker/*.py", "measure/*.py")
 
 

@@ -11,6 +11,8 @@ import contextlib
 import statistics
 import time
 
+import torch
+
 from kbench_env.config import environ
 from kbench_env.machine.device import Device
 from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
@@ -36,6 +38,10 @@ SAMPLE_PERIOD_NS = 100_000
 #: Paired blocks run at a raised priority where this process may set it (sandbox/placement.py);
 #: KBENCH_TIMING_BOOST=0 turns it off.
 PRIORITY_BOOST = environ.get("KBENCH_TIMING_BOOST")
+#: The share of the device's memory that timed blocks set up ahead of their timing may take together
+#: (set_up_ahead): split among the candidates that may hold set-ups at once (twice the shared checks' cap), each
+#: block counted as twice its inputs (the reference's block size times a call's inputs; its outputs about as many).
+AHEAD_SHARE = 0.25
 
 
 def is_paired(ctx: StageContext) -> bool:
@@ -61,6 +67,48 @@ def time_stage(ctx: StageContext) -> list:
     with phase(ctx.result, "timing"):
         time_candidate(ctx, ref_times, deferred)
     return deferred
+
+
+def set_up_ahead(ctx: StageContext) -> None:
+    """On a GPU under shared checks, with the reference's timings known (cached): each configuration's timed blocks
+    set up in the candidate's worker ahead of the timing (gpu_blocks.set_up_ahead: made, captured, warmed up and
+    checked), under the checks' shared hold, so that the timing's exclusive hold holds only the timed blocks. In
+    configuration order while the blocks' bytes stay within the candidate's share of AHEAD_SHARE of the device's
+    memory (the worker keeps them all until its timing; larger ones are set up in the timing); stepping aside for a waiting timing between two. A set-up that fails is left to the timing, which
+    does it again and reports what failed."""
+    if Device.parse(ctx.device).is_cpu or not ctx.hold.shared:
+        return
+    ref_times = ctx.baselines.known(ctx.task, ctx.configs)
+    if ref_times is None:
+        return
+    t, held = ctx.config.timing, 0
+    budget = AHEAD_SHARE * torch.cuda.get_device_properties(torch.device(ctx.device)).total_memory / (
+        2 * max(1, int(getattr(ctx.hold.lock, "max_shared", 1))))
+    for cfg in ctx.configs:
+        ref, inputs = ref_times[cfg.name].get("gpu"), ctx.prepared[cfg.name].inputs
+        if not ref:
+            return
+        held += 2 * int(ref["block"]) * sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
+        if held > budget:
+            return
+        if ctx.hold.timing_waits():
+            ctx.hold.step_aside(ctx.result)
+        try:
+            ctx.ahead[cfg.name] = gpu_blocks.set_up_ahead(
+                ctx.worker, cfg.name, inputs, t.noise, ctx.timing_params, ctx.limits.time_timeout, ctx.device,
+                _checker(ctx, cfg), t.check_calls, ref, ctx.task.backward, input_draws(ctx.task, cfg))
+        except Exception:  # noqa: BLE001 - left to the timing, which reports it
+            return
+
+
+def close_ahead(ctx: StageContext) -> None:
+    """Unmap the set-ups made ahead that no timing used (an earlier configuration failed, or the worker did)."""
+    while ctx.ahead:
+        _, ahead = ctx.ahead.popitem()
+        try:
+            ahead.close()
+        except Exception:  # noqa: BLE001 - a worker that died took its memory with it
+            pass
 
 
 def time_candidate(ctx: StageContext, ref_times: dict, deferred: list | None = None) -> None:
@@ -194,7 +242,8 @@ def _time_on_trusted_clock(ctx: StageContext, cfg: Config, cr, ref: dict, deferr
                                              ctx.limits.time_timeout, ctx.device, check=check,
                                              check_calls=t.check_calls, reference=ref.get("gpu"),
                                              backward=ctx.task.backward,
-                                             defer=deferred is not None and ctx.hold.shared, draws=draws)
+                                             defer=deferred is not None and ctx.hold.shared, draws=draws,
+                                             ahead=ctx.ahead.pop(cfg.name, None))
     except blocks.TimedCallFailed as exc:
         _failed(result, cfg, cr, exc)
         return False
@@ -204,6 +253,8 @@ def _time_on_trusted_clock(ctx: StageContext, cfg: Config, cr, ref: dict, deferr
     if getattr(bt, "samples", None):
         _bound_coverage(cr, result, coverage.sampled_share(bt.samples, own, trusted_prefixes()))
     add_phase(result, "timed_output_checks", bt.check_seconds)
+    if isinstance(bt, gpu_blocks.GpuTiming):  # the timed blocks' set-up inside the exclusive hold (not made ahead)
+        add_phase(result, "timing_set_up", bt.set_up_seconds)
     if bt.wrong is not None:
         _wrong(result, cfg, bt.wrong_call, bt.wrong)
         return False

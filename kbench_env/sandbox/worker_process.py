@@ -240,7 +240,8 @@ class Worker:
                     self.busy_seconds += float(header.get("busy_s") or 0.0)
                     if self.trace is not None:
                         self.trace.append({"recv": what, "bytes": len(data), "s": round(time.monotonic() - t0, 4),
-                                           "busy_s": round(float(header.get("busy_s") or 0.0), 4)})
+                                           "busy_s": round(float(header.get("busy_s") or 0.0), 4),
+                                           **({"steps_ms": header["steps_ms"]} if "steps_ms" in header else {})})
                 except Exception as exc:  # a malformed message is the candidate's doing
                     self.kill()
                     raise WorkerError(f"the worker sent an unreadable message during {what}: {exc}", self.log_tail()) from None

@@ -125,8 +125,7 @@ HEADER_TABLE_INTS = 1 << 16
 def _release(s, header: dict, payload, grad, send) -> None:
     """RELEASE: the last block's outputs are no longer needed (a GPU block's graph and buffers too)."""
     s.kept = None
-    if s.gpu is not None:
-        s.gpu = None
+    if s.gpu.pop(header["config"], None) is not None:
         # A timed block's buffers and graph (up to gpu_executor.BLOCK_BYTES) go back to the device, not into this
         # process's cache: other candidates' workers on the GPU need their own blocks.
         torch.cuda.empty_cache()

@@ -100,30 +100,42 @@ def _describe(outs: list, exporter: Exporter) -> tuple[list, list]:
 def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     """GPU_SLOTS: the configuration's block made and captured; its memory exported."""
     cfg = header["config"]
-    s.gpu = None
+    s.gpu.pop(cfg, None)  # (set up again: a smaller block, or a timing done again)
     model, originals = s.models[cfg], s.originals[cfg]
     cuda = getattr(s.backend, "_cuda", None) or s.backend  # (the Triton backend's GPU side is CUDA's)
     make = _own_inputs(originals)
+    steps, clock = {}, stats._perf_counter  # where a set-up's time goes, for KBENCH_TRACE (a diagnosis only)
+    t = clock()
+
+    def step(name: str) -> None:
+        nonlocal t
+        torch.cuda.synchronize()
+        steps[name], t = round((clock() - t) * 1e3, 2), clock()
+
     handed = [make(-1 - i) for i in range(max(1, int(header.get("warmup", 3))))]
     with grad:
         for ins in handed:
             model(*ins)
-        torch.cuda.synchronize()
+        step("warmup")
         block = int(header.get("block") or 0)
         if block <= 0:
             probe = make(-100)
             handed.append(probe)
             block = cuda._block_size(model, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK, BLOCK_BYTES)
+            step("block_size")
         block = max(1, min(block, MAX_BLOCK))
         big, sets = _buffers(originals, block)
+        step("buffers")
         for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)
             copy_into(one, make(-200 - b))
+        step("fill")
         captured = cuda._capture(model, make, block, handed=handed, static_in=sets)
+        step("capture")
     exporter = Exporter()
     graph, outs = (captured[0], captured[2]) if captured is not None else (None, None)
     st = _Block(model, big, sets, graph, outs, exporter)
     st.handed = handed
-    s.gpu = st
+    s.gpu[cfg] = st
     inputs = [[*exporter.locate(t), t.numel() * t.element_size()] if t is not None and t.numel() else None
               for t in big]
     reply = {"type": msg.GPU_BUFFERS, "config": cfg, "block": block,
@@ -131,14 +143,16 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     if graph is not None:
         reply["layout"], reply["outputs"] = _describe(outs, exporter)
     reply["handles"] = exporter.handles
+    step("export")
+    reply["steps_ms"] = steps
     send(reply)
 
 
 def _gpu_block(s, header: dict, payload, grad, send) -> None:
     """GPU_BLOCK: one replay (or eager run) of the block; DONE with its time."""
-    st = s.gpu
+    st = s.gpu.get(header.get("config"))
     if st is None:
-        raise RuntimeError("no timed block was set up (GPU_SLOTS first)")
+        raise RuntimeError(f"no timed block of configuration {header.get('config')!r} was set up (GPU_SLOTS first)")
     if st.graph is not None:
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         ev0.record()

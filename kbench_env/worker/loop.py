@@ -179,7 +179,7 @@ class _Session:
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.slot_files: dict = {}  # config -> the memfd its input buffers are on (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
-        self.gpu = None  # the GPU's timed block (gpu_executor.py)
+        self.gpu: dict = {}  # config -> its GPU timed block (gpu_executor.py); several set up ahead at once
         self.guard = guard  # audit.AuditGuard, made before the candidate loaded
 
 

@@ -1,0 +1,230 @@
+"""A GPU configuration's timed blocks as this side exchanges them with the worker (worker/gpu_executor.py): the
+set-up of a block in the worker and the mapping of its buffers here, a block's inputs written and its replay asked
+for on this side's clock, the outputs of chosen calls read and checked, or overwritten between blocks, and the
+release. What a timing does with the blocks (how many, the bound on reported times, the set-up ahead) is
+gpu_blocks.py's."""
+
+from __future__ import annotations
+
+import math
+import random
+import secrets
+import time
+
+import torch
+
+from kbench_env.measure.inputs import input_stds
+from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
+from kbench_env.pipeline.deferred_checks import DeferredChecks
+from kbench_env.protocol import messages as msg
+from kbench_env.protocol.cuda_ipc import IpcError, Mappings
+from kbench_env.sandbox.diagnosis import WorkerError
+from kbench_env.tasks.input_draws import varies
+from kbench_env.worker.gpu_executor import MAX_BLOCK
+
+#: A block's input bytes past which this side's cached device memory is freed once its timing ends (``close``).
+RETURN_STAGING_BYTES = 256 << 20
+L2_FLUSH_BYTES = 256 << 20
+_flush: dict = {}
+
+
+class BlockInputs:
+    """Per block, every call's inputs at once: [B, *shape] per input tensor, the configuration's input plus noise
+    of ``noise`` times its standard deviation from a generator seeded with a secret drawn per block; an integer
+    input with an ``IntegerDraw`` in ``draws`` (tasks/input_draws.py) drawn afresh for every call."""
+
+    def __init__(self, originals: list, noise: float, block: int, device, draws: list | None = None):
+        self.originals = [x.detach().to(device) if isinstance(x, torch.Tensor) else x for x in originals]
+        self.stds = input_stds(self.originals)
+        self.draws = list(draws or [None] * len(self.originals))
+        self.varies = varies(self.originals, self.draws)
+        self.noise, self.block = noise, block
+        self.gen = torch.Generator(device=device)
+
+    def draw(self) -> list:
+        self.gen.manual_seed(secrets.randbits(63))
+        out = []
+        for i, (x, std) in enumerate(zip(self.originals, self.stds)):
+            d = self.draws[i] if i < len(self.draws) else None
+            if not isinstance(x, torch.Tensor):
+                out.append(None)
+            elif std is None and d is not None and d.varies and x.numel():
+                out.append(d.draw((self.block, *x.shape), self.gen, x.dtype, x.device))
+            elif std is None:
+                out.append(x.unsqueeze(0).expand(self.block, *x.shape).contiguous())
+            else:
+                wide = x if x.dtype == torch.float64 else x.float()
+                noise = torch.randn((self.block, *x.shape), generator=self.gen, device=x.device, dtype=wide.dtype)
+                out.append(noise.mul_(self.noise * std).add_(wide).to(x.dtype))
+        return out
+
+    def call(self, staged: list, b: int) -> list:
+        return [x if t is None else t[b] for x, t in zip(self.originals, staged)]
+
+
+def _flush_l2(device) -> None:
+    if str(device) not in _flush:
+        _flush[str(device)] = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device=device)
+    _flush[str(device)].zero_()
+
+
+def _reply(worker, timeout: float, what: str) -> tuple[dict, object]:
+    header, payload = worker.recv(timeout, what)
+    if header["type"] == msg.ERROR:
+        raise TimedCallFailed(header["message"])
+    return header, payload
+
+
+
+class _Run:
+    """One configuration's blocks in one worker: the mapped buffers, the inputs, the checks."""
+
+    def __init__(self, worker, config: str, originals: list, noise: float, timeout: float, check, check_calls: int,
+                 device, backward: bool, defer: bool = False, draws: list | None = None):
+        self.worker, self.config, self.timeout, self.backward = worker, config, timeout, backward
+        self.draws = draws
+        self.originals, self.noise, self.device = originals, noise, torch.device(device)
+        self.check, self.check_calls = check, max(1, check_calls)
+        self.checks = DeferredChecks(check, defer) if check is not None else None
+        self.maps = Mappings(self.device)
+        self.rng = random.SystemRandom()
+        self.dsts: list = []
+        self.layout, self.outputs, self.handles = [], [], []
+        self.check_seconds = 0.0
+
+    def set_up(self, block: int, p: dict) -> tuple[int, str]:
+        self.worker.send({"type": msg.GPU_SLOTS, "config": self.config, "block": block, "backward": self.backward,
+                          "warmup": p.get("warmup", 3)})
+        ready, _ = _reply(self.worker, self.timeout, f"timed block set-up of configuration {self.config!r}")
+        b, method = ready.get("block"), str(ready.get("method", ""))
+        if not isinstance(b, int) or not 1 <= b <= MAX_BLOCK or (block and b != block):
+            raise WorkerError(f"the worker set up timed blocks of {b!r} calls ({block or 'its choice'} asked)")
+        self.handles = list(ready.get("handles") or [])
+        self.inputs = BlockInputs(self.originals, self.noise, b, self.device, self.draws)
+        entries = ready.get("inputs") or []
+        if len(entries) != len(self.inputs.originals):
+            raise WorkerError("the worker's input buffers do not match the configuration's inputs")
+        for x, e in zip(self.inputs.originals, entries):
+            nbytes = b * x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+            if nbytes == 0:  # not a tensor, or an empty one: nothing to write
+                self.dsts.append(None)
+                continue
+            if not (isinstance(e, list) and len(e) == 3 and e[2] == nbytes):
+                raise WorkerError(f"the worker's buffer for an input of {nbytes} bytes per block is {e!r}")
+            self.dsts.append(self.maps.bytes_at(self._handle(e[0]), e[1], nbytes))
+        self.layout, self.outputs = ready.get("layout") or [], ready.get("outputs") or []
+        self.method = method
+        return b, method
+
+    def reset(self) -> None:
+        """Unmap the block set up so far, before the worker sets up another of the configuration in its place."""
+        self.dsts, self.inputs, self.layout, self.outputs, self.handles = [], None, [], [], []  # (views first)
+        torch.cuda.synchronize(self.device)
+        self.maps.close()
+        self.maps = Mappings(self.device)
+
+    def _handle(self, i) -> str:
+        if not isinstance(i, int) or not 0 <= i < len(self.handles):
+            raise IpcError(f"the worker named memory handle {i!r} of {len(self.handles)}")
+        return self.handles[i]
+
+    def block(self, b: int) -> tuple[float, float, str, list, float]:
+        """One block: (wall ms by this side's clock, reported ms, method, the staged inputs, ms of this side's
+        staging by its own device events: the copy of the inputs and the L2 flush)."""
+        staged = self.inputs.draw()
+        stream = torch.cuda.current_stream(self.device)
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(self.device)
+        t0 = time.perf_counter()
+        ev0.record(stream)
+        for dst, src in zip(self.dsts, staged):
+            if dst is not None and dst.numel():
+                dst.copy_(src.reshape(-1).view(torch.uint8))
+        _flush_l2(self.device)
+        ev1.record(stream)
+        torch.cuda.synchronize(self.device)
+        self.worker.send({"type": msg.GPU_BLOCK, "config": self.config, "backward": self.backward})
+        header, _ = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
+        wall = (time.perf_counter() - t0) * 1e3
+        if header["type"] == msg.ERROR:
+            raise TimedCallFailed(header["message"])
+        ms = header.get("ms")
+        if not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
+            raise WorkerError(f"the worker reported a block time of {ms!r}")
+        method = str(header.get("method", ""))
+        if method != self.method:  # the slack depends on it: a block is what its set-up said
+            raise WorkerError(f"the worker set up {self.method!r} blocks and ran one as {method!r}")
+        if method == "eager-sync":
+            self.layout, self.outputs = header.get("layout") or [], header.get("outputs") or []
+            self.handles = list(header.get("handles") or [])
+        return wall, float(ms), method, staged, ev0.elapsed_time(ev1)
+
+    def verdict(self, staged: list, b: int, base: int) -> tuple[int, str] | None:
+        """Read the outputs of ``check_calls`` calls of the block just run, chosen now, and check them (now, or
+        kept for later: ``checks``); ``(call number, why)`` for the first found wrong. ``base``: the timed calls
+        before this block."""
+        if self.check is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            for j in sorted(self.rng.sample(range(b), min(self.check_calls, b))):
+                try:
+                    out = self.read(j)
+                except Exception as exc:  # noqa: BLE001 - whatever the worker described: unreadable is wrong
+                    return base + j, f"its output could not be read from the worker ({type(exc).__name__}: {exc})"
+                wrong = self.checks.add(base + j, out, self.inputs.call(staged, j))
+                if wrong is not None:
+                    return wrong
+            return None
+        finally:
+            self.check_seconds += time.perf_counter() - t0
+
+    def poison(self, b: int) -> tuple[int, str] | None:
+        """Where no input of a call can vary: every output of the block's ``b`` calls overwritten in the worker's
+        memory (NaN, -1 for integers) before the next block; an output that cannot be is wrong (its call, why)."""
+        if self.inputs.varies:
+            return None
+        for j in range(b):
+            try:
+                for t in self.leaves(j):
+                    if isinstance(t, torch.Tensor) and t.numel():
+                        t.fill_(float("nan") if t.is_floating_point() or t.is_complex() else -1)
+            except Exception as exc:  # noqa: BLE001 - whatever the worker described: out of reach is wrong
+                return j, f"its output could not be overwritten between blocks ({type(exc).__name__}: {exc})"
+        torch.cuda.synchronize(self.device)
+        return None
+
+    def read(self, j: int) -> list:
+        """Call ``j``'s output leaves, copied out of the worker's memory."""
+        return [t.clone() if isinstance(t, torch.Tensor) else t for t in self.leaves(j)]
+
+    def leaves(self, j: int) -> list:
+        """Call ``j``'s output leaves as tensors mapped on the worker's memory (Python numbers as they are)."""
+        row = self.outputs[j] if j < len(self.outputs) else None
+        if not isinstance(row, list):
+            raise IpcError("the worker described no output for this call")
+        leaves, k = [], 0
+        for d in self.layout:
+            if "ndim" not in d:
+                leaves.append(d.get("value"))
+                continue
+            e = row[k] if k < len(row) else None
+            k += 1
+            n, dtype = int(d["ndim"]), _DTYPES.get(d.get("dtype"))
+            if dtype is None or not isinstance(e, list) or len(e) != 2 + 2 * n or e[0] == -1:
+                raise IpcError(f"an output has no readable layout ({d}, {e})")
+            leaves.append(self.maps.tensor(self._handle(e[0]), e[1], dtype, e[2:2 + n], e[2 + n:]))
+        return leaves
+
+    def close(self, release: bool) -> None:
+        """Unmap the worker's memory; with ``release`` (the exchange went well) tell the worker to free it. Large
+        staging goes back to the device, not into this long-lived process's cache: other workers need blocks."""
+        staged = sum(d.numel() for d in self.dsts if d is not None)
+        self.dsts, self.inputs = [], None
+        torch.cuda.synchronize(self.device)
+        self.maps.close()
+        if staged >= RETURN_STAGING_BYTES:
+            torch.cuda.empty_cache()
+        if release:
+            self.worker.send({"type": msg.RELEASE, "config": self.config})
+            _reply(self.worker, self.timeout, "release of a timed block")
