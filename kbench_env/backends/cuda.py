@@ -213,11 +213,17 @@ class CudaBackend(ExtensionBackend):
         events (back-to-back eager calls measure the host's launch rate, ~40 us a call from Python, and one call
         between events its launch latency), and where those calls took under PROBE_MS together, from a graph of
         as many calls as fill PROBE_MS: a small graph's own launch, tens of microseconds, read as a call of a few
-        microseconds is several times its time, and the blocks came out that much shorter than aimed at."""
-        t0 = stats._perf_counter()
-        outs = fn(*probe)
+        microseconds is several times its time, and the blocks came out that much shorter than aimed at. Whether
+        a call is under 2 ms is read from events around the first call, not from this process's clock: under host
+        load (builds on every core) a call of microseconds took milliseconds by the clock, and its blocks of one
+        call were all fixed cost, the candidates' bound on them a jitter that flagged honest kernels."""
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
-        est_ms = (stats._perf_counter() - t0) * 1e3  # an upper bound: launch and synchronisation included
+        ev0.record()
+        outs = fn(*probe)
+        ev1.record()
+        torch.cuda.synchronize()
+        est_ms = ev0.elapsed_time(ev1)  # an upper bound: the launches' gaps included
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         per_call = sum(x.numel() * x.element_size() for x in list(probe) + list(outs) if isinstance(x, torch.Tensor))
         by_bytes = max_bytes // max(per_call, 1)
