@@ -46,7 +46,8 @@
 #                                     # kernelbench), cut to end by $END (default 590) seconds: rate, exclusive
 #                                     # hold per candidate, GPU idle while candidates wait (hold log), re-timings;
 #                                     # PASSES=cold in one call then PASSES=steady in the next: the same cache
-#                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process
+#                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process;
+#                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -238,6 +239,7 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady${CAP:+_cap$CAP}.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
+    --steps ${STEPS:-3} --gap ${GAP:-20} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})${CAP:+_cap$CAP}.md" 2>&1 | tee "$OUT/rl_batch_steady.log" \
     | grep -v "^  \[" | tail -40

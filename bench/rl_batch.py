@@ -132,20 +132,27 @@ def devices_for(device: str, gpus: int) -> list[str]:
     return [device]
 
 
+def make_executor(devices: list[str], cache_dir: Path, options: dict, processes: bool = False):
+    """The local executor (one Evaluator per device) or, with ``processes``, the process executor."""
+    from kbench_env.executors.local import LocalExecutor
+    from kbench_env.executors.processes import ProcessExecutor
+
+    return (ProcessExecutor if processes else LocalExecutor)(device=devices, cache_dir=cache_dir, **options)
+
+
 def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed: int, options: dict,
-             log: RowLog, processes: bool = False) -> dict:
+             log: RowLog, processes: bool = False, executor=None) -> dict:
     """One pass of the batch through the local executor: one Evaluator per device (its own builder and device
     lock, the build and reference caches shared on disk), every candidate in flight at once. ``processes``: the
     process executor instead (one process per device, executors/processes.py), whose builders this process
-    cannot see: no build CPU-seconds then."""
-    from kbench_env.executors.local import LocalExecutor
-    from kbench_env.executors.processes import ProcessExecutor
+    cannot see: no build CPU-seconds then. ``executor``: one made already (``make_executor``) and kept open after
+    the pass (a training run's next step: its spare workers, builder and references in memory carry over)."""
     from kbench_env.tasks.suite import resolve_task
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
     children0, self0 = _cpu_s(resource.RUSAGE_CHILDREN), _cpu_s(resource.RUSAGE_SELF)
     t0_ns = time.monotonic_ns()
-    ex = (ProcessExecutor if processes else LocalExecutor)(device=devices, cache_dir=cache_dir, **options)
+    ex = executor or make_executor(devices, cache_dir, options, processes)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
     cpus = [BuilderCPU(ev.builder) for ev in evaluators]
     rows, t0 = [], time.perf_counter()
@@ -177,7 +184,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         held = {d: getattr(lock, "held_seconds", None) for d, lock in zip(devices, locks)}
         refs = reference_figures(evaluators)
     finally:
-        ex.close()
+        if executor is None:
+            ex.close()
     child_cpu = _cpu_s(resource.RUSAGE_CHILDREN) - children0
     # this process (the trusted side: its threads check, compare and pack for every candidate) over the pass's wall
     own_cpu = _cpu_s(resource.RUSAGE_SELF) - self0
@@ -187,6 +195,15 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
             "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
             "children_cpu_s": round(child_cpu, 2), "trusted_cpu_s": round(own_cpu, 2),
             "reference_cache": ref_cache}
+
+
+def step_source(src: str, step: int) -> str:
+    """``src`` made new for training step ``step``: a comment put into its kernel code (before the first
+    ``__global__`` or ``#include``, so that the compiled text changes and its build is not found cached), or, where
+    it has neither (Python kernels), a comment line at its end."""
+    mark = f"/* kbench rl_batch step {step} */ "
+    at = min((i for i in (src.find("__global__"), src.find("#include")) if i >= 0), default=-1)
+    return src[:at] + mark + src[at:] if at >= 0 else src + f"\n# kbench rl_batch step {step}\n"
 
 
 def _cpu_s(who: int) -> float:
@@ -397,7 +414,11 @@ def main(argv=None) -> int:
                     "(cuda:0 ...), one Evaluator each, as the local executor does")
     ap.add_argument("--passes", default="cold,warm", help="which passes, in order: cold (empty caches), warm (the "
                     "same caches again), steady (empty build cache, the references of the cache folder: a training "
-                    "run's steady state, every source new)")
+                    "run's steady state, every source new), train (--steps batches through one executor, --gap "
+                    "seconds apart, every step's sources new: a trainer's evaluator, its spare workers ready)")
+    ap.add_argument("--steps", type=int, default=3, help="the train pass's steps: batches through one executor")
+    ap.add_argument("--gap", type=float, default=20.0, help="seconds between the train pass's steps (the policy's "
+                    "generation, when the executor's spare workers are started)")
     ap.add_argument("--consecutive", type=int, default=0, help="instead: this many processes one after another on "
                     "one cache folder, each evaluating the batch once (bench/rl_batch_consecutive.py): the "
                     "reference re-timings of each (0 after the first when the reference cache survives)")
@@ -490,6 +511,9 @@ class Run:
         a, items = self.args, self.items
         for label in [p for p in a.passes.split(",") if p]:
             where, options = cache, self.options
+            if label == "train":  # a training run's steps: one executor, every step's sources new
+                self.train(cache)
+                continue
             if label == "steady":  # a training run's steady state: references timed (the cold pass's), builds not
                 where = Path(tempfile.mkdtemp(prefix="kbench-rl-steady-"))
                 options = {**options, "reference_cache": str(cache / "reference")}
@@ -521,6 +545,28 @@ class Run:
                                   "- 1 of the candidate's time).")
         self.write()
         return 0 if all(p["candidates"] == len(items) for p in self.passes if not p.get("naive")) else 1
+
+    def train(self, cache: Path) -> None:
+        """``--steps`` batches through one executor, ``--gap`` seconds apart (a policy's generation), each batch's
+        sources made new (``step_source``): what a trainer's evaluator sees from its second step on, its spare
+        workers refilled between steps to the last batch's peak, the references in memory (from the cache folder's
+        reference cache at the first step, where the cold pass kept one), every build cold (an empty build folder)."""
+        a = self.args
+        where = Path(tempfile.mkdtemp(prefix="kbench-rl-train-"))
+        options = dict(self.options)
+        if (cache / "reference").is_dir():  # (the cold pass kept its references: on a GPU by default)
+            options["reference_cache"] = str(cache / "reference")
+        ex = make_executor(self.devices, where, options, a.processes)
+        try:
+            for k in range(1, a.steps + 1):
+                if k > 1:
+                    time.sleep(a.gap)
+                items = [(t, cand, step_source(src, k)) for t, cand, src in self.items]
+                with self.stage(f"train {k}"):
+                    self.add(run_pass(f"train {k}", items, self.devices, where, a.seed, options, self.log,
+                                      processes=a.processes, executor=ex))
+        finally:
+            ex.close()
 
     def write(self, note: str = "") -> None:
         text = (report(self.args, self.chosen, self.passes) + "".join(f"\n{e}\n" for e in self.extra)

@@ -243,3 +243,35 @@ def test_cuda_compile_check_matches_a_variant_file_to_its_task():
 
     mods[0].ModelNew = Swapped
     assert "different initial values" in (check_parameters(path, mods[0]) or "")
+
+
+def test_rl_batch_train_pass_keeps_one_executor_and_makes_every_steps_sources_new(tmp_path):
+    """--passes cold,train: the train pass's steps run through one executor, each step's sources new (their builds
+    are not found cached), each step a pass of the report with the spare workers that served it."""
+    import json
+
+    out = tmp_path / "rl.md"
+    p = subprocess.run([sys.executable, str(ROOT / "bench/rl_batch.py"), "--device", "cpu", "--format", "fast",
+                        "--tasks", "1", "--per-task", "1", "--timing", "quick", "--passes", "cold,warm,train",
+                        "--steps", "2", "--gap", "1", "--cache-dir",
+                        str(tmp_path / "cache"), "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    lines = [json.loads(x) for x in (tmp_path / "rl.jsonl").read_text().splitlines()]
+    rows = [r for r in lines if "pass" in r]
+    summary = {r["summary"]["pass"]: r["summary"] for r in lines if "summary" in r}
+    assert [r["pass"] for r in rows] == ["cold", "warm", "train 1", "train 2"]
+    assert all(r["correct"] and not r["flags"] for r in rows), rows
+    for step in ("train 1", "train 2"):  # a new source each step: its kernel built (0.1 CPU s), not found cached
+        assert summary[step]["build_cpu_s"] > 2 * summary["warm"]["build_cpu_s"], summary  # (cached: 0.02)
+        assert summary[step]["spares_served"] is not None
+    assert "train 2" in out.read_text().splitlines()[4]
+
+
+def test_a_training_steps_source_differs_in_its_kernel_text():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from rl_batch import step_source
+
+    cuda = 'src = r"""\n#include <cuda.h>\n__global__ void k() {}\n"""\n'
+    one, two = step_source(cuda, 1), step_source(cuda, 2)
+    assert one != two and "step 1 */ #include" in one and one.count("__global__") == 1
+    assert step_source("def f():\n    return 1\n", 3).endswith("# kbench rl_batch step 3\n")

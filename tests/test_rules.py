@@ -153,8 +153,10 @@ def _audit(fn, namespaces=frozenset()):
 
 def test_extension_calls_are_own_time_less_the_pytorch_they_call():
     a = torch.randn(192, 192)
-    own_only = _audit(lambda ext: ext.spin(20000))
-    assert own_only["extension_calls"] == 1 and coverage.coverage(own_only) == pytest.approx(1.0)
+    # (the CPU audit records every thread's operators, as a worker's must: here that is the test process, where an
+    # earlier test's thread may still run one, 0.973 once in a full suite; the own call is long beside such a one)
+    own_only = _audit(lambda ext: ext.spin(400000))
+    assert own_only["extension_calls"] == 1 and coverage.coverage(own_only) == pytest.approx(1.0, abs=0.01)
     mixed = _audit(lambda ext: (ext.spin(20000), torch.mm(a, a)))
     assert 0.0 < coverage.coverage(mixed) < 1.0
     # PyTorch called from inside the candidate's code is PyTorch's time, and still a forbidden operator. (How much

@@ -74,8 +74,8 @@ def set_up_ahead(ctx: StageContext) -> None:
     set up in the candidate's worker ahead of the timing (gpu_blocks.set_up_ahead: made, captured, warmed up and
     checked), under the checks' shared hold, so that the timing's exclusive hold holds only the timed blocks. In
     configuration order while the blocks' bytes stay within the candidate's share of AHEAD_SHARE of the device's
-    memory (the worker keeps them all until its timing; larger ones are set up in the timing); stepping aside for a waiting timing between two. A set-up that fails is left to the timing, which
-    does it again and reports what failed."""
+    memory (the worker keeps them all until its timing; the rest are set up in the timing), stepping aside for a
+    waiting timing between two. A set-up that fails is left to the timing, which does it again and reports it."""
     if Device.parse(ctx.device).is_cpu or not ctx.hold.shared:
         return
     ref_times = ctx.baselines.known(ctx.task, ctx.configs)

@@ -1,0 +1,74 @@
+"""Where the CPU speedup's drift lives (issue #37): within one paired timing (its pairs' log ratios drift: the first
+half's median against the second's, the lag-1 autocorrelation), or between timings (each a new set-up in the same
+workers). Each configuration's paired timing runs ``K`` times back to back in the same two workers
+(``paired.time_paired`` wrapped, the first result kept), over N evaluations of a task's shipped CPU solution; every
+timing's per-pair log ratios are kept (pair_stats.log_ratios of its blocks' per-call times).
+
+    python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift.json
+
+Prints per configuration: the sd of a timing's median log ratio between timings in one worker pair, the sd of the
+half-timing medians' difference (over sqrt 2: one half's sd if the halves are independent), the mean lag-1
+autocorrelation of the pairs, and the sd expected from the pairs alone (1.25 x pair sd / sqrt(pairs): a median of
+independent pairs).
+"""
+import sys, math, json, statistics as st
+sys.path.insert(0, str(__import__('pathlib').Path(__file__).resolve().parents[2]))
+from kbench_env.pipeline.evaluator import Evaluator
+from kbench_env.pipeline import pair_stats, paired
+from kbench_env.tasks.suite import resolve_task, solution_path
+
+task = resolve_task(sys.argv[1]); n, k, out = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+src = open(solution_path(task, "cpu")).read()
+rec = []  # (evaluation, config, timing number, [log ratios])
+real, real_speedup = paired.time_paired, pair_stats.speedup
+evaluation, last = [0], []
+
+
+def speedup(logs, confidence):  # the pairs' log ratios in their order (a timing's own lists come back sorted)
+    last[:] = list(logs)
+    return real_speedup(logs, confidence)
+
+
+def k_times(*a, **kw):
+    first = None
+    for j in range(k):
+        last.clear()
+        p = real(*a, **kw)
+        first = first or p
+        if p.candidate is not None and last:
+            rec.append((evaluation[0], a[2], j, list(last)))
+    return first
+
+
+pair_stats.speedup = speedup
+
+
+paired.time_paired = k_times
+ev = Evaluator(device="cpu")
+for i in range(n):
+    evaluation[0] = i
+    ev.evaluate(task, src)
+json.dump(rec, open(out, "w"))
+
+
+def lag1(xs):
+    m = st.mean(xs)
+    num = sum((a - m) * (b - m) for a, b in zip(xs, xs[1:]))
+    den = sum((a - m) ** 2 for a in xs)
+    return num / den if den else 0.0
+
+
+for c in sorted({r[1] for r in rec}):
+    rows = [r for r in rec if r[1] == c]
+    within = []  # per (evaluation): the timings' medians' deviations from their mean
+    for e in sorted({r[0] for r in rows}):
+        meds = [pair_stats.median(r[3]) for r in rows if r[0] == e]
+        mu = st.mean(meds)
+        within += [(m - mu) * math.sqrt(len(meds) / (len(meds) - 1)) for m in meds]
+    halves = [pair_stats.median(r[3][:len(r[3]) // 2]) - pair_stats.median(r[3][len(r[3]) // 2:]) for r in rows]
+    pair_sd = st.mean(st.stdev(r[3]) for r in rows)
+    pairs = st.mean(len(r[3]) for r in rows)
+    print(f"{c}: timings {len(rows)}, pairs {pairs:.0f}; between timings (same workers) sd {100 * st.pstdev(within):.2f}%; "
+          f"half against half sd/sqrt2 {100 * st.stdev(halves) / math.sqrt(2):.2f}%; lag-1 autocorrelation "
+          f"{st.mean(lag1(r[3]) for r in rows):+.2f}; from the pairs alone {100 * 1.25 * pair_sd / math.sqrt(pairs):.2f}% "
+          f"(pair sd {100 * pair_sd:.1f}%)")
