@@ -5,6 +5,7 @@ workers). Each configuration's paired timing runs ``K`` times back to back in th
 timing's per-pair log ratios are kept (pair_stats.log_ratios of its blocks' per-call times).
 
     python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift.json
+    RESLOT=16 python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift_reslot.json
 
 Prints per configuration: the sd of a timing's median log ratio between timings in one worker pair, the sd of the
 half-timing medians' difference (over sqrt 2: one half's sd if the halves are independent), the mean lag-1
@@ -36,11 +37,36 @@ def k_times(*a, **kw):
         p = real(*a, **kw)
         first = first or p
         if p.candidate is not None and last:
-            rec.append((evaluation[0], a[2], j, list(last)))
+            rec.append((evaluation[0], a[2], j, list(last), p.candidate.median_ms, p.reference.median_ms))
     return first
 
 
 pair_stats.speedup = speedup
+
+# FIXED_K=N: every timing's blocks of N calls (not sized from its warm-ups): whether the block size, which differs
+# from timing to timing, is what moves a timing's speedup
+FIXED_K = int(__import__("os").environ.get("FIXED_K", "0"))
+if FIXED_K:
+    paired._block_size = lambda *a, **kw: FIXED_K
+
+# RESLOT=N: both workers' input buffers allocated anew before their N-th timed block of each timing (the halves of
+# a timing then sit on different buffers: if where the buffers land is what differs between timings, the halves
+# disagree as much as timings do)
+# RESLOT_EVERY=N: anew before every N-th (a timing spread over several placements of its buffers)
+RESLOT = int(__import__("os").environ.get("RESLOT", "0"))
+EVERY = int(__import__("os").environ.get("RESLOT_EVERY", "0"))
+if RESLOT or EVERY:
+    from kbench_env.pipeline import blocks
+
+    timed = blocks._Run.timed
+
+    def reslotting(self, k, made=None):
+        self.n_timed = getattr(self, "n_timed", 0) + 1
+        if self.n_timed == RESLOT or (EVERY and self.n_timed % EVERY == 0):
+            self.slots(k)
+        return timed(self, k, made)
+
+    blocks._Run.timed = reslotting
 
 
 paired.time_paired = k_times
@@ -66,9 +92,15 @@ for c in sorted({r[1] for r in rec}):
         mu = st.mean(meds)
         within += [(m - mu) * math.sqrt(len(meds) / (len(meds) - 1)) for m in meds]
     halves = [pair_stats.median(r[3][:len(r[3]) // 2]) - pair_stats.median(r[3][len(r[3]) // 2:]) for r in rows]
+    sides = [[], []]  # per side, a timing's log per-call time less its evaluation's mean: which side moves
+    for e in sorted({r[0] for r in rows}):
+        for side in (0, 1):
+            logs_e = [math.log(r[4 + side]) for r in rows if r[0] == e]
+            sides[side] += [x - st.mean(logs_e) for x in logs_e]
     pair_sd = st.mean(st.stdev(r[3]) for r in rows)
     pairs = st.mean(len(r[3]) for r in rows)
     print(f"{c}: timings {len(rows)}, pairs {pairs:.0f}; between timings (same workers) sd {100 * st.pstdev(within):.2f}%; "
           f"half against half sd/sqrt2 {100 * st.stdev(halves) / math.sqrt(2):.2f}%; lag-1 autocorrelation "
           f"{st.mean(lag1(r[3]) for r in rows):+.2f}; from the pairs alone {100 * 1.25 * pair_sd / math.sqrt(pairs):.2f}% "
-          f"(pair sd {100 * pair_sd:.1f}%)")
+          f"(pair sd {100 * pair_sd:.1f}%); between timings, the candidate's per-call time sd "
+          f"{100 * st.pstdev(sides[0]):.2f}%, the reference's {100 * st.pstdev(sides[1]):.2f}%")
