@@ -70,7 +70,9 @@ if RESLOT or EVERY:
 
 
 paired.time_paired = k_times
-ev = Evaluator(device="cpu")
+# PAIR_SECONDS=S: each timing's pairing time (paired.PAIR_SECONDS by default)
+_ps = __import__("os").environ.get("PAIR_SECONDS")
+ev = Evaluator(device="cpu", **({"timing": {"pair_seconds": float(_ps)}} if _ps else {}))
 for i in range(n):
     evaluation[0] = i
     ev.evaluate(task, src)
