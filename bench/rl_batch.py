@@ -166,6 +166,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
             rows.append({"pass": label, "task": task, "candidate": cand, "device": r.device, "format": r.format,
                          "correct": r.correct,
                          "flags": r.integrity_flags, "error": r.error, "speedup": r.speedup,
+                         "cached_build": r.cached_build,
                          "step_s": r.eval_seconds, "device_hold_s": round(hold, 4),
                          "exclusive_hold_s": round(exclusive, 4), "check_s": round(hold - exclusive, 4),
                          "phases": r.phase_seconds,

@@ -261,9 +261,9 @@ def test_rl_batch_train_pass_keeps_one_executor_and_makes_every_steps_sources_ne
     summary = {r["summary"]["pass"]: r["summary"] for r in lines if "summary" in r}
     assert [r["pass"] for r in rows] == ["cold", "warm", "train 1", "train 2"]
     assert all(r["correct"] and not r["flags"] for r in rows), rows
-    for step in ("train 1", "train 2"):  # a new source each step: its kernel built (0.1 CPU s), not found cached
-        assert summary[step]["build_cpu_s"] > 2 * summary["warm"]["build_cpu_s"], summary  # (cached: 0.02)
-        assert summary[step]["spares_served"] is not None
+    # the warm pass finds its builds cached; a step's sources are new, so none of its builds is found cached
+    assert [r["cached_build"] for r in rows] == [False, True, False, False], rows
+    assert all(summary[step]["spares_served"] is not None for step in ("train 1", "train 2"))
     assert "train 2" in out.read_text().splitlines()[4]
 
 

@@ -53,6 +53,11 @@ class Baselines:
         self.recalibrations = 0  # calibrations the drift check measured again
         self.invalidated = False  # the drift check dropped the cache's entries
 
+    def _task_lock(self, task: Task) -> threading.Lock:
+        """The lock that keeps a task's reference timed once (``times``, ``prepare`` and ``known`` take it)."""
+        with self._lock:
+            return self._task_locks.setdefault((task.name, task.source_hash), threading.Lock())
+
     def key(self, task: Task, cfg: Config) -> tuple:
         return (task.name, task.source_hash, cfg.name, self.device, self.backend_name)
 
@@ -64,17 +69,14 @@ class Baselines:
     def times(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
         """Time the reference (eager, and compiled if asked) in a worker of its own, under the candidate's
         conditions; cached per configuration. Also measures the device's roofline once."""
-        with self._lock:
-            lock = self._task_locks.setdefault((task.name, task.source_hash), threading.Lock())
-        with lock:
+        with self._task_lock(task):
             return self._times_locked(task, configs, prepared, seed)
 
     def known(self, task: Task, configs: list[Config]) -> dict | None:
         """The reference's timings of every configuration if they are all known already (in memory, or on disk
         once the drift check has passed), else None; None too while the task's reference is being timed (no wait:
         the caller goes on without them)."""
-        with self._lock:
-            lock = self._task_locks.setdefault((task.name, task.source_hash), threading.Lock())
+        lock = self._task_lock(task)
         if not lock.acquire(blocking=False):
             return None
         try:
@@ -91,9 +93,7 @@ class Baselines:
         The worker waits for ``times`` (of this or another candidate of the task), which times with the inputs it
         ran. Nothing to do, or a failure: ``times`` does it all (and reports what failed)."""
         key = (task.name, task.source_hash)
-        with self._lock:
-            lock = self._task_locks.setdefault(key, threading.Lock())
-        with lock:
+        with self._task_lock(task):
             if self.calibration is None:
                 self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
             if self.calibration is None and self.disk_root is not None:
