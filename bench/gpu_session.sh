@@ -235,15 +235,17 @@ survive)  # issue #36: does the reference cache survive 5 consecutive processes 
   python3 bench/hold_overlap.py "$OUT/holds_survive.jsonl" | tee "$OUT/holds_survive.txt"
   ;;
 steady)  # issue #36: cold, then the steady state of a training run (references timed, every source new)
-  stamp "rl_batch cold,steady: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, holds logged"
-  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady${CAP:+_cap$CAP}.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
+  # PROCS=N: the process executor, N trusted processes sharing the GPU (its lock: checks side by side, timing alone)
+  tag=${CAP:+_cap$CAP}${PROCS:+_p$PROCS}
+  stamp "rl_batch ${PASSES:-cold,steady}: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, ${PROCS:-1} process(es), holds logged"
+  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
-    --steps ${STEPS:-3} --gap ${GAP:-20} \
+    ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
-    --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})${CAP:+_cap$CAP}.md" 2>&1 | tee "$OUT/rl_batch_steady.log" \
+    --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40
-  python3 bench/hold_overlap.py "$OUT/holds_steady${CAP:+_cap$CAP}.jsonl" | tee "$OUT/holds_steady${CAP:+_cap$CAP}.txt"
+  python3 bench/hold_overlap.py "$OUT/holds_steady$tag.jsonl" | tee "$OUT/holds_steady$tag.txt"
   ;;
 grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each evaluating on its own
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1

@@ -125,11 +125,12 @@ class RowLog:
                 f.write(json.dumps(obj, default=str) + "\n")
 
 
-def devices_for(device: str, gpus: int) -> list[str]:
-    """The devices a pass spreads over: ``gpus`` GPUs of this host (cuda:0 ...), or ``device`` itself."""
+def devices_for(device: str, gpus: int, per_gpu: int = 1) -> list[str]:
+    """The devices a pass spreads over: ``gpus`` GPUs of this host (cuda:0 ...), or ``device`` itself; each named
+    ``per_gpu`` times (the process executor then runs that many processes on it, sharing its lock)."""
     if device.startswith("cuda") and gpus > 1:
-        return [f"cuda:{i}" for i in range(gpus)]
-    return [device]
+        return [f"cuda:{i}" for i in range(gpus) for _ in range(per_gpu)]
+    return [device] * per_gpu
 
 
 def make_executor(devices: list[str], cache_dir: Path, options: dict, processes: bool = False):
@@ -384,6 +385,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --shared-checks {args.shared_checks}' if args.shared_checks != 'default' else ''}"
                   f"{f' --shared-cap {args.shared_cap}' if args.shared_cap else ''}"
                   f"{' --processes' if args.processes else ''}"
+                  f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}`"]
     return "\n".join(lines) + "\n"
 
@@ -411,6 +413,9 @@ def main(argv=None) -> int:
                     help="reference timings on disk (default: the Evaluator's, on for GPUs and off on the CPU)")
     ap.add_argument("--processes", action="store_true", help="the process executor: one process per device, each "
                     "with its own Evaluator (kbench_env/executors/processes.py), instead of one process for all")
+    ap.add_argument("--per-gpu", type=int, default=1, help="processes per GPU (with --processes): each its own "
+                    "Evaluator and trusted side, the GPU's lock shared between them (checks side by side, each timing "
+                    "alone)")
     ap.add_argument("--gpus", type=int, default=1, help="spread the batch over this many GPUs of the host "
                     "(cuda:0 ...), one Evaluator each, as the local executor does")
     ap.add_argument("--passes", default="cold,warm", help="which passes, in order: cold (empty caches), warm (the "
@@ -471,7 +476,10 @@ def main(argv=None) -> int:
         from rl_batch_consecutive import consecutive
 
         return consecutive(args, argv if argv is not None else sys.argv[1:], cache)
-    run = Run(args, chosen, items, devices_for(args.device, args.gpus), options)
+    if args.per_gpu > 1 and not args.processes:
+        ap.error("--per-gpu needs --processes (several trusted processes share a GPU only through the process "
+                 "executor)")
+    run = Run(args, chosen, items, devices_for(args.device, args.gpus, args.per_gpu), options)
     signal.signal(signal.SIGTERM, run.cut)
     signal.signal(signal.SIGINT, run.cut)
     try:

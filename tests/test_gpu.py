@@ -869,3 +869,41 @@ def test_a_candidate_slow_only_in_its_warm_up_is_timed_at_the_references_block_s
     assert forger.correct and not forger.integrity_flags, forger.feedback()
     assert [c.timed_block_calls for c in forger.configs] == [blocks[c.name] for c in forger.configs], [
         (c.name, c.timed_block_calls, blocks[c.name]) for c in forger.configs]
+
+
+# ---------------------------------------------------------------------- check inputs drawn on the device
+
+_DRAWN = '''
+import torch
+import torch.nn as nn
+N = 4096
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+def get_inputs():
+    x = torch.randn(N, N)
+    {extra}
+    return [x]
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.parametrize("extra, on_gpu", [("", True), ("x = x if x.device.type != 'cuda' else x.numpy()", False)])
+def test_check_inputs_are_drawn_on_the_gpu_where_the_program_allows(tmp_path, extra, on_gpu):
+    """A configuration's check inputs are drawn on the GPU (its generator seeded: the same seed, the same values),
+    and on the CPU where get_inputs() does not run there (here: it reads a GPU tensor back through numpy)."""
+    from kbench_env.tasks.suite import task_from_path
+    from kbench_env.tasks.task import seeded
+
+    path = tmp_path / "drawn_relu.py"
+    path.write_text(_DRAWN.replace("{extra}", extra))
+    task = task_from_path(path)
+    cfg = task.configs_for("cuda")[0]
+    _, _, (a,) = task.instantiate(cfg, 7, "cuda")
+    _, _, (b,) = task.instantiate(cfg, 7, "cuda")
+    _, _, (c,) = task.instantiate(cfg, 8, "cuda")
+    assert a.is_cuda and torch.equal(a, b) and not torch.equal(a, c)
+    with seeded(7):
+        on_cpu = torch.randn(4096, 4096).to(a.dtype)
+    assert torch.equal(a.cpu(), on_cpu) is (not on_gpu)

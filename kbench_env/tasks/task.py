@@ -72,15 +72,19 @@ _RNG_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def seeded(seed: int):
+def seeded(seed: int, cuda_index: int | None = None):
     """torch's global CPU generator forked and seeded with ``seed``, one thread at a time. Evaluations run in
     threads (``Evaluator.evaluate_many``): a thread drawing from the generator that another has just re-seeded
     would build the reference with other parameters than the candidate's worker gets, and correct kernels of
-    linear, convolution and norm tasks would fail."""
-    with _RNG_LOCK, torch.random.fork_rng(devices=[]):
+    linear, convolution and norm tasks would fail. ``cuda_index``: that GPU's default generator too (forked and
+    seeded alike), for draws made on it."""
+    devices = [] if cuda_index is None else [cuda_index]
+    with _RNG_LOCK, torch.random.fork_rng(devices=devices):
         # the CPU generator only, as the fork: torch.manual_seed would also queue a seeding of every lazily
         # initialised accelerator (a formatted stack trace each time, ~1 ms apiece where there is none)
         torch.random.default_generator.manual_seed(seed)
+        if cuda_index is not None:
+            torch.cuda.default_generators[cuda_index].manual_seed(seed)
         yield
 
 
@@ -216,9 +220,11 @@ class Task:
         mod = self.module(config)
         dtype = DTYPES[config.dtype]
         init_inputs = list(mod.get_init_inputs())
-        with seeded(seed):
-            inputs = [cast_input(x, dtype, device) for x in mod.get_inputs()]
-        return mod, init_inputs, inputs
+        inputs = _drawn_on(mod, seed, Device.parse(device)) if Device.parse(device).is_cuda else None
+        if inputs is None:
+            with seeded(seed):
+                inputs = mod.get_inputs()
+        return mod, init_inputs, [cast_input(x, dtype, device) for x in inputs]
 
     def make_model(self, mod: types.ModuleType, init_inputs: list, init_seed: int, dtype: torch.dtype, device: str):
         """Construct the reference ``Model`` with ``init_seed`` (the candidate's ``ModelNew`` gets the same seed)."""
@@ -298,6 +304,21 @@ class Task:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _drawn_on(mod: types.ModuleType, seed: int, device: Device) -> list | None:
+    """``get_inputs()`` drawn on the GPU ``device`` (its factory calls made there, its generator seeded with
+    ``seed``), or None where the program does not run so (it mixes in tensors made on the CPU, or reads values
+    back with ``.numpy()``): the caller draws on the CPU then. On the GPU a configuration's inputs cost the trusted
+    side microseconds rather than the CPU's ~10 ns an element under the one lock every evaluation draws under
+    (issue #36: the checks' inputs were the trusted process's largest part of a check). The values differ from the
+    CPU's draw of the same seed; both sides of a check get the same ones."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        with seeded(seed, index), torch.device(f"cuda:{index}"):
+            return list(mod.get_inputs())
+    except Exception:  # noqa: BLE001 - any failure on the device: the CPU's draw decides what the program does
+        return None
 
 
 def cast_input(x, dtype: torch.dtype, device: str):
