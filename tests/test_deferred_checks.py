@@ -10,7 +10,7 @@ import random
 import torch
 
 from kbench_env.pipeline import gpu_blocks
-from kbench_env.pipeline.deferred_checks import DeferredChecks
+from kbench_env.pipeline.deferred_checks import DeferredChecks, Pool
 from kbench_env.pipeline.gpu_blocks import BlockInputs, GpuTiming
 from kbench_env.pipeline.result import EvalResult
 from kbench_env.pipeline.timing import judge_deferred
@@ -36,10 +36,31 @@ def test_kept_checks_are_judged_later_in_call_order_on_copies_of_their_inputs():
 def test_without_defer_or_past_the_budget_checks_are_judged_at_once():
     y = torch.ones(3)
     assert DeferredChecks(_doubles, defer=False).add(2, [y * 3], [y]) == (2, "not twice its input")
-    small = DeferredChecks(_doubles, defer=True, budget=16)
+    small = DeferredChecks(_doubles, defer=True, pool=Pool(16))
     assert small.add(0, [torch.ones(1) * 2], [torch.ones(1)]) is None and len(small) == 1  # 8 bytes: kept
     assert small.add(1, [torch.ones(2) * 3], [torch.ones(2)]) == (1, "not twice its input")  # past it: now
     assert len(small) == 1
+
+
+def test_the_budget_is_one_pool_for_every_timing_given_back_when_judged_or_dropped():
+    """Two timings on one device draw from one pool: what one keeps, the other cannot; judging gives it back, and
+    so does a timing dropped unjudged (one that failed)."""
+    pool = Pool(24)
+    one, two = DeferredChecks(_doubles, True, pool), DeferredChecks(_doubles, True, pool)
+    x = torch.ones(1)
+    assert one.add(0, [x * 2], [x]) is None and pool.used == 8
+    assert two.add(0, [torch.ones(2) * 2], [torch.ones(2)]) is None and pool.used == 24
+    assert one.add(1, [x * 3], [x]) == (1, "not twice its input")  # the pool is full: judged at once
+    assert one.judge() is None and pool.used == 16
+    assert one.add(2, [x * 2], [x]) is None and pool.used == 24
+    one.merge(two)  # a timing done again: its kept checks join the first's, and their bytes with them
+    assert pool.used == 24 and len(one) == 2 and len(two) == 0
+    del two
+    assert pool.used == 24
+    del one  # dropped unjudged
+    assert pool.used == 0
+    if torch.cuda.is_available():  # the device's pool: a share of its memory, one per device
+        assert Pool.of("cuda:0") is Pool.of("cuda:0") and Pool.of("cuda:0").capacity >= 256 << 20
 
 
 def _run(defer: bool, outputs: dict) -> gpu_blocks._Run:

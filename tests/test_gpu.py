@@ -819,11 +819,12 @@ def set_up_results():
     from kbench_env.pipeline import gpu_blocks
 
     task, ev = resolve_task("level1/relu"), _evaluator("cuda")
-    made, used = [], []
+    made, used, made_for = [], [], []
     set_up_ahead, time_gpu = gpu_blocks.set_up_ahead, gpu_blocks.time_gpu
 
     def ahead(*a, **k):
         made.append(set_up_ahead(*a, **k))
+        made_for.append(a[1])  # the configuration's name
         return made[-1]
 
     def timed(*a, ahead=None, **k):
@@ -838,13 +839,37 @@ def set_up_results():
         mp.setattr(gpu_blocks, "set_up_ahead", ahead)
         mp.setattr(gpu_blocks, "time_gpu", timed)
         for name, src in sources.items():
-            made.clear(), used.clear()
+            made.clear(), used.clear(), made_for.clear()
             r = ev.evaluate(task, src, seed=2024)
             _record("cuda_set_up", name, r)
             out[name] = (r, list(made), list(used))
+            out[name + "_configs"] = list(made_for)
     blocks = {c.name: ev.baselines.times_by_key[ev.baselines.key(task, c)]["gpu"]["block"]
               for c in task.configs_for(ev.device)}
+    out["_budget"] = _ahead_budget(ev)
     return out, blocks
+
+
+def _ahead_budget(ev) -> float:
+    from kbench_env.pipeline import timing
+
+    return timing.AHEAD_SHARE * torch.cuda.get_device_properties(torch.device(ev.device)).total_memory / (
+        2 * max(1, int(getattr(ev._device_lock, "max_shared", 1))))  # noqa: SLF001
+
+
+def test_a_configuration_too_large_to_set_up_ahead_does_not_keep_the_next_ones_out(set_up_results):
+    """Configurations are set up ahead in order while their blocks fit the candidate's share of the device's memory;
+    one that does not fit is left to the timing and the ones after it are still tried."""
+    out, blocks = set_up_results
+    task = resolve_task("level1/relu")
+    held, expected = 0, []
+    for cfg in task.configs_for("cuda"):
+        _, _, inputs = task.instantiate(cfg, 0, "cuda")
+        size = 2 * blocks[cfg.name] * sum(x.numel() * x.element_size() for x in inputs)
+        if held + size <= out["_budget"]:
+            held += size
+            expected.append(cfg.name)
+    assert out["again_configs"] == expected, (out["again_configs"], expected, out["_budget"])
 
 
 def test_timed_blocks_are_set_up_ahead_once_the_reference_is_known(set_up_results):

@@ -15,7 +15,7 @@ import torch
 
 from kbench_env.measure.inputs import input_stds
 from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
-from kbench_env.pipeline.deferred_checks import DeferredChecks
+from kbench_env.pipeline.deferred_checks import DeferredChecks, Pool
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.cuda_ipc import IpcError, Mappings
 from kbench_env.sandbox.diagnosis import WorkerError
@@ -85,7 +85,7 @@ class _Run:
         self.draws = draws
         self.originals, self.noise, self.device = originals, noise, torch.device(device)
         self.check, self.check_calls = check, max(1, check_calls)
-        self.checks = DeferredChecks(check, defer) if check is not None else None
+        self.checks = DeferredChecks(check, defer, Pool.of(device)) if check is not None else None
         self.maps = Mappings(self.device)
         self.rng = random.SystemRandom()
         self.dsts: list = []

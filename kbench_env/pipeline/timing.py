@@ -74,8 +74,9 @@ def set_up_ahead(ctx: StageContext) -> None:
     set up in the candidate's worker ahead of the timing (gpu_blocks.set_up_ahead: made, captured, warmed up and
     checked), under the checks' shared hold, so that the timing's exclusive hold holds only the timed blocks. In
     configuration order while the blocks' bytes stay within the candidate's share of AHEAD_SHARE of the device's
-    memory (the worker keeps them all until its timing; the rest are set up in the timing), stepping aside for a
-    waiting timing between two. A set-up that fails is left to the timing, which does it again and reports it."""
+    memory (the worker keeps them all until its timing; one that would pass it is left to the timing, and the next
+    ones still tried: a large configuration does not keep a small one after it out), stepping aside for a waiting
+    timing between two. A set-up that fails is left to the timing, which does it again and reports it."""
     if Device.parse(ctx.device).is_cpu or not ctx.hold.shared:
         return
     ref_times = ctx.baselines.known(ctx.task, ctx.configs)
@@ -88,9 +89,10 @@ def set_up_ahead(ctx: StageContext) -> None:
         ref, inputs = ref_times[cfg.name].get("gpu"), ctx.prepared[cfg.name].inputs
         if not ref:
             return
-        held += 2 * int(ref["block"]) * sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
-        if held > budget:
-            return
+        size = 2 * int(ref["block"]) * sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
+        if held + size > budget:
+            continue
+        held += size
         if ctx.hold.timing_waits():
             ctx.hold.step_aside(ctx.result)
         try:
