@@ -11,7 +11,7 @@ and that a wrong output does not cut the timing short (a wrong candidate's timin
 
 What is kept is bounded by the device, not by the configuration: every timing of this process on a device draws
 its kept bytes from one pool of DEFER_SHARE of the device's memory (``Pool``), and a check that does not fit in
-what is left is judged at once, as before. A fixed bound per configuration would judge every check of a
+what is left is judged at once. A fixed bound per configuration would judge every check of a
 configuration with outputs of half a gigabyte inside the exclusive hold, however much of the device is free.
 """
 

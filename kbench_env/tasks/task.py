@@ -310,9 +310,8 @@ def _drawn_on(mod: types.ModuleType, seed: int, device: Device) -> list | None:
     """``get_inputs()`` drawn on the GPU ``device`` (its factory calls made there, its generator seeded with
     ``seed``), or None where the program does not run so (it mixes in tensors made on the CPU, or reads values
     back with ``.numpy()``): the caller draws on the CPU then. On the GPU a configuration's inputs cost the trusted
-    side microseconds rather than the CPU's ~10 ns an element under the one lock every evaluation draws under
-    (issue #36: the checks' inputs were the trusted process's largest part of a check). The values differ from the
-    CPU's draw of the same seed; both sides of a check get the same ones."""
+    side microseconds rather than the CPU's nanoseconds an element, drawn under the one lock every evaluation
+    draws under. The values differ from the CPU's draw of the same seed; both sides of a check get the same ones."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     try:
         with seeded(seed, index), torch.device(f"cuda:{index}"):
