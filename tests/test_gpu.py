@@ -932,3 +932,46 @@ def test_check_inputs_are_drawn_on_the_gpu_where_the_program_allows(tmp_path, ex
     with seeded(7):
         on_cpu = torch.randn(4096, 4096).to(a.dtype)
     assert torch.equal(a.cpu(), on_cpu) is (not on_gpu)
+
+
+# ---------------------------------------------------------------------- large check outputs read from the worker
+
+def _wrong_relu() -> str:
+    """The shipped ReLU with every positive output 10 % too large (past every dtype's tolerance)."""
+    src = (ROOT / "tasks/solutions/cuda/level1/relu.py").read_text()
+    right = "return static_cast<T>(f < 0.f ? 0.f : f);"
+    assert right in src
+    return src.replace(right, "return static_cast<T>(f < 0.f ? 0.f : f * 1.1f);")
+
+
+def test_large_check_inputs_and_outputs_go_through_the_workers_memory_and_are_judged():
+    """A correctness run's inputs and outputs of 4 MiB and more are written into and read from the worker's GPU
+    memory (check._write_inputs, check._shared_output): the shipped ReLU run so is correct; a wrong ReLU is wrong
+    on every configuration, those run so included."""
+    from kbench_env.pipeline import check
+
+    task, ev = resolve_task("level1/relu"), _evaluator("cuda", rules="kernelbench")
+    read, real, written, write = [], check.read_output, [], check._write_inputs
+
+    def counted(described, device):
+        read.append(described["layout"])
+        return real(described, device)
+
+    def writes(*a, **k):
+        got = write(*a, **k)
+        written.append(got)
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(check, "read_output", counted)
+        mp.setattr(check, "_write_inputs", writes)
+        good = ev.evaluate(task, (ROOT / "tasks/solutions/cuda/level1/relu.py").read_text(), seed=5)
+        n_good = len(read)
+        bad = ev.evaluate(task, _wrong_relu(), seed=5)
+    _record("cuda_shared_output", "good", good)
+    _record("cuda_shared_output", "bad", bad)
+    assert good.correct and not good.integrity_flags and n_good >= 1, (good.feedback(), n_good)
+    assert written and all(w is None for w in written), written  # inputs written into the worker, GO sent
+    assert len(read) > n_good and not bad.correct and bad.error_stage == "correctness", bad.feedback()
+    assert all(c.correct is False and "could not be read" not in (c.error or "") for c in bad.configs), [
+        (c.name, c.correct, c.error) for c in bad.configs]

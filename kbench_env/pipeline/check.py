@@ -12,16 +12,28 @@ from kbench_env.pipeline import rules as rules_mod
 from kbench_env.measure.compare import compare_outputs
 from kbench_env.pipeline.context import Prepared, StageContext
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
+from kbench_env.pipeline.gpu_run import read_output
 from kbench_env.pipeline.linked import own_kernel_names
 from kbench_env.pipeline.nearby import close_miss, matches_nearby
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
 from kbench_env.pipeline.seeds import stream_seeds
 from kbench_env.protocol import messages as msg
+from kbench_env.protocol.cuda_ipc import IpcError, Mappings
 from kbench_env.protocol.integrity_flags import make
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.worker_process import Worker
 from kbench_env.tasks.task import DTYPES, Config, Task, describe_value
+
+
+#: Outputs of a correctness run on a GPU from this many bytes are read from the worker's memory (CUDA's
+#: inter-process handles) rather than copied to the host and sent through the pipe: a GPU-sized output's copy,
+#: framing and pipe are a large part of a check, which holds the device (shared) meanwhile, so a waiting timing
+#: waits for them. Below it, opening the worker's allocation costs more than the copy.
+SHARED_OUTPUT_BYTES = 4 << 20
+#: Inputs of a correctness run on a GPU, together this many bytes and more, are written into the worker's memory
+#: the same way rather than sent through the pipe.
+SHARED_INPUT_BYTES = 4 << 20
 
 
 def check(ctx: StageContext) -> None:
@@ -34,9 +46,10 @@ def check(ctx: StageContext) -> None:
     order, as when each waited for the one before."""
     task, configs, worker, result, prepared = ctx.task, ctx.configs, ctx.worker, ctx.result, ctx.prepared
     verdict = {"all_ok": True, "ran_any": False}
+    early: dict = {}  # configuration -> its run's reply, where it came before the inputs were written (an ERROR)
     with phase(result, "check_inputs"):
         nxt = instantiate(task, configs[0], ctx.seed, 0, prepared, ctx.device)
-    send_run(task, nxt, prepared, worker, result)
+    send_run(task, nxt, prepared, worker, result, early, ctx.limits.run_timeout)
     for i in range(len(configs)):
         cur, nxt = nxt, None
         cfg = cur[0]
@@ -47,22 +60,37 @@ def check(ctx: StageContext) -> None:
             with phase(result, "check_inputs"):
                 nxt = instantiate(task, configs[i + 1], ctx.seed, i + 1, prepared, ctx.device)
         with phase(result, "check_recv"):
-            reply = worker.recv(ctx.limits.run_timeout, f"forward on configuration {cfg.name!r}",
-                                expect_bytes=integrity.output_bytes(ref))
+            reply = early.pop(cfg.name, None) or worker.recv(
+                ctx.limits.run_timeout, f"forward on configuration {cfg.name!r}", expect_bytes=integrity.output_bytes(ref))
+            reply = _shared_output(reply, ctx.device)  # read before the next run: the worker then lets it go
         stepping_aside = nxt is not None and ctx.hold.timing_waits()
         try:
             if nxt is not None and not stepping_aside:
-                send_run(task, nxt, prepared, worker, result)
+                send_run(task, nxt, prepared, worker, result, early, ctx.limits.run_timeout)
         finally:  # judged even when the next send finds the worker gone
             with phase(result, "check_judge"):
                 judge(task, cur, reply, ref, result, verdict, ctx.config.integrity.rules,
                       own_kernel_names(worker.linked()), nearby=_nearby(ctx, cfg))
         if stepping_aside:
             _step_aside(ctx)
-            send_run(task, nxt, prepared, worker, result)
+            send_run(task, nxt, prepared, worker, result, early, ctx.limits.run_timeout)
     result.stage = "ran" if verdict["ran_any"] else "built"
     if verdict["all_ok"] and not result.integrity_flags:
         result.correct, result.stage = True, "correct"
+
+
+def _shared_output(reply: tuple, device: str) -> tuple:
+    """A reply whose output the worker left in its GPU memory (``ipc``: worker/loop._exported) with the output
+    read from there into this side's memory, as if it had come through the pipe; one whose output cannot be read
+    (a range outside its allocations, a malformed layout) fails the configuration like a wrong output."""
+    header, payload = reply
+    if header.get("type") != msg.OUTPUT or header.get("ipc") is None:
+        return reply
+    try:
+        return header, {"out": read_output(header["ipc"], device)}
+    except (IpcError, RuntimeError, TypeError, ValueError) as exc:
+        return {**header, "type": msg.ERROR, "stage": "run",
+                "message": f"its output could not be read from its memory ({type(exc).__name__}: {exc})"}, None
 
 
 def _step_aside(ctx: StageContext) -> None:
@@ -83,15 +111,66 @@ def instantiate(task: Task, cfg: Config, seed: int, i: int, prepared: dict[str, 
                              inputs=[describe_value(x) for x in inputs])
 
 
-def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: EvalResult) -> None:
-    """Send a configuration's correctness run to the worker; its ConfigResult joins ``result``."""
+def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: EvalResult, early: dict | None = None,
+             timeout: float = 60.0) -> None:
+    """Send a configuration's correctness run to the worker; its ConfigResult joins ``result``. Large inputs on a
+    GPU are written into the worker's memory (``_write_inputs``); a reply that comes instead of the worker's
+    slots for them (its model failed to build, say) is the run's reply, kept in ``early``."""
     cfg, cr = run
     result.configs.append(cr)
     p = prepared[cfg.name]
+    header = {"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": p.init_seed,
+              "backward": task.backward, "tolerance": task.tolerance}
+    inputs = p.inputs
+    on_gpu = [x for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda]
+    if on_gpu:
+        header["ipc_min"] = SHARED_OUTPUT_BYTES
+    shared = early is not None and sum(x.numel() * x.element_size() for x in on_gpu) >= SHARED_INPUT_BYTES
+    if shared:
+        header["input_slots"] = [[str(x.dtype).removeprefix("torch."), list(x.shape)]
+                                 if isinstance(x, torch.Tensor) and x.is_cuda else None for x in inputs]
+        inputs = [None if slot is not None else x for slot, x in zip(header["input_slots"], inputs)]
     with phase(result, "check_send"):
-        worker.send({"type": msg.RUN, "config": cfg.name, "dtype": cfg.dtype, "init_seed": p.init_seed,
-                     "backward": task.backward, "tolerance": task.tolerance},
-                    {"init_inputs": p.init_inputs, "inputs": p.inputs})
+        worker.send(header, {"init_inputs": p.init_inputs, "inputs": inputs})
+        if shared:
+            reply = _write_inputs(worker, p.inputs, timeout, cfg.name)
+            if reply is not None:
+                early[cfg.name] = reply
+
+
+def _write_inputs(worker: Worker, inputs: list, timeout: float, config: str) -> tuple | None:
+    """Write a run's inputs where the worker's READY says its slots for them are, then send GO; or the worker's
+    reply when it answers otherwise (an ERROR: it is the run's). A slot out of the worker's memory, or the wrong
+    size, is the run's failure too."""
+    header, payload = worker.recv(timeout, f"input slots of configuration {config!r}")
+    if header.get("type") != msg.READY:
+        return header, payload
+    slots, handles = header.get("slots"), header.get("handles")
+    try:
+        if not isinstance(slots, list) or len(slots) != len(inputs) or not isinstance(handles, list):
+            raise IpcError("the worker's input slots do not match the inputs")
+        maps = Mappings(_inputs_device(inputs))
+        try:
+            for x, slot in zip(inputs, slots):
+                if not (isinstance(x, torch.Tensor) and x.is_cuda and x.numel()):
+                    continue
+                if not (isinstance(slot, list) and len(slot) == 3 and isinstance(slot[0], int)
+                        and 0 <= slot[0] < len(handles) and slot[2] == x.numel() * x.element_size()):
+                    raise IpcError(f"the worker's slot {slot!r} does not fit an input of {list(x.shape)}")
+                maps.bytes_at(handles[slot[0]], slot[1], slot[2]).copy_(x.contiguous().view(-1).view(torch.uint8))
+            torch.cuda.synchronize(maps.device)  # written before the worker reads
+        finally:
+            maps.close()
+    except (IpcError, RuntimeError, TypeError, ValueError) as exc:
+        worker.kill()
+        raise WorkerError(f"the worker's slots for the inputs of configuration {config!r} could not be written "
+                          f"({type(exc).__name__}: {exc}); the worker was stopped") from None
+    worker.send({"type": msg.GO})
+    return None
+
+
+def _inputs_device(inputs: list) -> torch.device:
+    return next(x.device for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda)
 
 
 def _nearby(ctx: StageContext, cfg: Config):

@@ -76,6 +76,47 @@ def _reply(worker, timeout: float, what: str) -> tuple[dict, object]:
 
 
 
+def mapped_leaves(layout: list, row, maps: Mappings, handle) -> list:
+    """One call's output leaves (gpu_executor.describe's ``layout`` and table ``row``) as tensors mapped on the
+    worker's memory, Python numbers as they are; ``handle(i)`` the i-th handle the worker named."""
+    if not isinstance(row, list) or not isinstance(layout, list):
+        raise IpcError("the worker described no output for this call")
+    leaves, k = [], 0
+    for d in layout:
+        if not isinstance(d, dict) or "ndim" not in d:
+            leaves.append(d.get("value") if isinstance(d, dict) else None)
+            continue
+        e = row[k] if k < len(row) else None
+        k += 1
+        n, dtype = d["ndim"], _DTYPES.get(d.get("dtype"))
+        if dtype is None or not isinstance(n, int) or not isinstance(e, list) or len(e) != 2 + 2 * n or e[0] == -1:
+            raise IpcError(f"an output has no readable layout ({d}, {e})")
+        leaves.append(maps.tensor(handle(e[0]), e[1], dtype, e[2:2 + n], e[2 + n:]))
+    return leaves
+
+
+def read_output(described: dict, device) -> list:
+    """A correctness run's output leaves copied out of the worker's memory, where the worker left them
+    (worker/loop._exported: ``layout``, ``row``, ``handles``); the worker's allocations are unmapped again."""
+    handles = described.get("handles") if isinstance(described, dict) else None
+    if not isinstance(handles, list) or not all(isinstance(h, str) for h in handles):
+        raise IpcError("the worker named no memory handles for its output")
+
+    def handle(i) -> str:
+        if not isinstance(i, int) or not 0 <= i < len(handles):
+            raise IpcError(f"the worker named memory handle {i!r} of {len(handles)}")
+        return handles[i]
+
+    maps = Mappings(device)
+    try:
+        out = [t.clone() if isinstance(t, torch.Tensor) else t
+               for t in mapped_leaves(described.get("layout"), described.get("row"), maps, handle)]
+        torch.cuda.synchronize(maps.device)  # copied before the views go
+        return out
+    finally:
+        maps.close()
+
+
 class _Run:
     """One configuration's blocks in one worker: the mapped buffers, the inputs, the checks."""
 
@@ -200,21 +241,7 @@ class _Run:
 
     def leaves(self, j: int) -> list:
         """Call ``j``'s output leaves as tensors mapped on the worker's memory (Python numbers as they are)."""
-        row = self.outputs[j] if j < len(self.outputs) else None
-        if not isinstance(row, list):
-            raise IpcError("the worker described no output for this call")
-        leaves, k = [], 0
-        for d in self.layout:
-            if "ndim" not in d:
-                leaves.append(d.get("value"))
-                continue
-            e = row[k] if k < len(row) else None
-            k += 1
-            n, dtype = int(d["ndim"]), _DTYPES.get(d.get("dtype"))
-            if dtype is None or not isinstance(e, list) or len(e) != 2 + 2 * n or e[0] == -1:
-                raise IpcError(f"an output has no readable layout ({d}, {e})")
-            leaves.append(self.maps.tensor(self._handle(e[0]), e[1], dtype, e[2:2 + n], e[2 + n:]))
-        return leaves
+        return mapped_leaves(self.layout, self.outputs[j] if j < len(self.outputs) else None, self.maps, self._handle)
 
     def close(self, release: bool) -> None:
         """Unmap the worker's memory; with ``release`` (the exchange went well) tell the worker to free it. Large

@@ -4,7 +4,10 @@
     worker start      worker sends HELLO
     SOURCE            a spare worker's candidate (no reply: the worker builds and loads it)
     build and load    worker sends LOADED (build seconds, cache hit, warm-up) or ERROR (stage build or load)
-    RUN               one configuration's run        -> OUTPUT (the candidate's output, audit, reports)
+    RUN               one configuration's run        -> OUTPUT (the candidate's output, audit, reports); on a GPU
+                      large inputs come as ``input_slots`` -> READY (where the worker made them), GO (the
+                      trusted side wrote them), and a large output stays in the worker's memory (OUTPUT's ``ipc``:
+                      where; read before the next request)
     WALLCLOCK         inputs for a re-timing         -> READY; then GO (the trusted side's clock starts) -> DONE
     CALIBRATE         the device's capacity          -> CALIBRATION (bandwidth, FLOP rates, graph-node gap)
     SLOTS             input buffers for timed blocks -> BUFFERS (their addresses; worker/executor.py)

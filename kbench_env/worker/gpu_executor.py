@@ -74,7 +74,7 @@ def _buffers(originals: list, block: int) -> tuple[list, list]:
     return big, sets
 
 
-def _describe(outs: list, exporter: Exporter) -> tuple[list, list]:
+def describe(outs: list, exporter: Exporter) -> tuple[list, list]:
     """The outputs' layout (per leaf of the first call: dtype and dimensions, or a Python number's value) and per
     call, per tensor leaf, [handle index, byte offset, *shape, *strides] ([-1, ...] where a call's leaf does not
     have the first call's layout: unreadable, so wrong if checked)."""
@@ -141,7 +141,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     reply = {"type": msg.GPU_BUFFERS, "config": cfg, "block": block,
              "method": "cuda-graph" if graph is not None else "eager-sync", "inputs": inputs}
     if graph is not None:
-        reply["layout"], reply["outputs"] = _describe(outs, exporter)
+        reply["layout"], reply["outputs"] = describe(outs, exporter)
     reply["handles"] = exporter.handles
     step("export")
     reply["steps_ms"] = steps
@@ -170,7 +170,7 @@ def _gpu_block(s, header: dict, payload, grad, send) -> None:
     torch.cuda.synchronize()
     ms = (clock() - t0) * 1e3
     st.outs = outs
-    layout, table = _describe(outs, st.exporter)
+    layout, table = describe(outs, st.exporter)
     send({"type": msg.DONE, "config": header.get("config"), "method": "eager-sync", "ms": ms, "layout": layout,
           "outputs": table, "handles": st.exporter.handles})
 

@@ -35,6 +35,7 @@ from kbench_env.measure.compare import compare_outputs, flatten_outputs
 from kbench_env.measure.inputs import perturb
 from kbench_env.tasks.task import DTYPES
 from kbench_env.protocol import messages as msg
+from kbench_env.protocol.cuda_ipc import Exporter, IpcError
 from kbench_env.sandbox.confine import confinement
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
 from kbench_env.worker import dispatch_records, record_switches
@@ -179,6 +180,7 @@ class _Session:
         self.slots: dict = {}  # config -> the input buffers of its timed blocks (executor.py)
         self.slot_files: dict = {}  # config -> the memfd its input buffers are on (executor.py)
         self.kept = None  # the last timed block's outputs, until the trusted side has read them
+        self.check_output = None  # the last correctness run's output where the trusted side reads it (_exported)
         self.gpu: dict = {}  # config -> its GPU timed block (gpu_executor.py); several set up ahead at once
         self.guard = guard  # audit.AuditGuard, made before the candidate loaded
 
@@ -194,7 +196,10 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     if header.get("compile"):  # the torch.compile baseline (reference workers only)
         model = torch.compile(model)
     s.models[cfg] = model
-    s.originals[cfg] = _device_inputs(payload["inputs"], device)
+    given = payload["inputs"]
+    if header.get("input_slots") is not None:  # large inputs: written by the trusted side into this worker's memory
+        given = _input_slots(s, header["input_slots"], given, send)
+    s.originals[cfg] = _device_inputs(given, device)
     inputs = _clone(s.originals[cfg])
     again = _clone(s.originals[cfg])
     s.handed[cfg] = (inputs, again)
@@ -208,7 +213,10 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
             backend.sync()
         lazy = _subclass_outputs(out)  # before anything reads the output
         full = header.get("reply", "full") == "full"  # the reference's workers send no output
-        out_cpu = _to_cpu(out) if full else None  # what forward returned, before anything else runs
+        # what forward returned, before anything else runs: a device copy left where the trusted side reads it
+        # (large outputs on a GPU, ``ipc_min`` bytes and up), else a host copy sent through the pipe
+        shared = _exported(out, header.get("ipc_min")) if full else None
+        out_cpu = _to_cpu(out) if full and shared is None else None
         backend.poison(device)
         out2 = model(*again)
         backend.sync()
@@ -220,12 +228,57 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     if full:  # (the reference's workers skip the checks: their answer is the reference)
         again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
     del out, out2
-    reply = {"out": out_cpu} if full else None
-    send({"type": msg.OUTPUT, "config": cfg, "audit": forward_audit.report(), "audit_patched": s.guard.changed(),
+    s.check_output = shared[0] if shared is not None else None  # alive until the next request
+    reply = {"out": out_cpu} if full and shared is None else None
+    send({"type": msg.OUTPUT, "config": cfg, "ipc": shared[1] if shared is not None else None,
+          "audit": forward_audit.report(), "audit_patched": s.guard.changed(),
           "flags_changed": audit.changed_flags(flags_before, audit.precision_flags()),
           "nondeterministic": again_mismatch.message if again_mismatch is not None else None,
           "inputs_modified": full and not _same(inputs, s.originals[cfg]),
           "lazy_output": sorted(lazy)}, reply)
+
+
+def _input_slots(s: _Session, slots: list, given: list, send) -> list:
+    """A RUN's inputs the trusted side writes into this worker's GPU memory rather than sending through the pipe:
+    per input, ``[dtype, shape]`` (a tensor made here, its place reply READY names) or None (the value sent).
+    Waits for GO: the trusted side has written them."""
+    made, where, exporter = [], [], Exporter()
+    for spec, value in zip(slots, given):
+        if spec is None:
+            made.append(value)
+            where.append(None)
+            continue
+        dtype = getattr(torch, str(spec[0]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"an input slot of unknown dtype {spec[0]!r}")
+        t = torch.empty([int(n) for n in spec[1]], dtype=dtype, device=s.device)
+        made.append(t)
+        where.append([*exporter.locate(t), t.numel() * t.element_size()] if t.numel() else None)
+    torch.cuda.synchronize(s.device)  # allocated before the trusted side writes
+    send({"type": msg.READY, "slots": where, "handles": exporter.handles})
+    unpack(s.conn.recv_bytes())  # GO: written
+    return made
+
+
+def _exported(out, ipc_min) -> tuple | None:
+    """``(kept, description)`` of a correctness run's output for the trusted side to read from this worker's memory
+    (protocol/cuda_ipc.py): ``kept`` a device copy of ``out`` (a second run and the poisoning of free memory come
+    before the read), ``description`` its layout, its one row of where each leaf lies, and the allocations'
+    handles (gpu_executor.describe's form). None, so that the output goes through the pipe, off a GPU, below
+    ``ipc_min`` bytes, or where a leaf is not a plain, non-empty CUDA tensor (a Python number among them too)."""
+    if not isinstance(ipc_min, int) or isinstance(out, torch.Tensor) and type(out) is not torch.Tensor:
+        return None
+    leaves = flatten_outputs(out)
+    if not leaves or any(type(x) is not torch.Tensor or not x.is_cuda or not x.numel() for x in leaves) \
+            or sum(x.numel() * x.element_size() for x in leaves) < ipc_min:
+        return None
+    kept = [x.detach().clone() for x in leaves]
+    exporter = Exporter()
+    try:
+        layout, table = gpu_executor.describe([kept], exporter)
+    except IpcError:  # memory the driver will not export: the pipe carries it
+        return None
+    return kept, {"layout": layout, "row": table[0], "handles": exporter.handles}
 
 
 def _wallclock(s: _Session, header: dict, payload, grad, send) -> None:
@@ -322,6 +375,7 @@ def _serve(s: _Session) -> None:
     while True:
         header, payload = unpack(s.conn.recv_bytes())
         kind = header["type"]
+        s.check_output = None  # the trusted side has read it (it reads a run's output before its next request)
         grad = torch.enable_grad() if header.get("backward") else torch.no_grad()
         busy0 = time.perf_counter()
         send = lambda h, p=None, _t=busy0: s.conn.send_bytes(pack({**h, "busy_s": time.perf_counter() - _t}, p))  # noqa: E731
