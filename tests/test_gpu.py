@@ -846,26 +846,23 @@ def set_up_results():
             out[name + "_configs"] = list(made_for)
     blocks = {c.name: ev.baselines.times_by_key[ev.baselines.key(task, c)]["gpu"]["block"]
               for c in task.configs_for(ev.device)}
-    out["_budget"] = _ahead_budget(ev)
+    from kbench_env.pipeline.timing import ahead_budget
+
+    out["_budget"] = ahead_budget(ev.device, ev._device_lock)  # noqa: SLF001
     return out, blocks
-
-
-def _ahead_budget(ev) -> float:
-    from kbench_env.pipeline import timing
-
-    return timing.AHEAD_SHARE * torch.cuda.get_device_properties(torch.device(ev.device)).total_memory / (
-        2 * max(1, int(getattr(ev._device_lock, "max_shared", 1))))  # noqa: SLF001
 
 
 def test_a_configuration_too_large_to_set_up_ahead_does_not_keep_the_next_ones_out(set_up_results):
     """Configurations are set up ahead in order while their blocks fit the candidate's share of the device's memory;
     one that does not fit is left to the timing and the ones after it are still tried."""
+    from kbench_env.pipeline.timing import ahead_bytes
+
     out, blocks = set_up_results
     task = resolve_task("level1/relu")
     held, expected = 0, []
     for cfg in task.configs_for("cuda"):
         _, _, inputs = task.instantiate(cfg, 0, "cuda")
-        size = 2 * blocks[cfg.name] * sum(x.numel() * x.element_size() for x in inputs)
+        size = ahead_bytes(blocks[cfg.name], inputs)
         if held + size <= out["_budget"]:
             held += size
             expected.append(cfg.name)

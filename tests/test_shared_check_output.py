@@ -94,3 +94,42 @@ def test_input_slots_that_do_not_match_the_inputs_stop_the_worker(ready):
     with pytest.raises(WorkerError, match="could not be written"):
         _write_inputs(worker, [torch.ones(2)], 1.0, "gpu")
     assert worker.killed and worker.sent == []
+
+
+class _FakeMaps:
+    def __init__(self):
+        self.asked = []
+
+    def bytes_at(self, handle, offset, nbytes):
+        self.asked.append((handle, offset, nbytes))
+        return torch.empty(nbytes, dtype=torch.uint8)
+
+
+def test_input_views_map_each_inputs_buffer_and_refuse_ones_that_do_not_fit():
+    """The one reading of a worker's buffer entries, for a check's inputs (one call) and a timed block's (``calls``
+    copies of each): nothing for a non-tensor or an empty one; a wrong size, a handle it did not name or a count
+    that does not match the inputs refused."""
+    from kbench_env.pipeline.gpu_run import input_views
+    from kbench_env.protocol.cuda_ipc import IpcError
+    from kbench_env.sandbox.diagnosis import WorkerError
+
+    inputs, maps = [torch.ones(4), 3, torch.ones(0)], _FakeMaps()
+    views = input_views(maps, ["h0", "h1"], inputs, [[1, 64, 16], None, None])
+    assert [v is None for v in views] == [False, True, True] and maps.asked == [("h1", 64, 16)]
+    assert input_views(_FakeMaps(), ["h0"], inputs, [[0, 0, 160], None, None], calls=10)[0].numel() == 160
+    with pytest.raises(WorkerError, match="do not match"):
+        input_views(_FakeMaps(), ["h0"], inputs, [[0, 0, 16]])
+    with pytest.raises(WorkerError, match="16 bytes"):
+        input_views(_FakeMaps(), ["h0"], inputs, [[0, 0, 8], None, None])
+    with pytest.raises(IpcError, match="handle 2 of 1"):
+        input_views(_FakeMaps(), ["h0"], inputs, [[2, 0, 16], None, None])
+
+
+def test_buffer_entries_say_where_each_buffer_is():
+    from kbench_env.worker.gpu_executor import buffer_entries
+
+    class Exporter:
+        def locate(self, t):
+            return 0, 128
+
+    assert buffer_entries([torch.ones(3), None, torch.ones(0)], Exporter()) == [[0, 128, 12], None, None]

@@ -12,7 +12,7 @@ from kbench_env.pipeline import rules as rules_mod
 from kbench_env.measure.compare import compare_outputs
 from kbench_env.pipeline.context import Prepared, StageContext
 from kbench_env.pipeline.coverage import TORCH_KERNEL_PREFIXES
-from kbench_env.pipeline.gpu_run import read_output
+from kbench_env.pipeline.gpu_run import input_views, read_output
 from kbench_env.pipeline.linked import own_kernel_names
 from kbench_env.pipeline.nearby import close_miss, matches_nearby
 from kbench_env.pipeline.reports import flag, note_reports
@@ -111,8 +111,8 @@ def instantiate(task: Task, cfg: Config, seed: int, i: int, prepared: dict[str, 
                              inputs=[describe_value(x) for x in inputs])
 
 
-def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: EvalResult, early: dict | None = None,
-             timeout: float = 60.0) -> None:
+def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: EvalResult, early: dict,
+             timeout: float) -> None:
     """Send a configuration's correctness run to the worker; its ConfigResult joins ``result``. Large inputs on a
     GPU are written into the worker's memory (``_write_inputs``); a reply that comes instead of the worker's
     slots for them (its model failed to build, say) is the run's reply, kept in ``early``."""
@@ -125,7 +125,7 @@ def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: Eva
     on_gpu = [x for x in inputs if isinstance(x, torch.Tensor) and x.is_cuda]
     if on_gpu:
         header["ipc_min"] = SHARED_OUTPUT_BYTES
-    shared = early is not None and sum(x.numel() * x.element_size() for x in on_gpu) >= SHARED_INPUT_BYTES
+    shared = sum(x.numel() * x.element_size() for x in on_gpu) >= SHARED_INPUT_BYTES
     if shared:
         header["input_slots"] = [[str(x.dtype).removeprefix("torch."), list(x.shape)]
                                  if isinstance(x, torch.Tensor) and x.is_cuda else None for x in inputs]
@@ -146,22 +146,19 @@ def _write_inputs(worker: Worker, inputs: list, timeout: float, config: str) -> 
     if header.get("type") != msg.READY:
         return header, payload
     slots, handles = header.get("slots"), header.get("handles")
+    written = [x if isinstance(x, torch.Tensor) and x.is_cuda else None for x in inputs]  # (the pipe took the rest)
     try:
         if not isinstance(slots, list) or len(slots) != len(inputs) or not isinstance(handles, list):
             raise IpcError("the worker's input slots do not match the inputs")
         maps = Mappings(_inputs_device(inputs))
         try:
-            for x, slot in zip(inputs, slots):
-                if not (isinstance(x, torch.Tensor) and x.is_cuda and x.numel()):
-                    continue
-                if not (isinstance(slot, list) and len(slot) == 3 and isinstance(slot[0], int)
-                        and 0 <= slot[0] < len(handles) and slot[2] == x.numel() * x.element_size()):
-                    raise IpcError(f"the worker's slot {slot!r} does not fit an input of {list(x.shape)}")
-                maps.bytes_at(handles[slot[0]], slot[1], slot[2]).copy_(x.contiguous().view(-1).view(torch.uint8))
+            for dst, x in zip(input_views(maps, handles, written, slots), written):
+                if dst is not None:
+                    dst.copy_(x.contiguous().view(-1).view(torch.uint8))
             torch.cuda.synchronize(maps.device)  # written before the worker reads
         finally:
             maps.close()
-    except (IpcError, RuntimeError, TypeError, ValueError) as exc:
+    except (WorkerError, IpcError, RuntimeError, TypeError, ValueError) as exc:
         worker.kill()
         raise WorkerError(f"the worker's slots for the inputs of configuration {config!r} could not be written "
                           f"({type(exc).__name__}: {exc}); the worker was stopped") from None

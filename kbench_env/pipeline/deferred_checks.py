@@ -78,8 +78,8 @@ class DeferredChecks:
         self.check, self.defer = check, defer
         self.pool = pool if pool is not None else Pool(BUDGET_BYTES)
         self.kept: list = []  # (call number, output leaves, input leaves)
-        self.kept_bytes = 0
-        # what is kept goes back to the pool when judged, or when this is dropped unjudged (a timing that failed)
+        # the bytes kept, taken from the pool: given back when judged, or when this is dropped unjudged (a timing
+        # that failed); a list, so that the finalizer holds it and not this
         self._held = [0]
         weakref.finalize(self, _give_back, self.pool, self._held)
 
@@ -93,7 +93,6 @@ class DeferredChecks:
         if self.defer and self.pool.take(size):
             self._held[0] += size
             self.kept.append((call, out, _copy(inputs)))
-            self.kept_bytes += size
             return None
         why = self.check(out, inputs)
         return None if why is None else (call, why)
@@ -101,11 +100,10 @@ class DeferredChecks:
     def merge(self, other: DeferredChecks) -> None:
         """Keep ``other``'s checks too (a timing done again: every timed call that was read is judged)."""
         self.kept += other.kept
-        self.kept_bytes += other.kept_bytes
         if other.pool is self.pool:
             self._held[0] += other._held[0]
             other._held[0] = 0
-        other.kept, other.kept_bytes = [], 0
+        other.kept = []
 
     def judge(self) -> tuple[int, str] | None:
         """Judge the kept checks in call order; the first wrong ``(call, why)``, else None. Frees what was kept."""
@@ -116,7 +114,7 @@ class DeferredChecks:
                     return call, why
             return None
         finally:
-            self.kept, self.kept_bytes = [], 0
+            self.kept = []
             _give_back(self.pool, self._held)
 
 

@@ -95,22 +95,42 @@ def mapped_leaves(layout: list, row, maps: Mappings, handle) -> list:
     return leaves
 
 
+def handle_at(handles: list, i) -> str:
+    """The ``i``-th memory handle the worker named; IpcError for an index it did not name."""
+    if not isinstance(i, int) or not 0 <= i < len(handles):
+        raise IpcError(f"the worker named memory handle {i!r} of {len(handles)}")
+    return handles[i]
+
+
+def input_views(maps: Mappings, handles: list, inputs: list, entries, calls: int = 1) -> list:
+    """Per input, a uint8 view of the worker's buffer for ``calls`` copies of it (``entries``: per input, the
+    worker's ``[handle index, offset, bytes]``), None where there is nothing to write (not a tensor, or empty);
+    WorkerError where the worker's buffers do not match the inputs."""
+    if not isinstance(entries, list) or len(entries) != len(inputs):
+        raise WorkerError("the worker's input buffers do not match the configuration's inputs")
+    views = []
+    for x, e in zip(inputs, entries):
+        nbytes = calls * x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
+        if nbytes == 0:
+            views.append(None)
+            continue
+        if not (isinstance(e, list) and len(e) == 3 and e[2] == nbytes):
+            raise WorkerError(f"the worker's buffer for an input of {nbytes} bytes is {e!r}")
+        views.append(maps.bytes_at(handle_at(handles, e[0]), e[1], nbytes))
+    return views
+
+
 def read_output(described: dict, device) -> list:
     """A correctness run's output leaves copied out of the worker's memory, where the worker left them
     (worker/loop._exported: ``layout``, ``row``, ``handles``); the worker's allocations are unmapped again."""
     handles = described.get("handles") if isinstance(described, dict) else None
     if not isinstance(handles, list) or not all(isinstance(h, str) for h in handles):
         raise IpcError("the worker named no memory handles for its output")
-
-    def handle(i) -> str:
-        if not isinstance(i, int) or not 0 <= i < len(handles):
-            raise IpcError(f"the worker named memory handle {i!r} of {len(handles)}")
-        return handles[i]
-
     maps = Mappings(device)
     try:
         out = [t.clone() if isinstance(t, torch.Tensor) else t
-               for t in mapped_leaves(described.get("layout"), described.get("row"), maps, handle)]
+               for t in mapped_leaves(described.get("layout"), described.get("row"), maps,
+                                      lambda i: handle_at(handles, i))]
         torch.cuda.synchronize(maps.device)  # copied before the views go
         return out
     finally:
@@ -142,17 +162,7 @@ class _Run:
             raise WorkerError(f"the worker set up timed blocks of {b!r} calls ({block or 'its choice'} asked)")
         self.handles = list(ready.get("handles") or [])
         self.inputs = BlockInputs(self.originals, self.noise, b, self.device, self.draws)
-        entries = ready.get("inputs") or []
-        if len(entries) != len(self.inputs.originals):
-            raise WorkerError("the worker's input buffers do not match the configuration's inputs")
-        for x, e in zip(self.inputs.originals, entries):
-            nbytes = b * x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
-            if nbytes == 0:  # not a tensor, or an empty one: nothing to write
-                self.dsts.append(None)
-                continue
-            if not (isinstance(e, list) and len(e) == 3 and e[2] == nbytes):
-                raise WorkerError(f"the worker's buffer for an input of {nbytes} bytes per block is {e!r}")
-            self.dsts.append(self.maps.bytes_at(self._handle(e[0]), e[1], nbytes))
+        self.dsts = input_views(self.maps, self.handles, self.inputs.originals, ready.get("inputs") or [], b)
         self.layout, self.outputs = ready.get("layout") or [], ready.get("outputs") or []
         self.method = method
         return b, method
@@ -165,9 +175,7 @@ class _Run:
         self.maps = Mappings(self.device)
 
     def _handle(self, i) -> str:
-        if not isinstance(i, int) or not 0 <= i < len(self.handles):
-            raise IpcError(f"the worker named memory handle {i!r} of {len(self.handles)}")
-        return self.handles[i]
+        return handle_at(self.handles, i)
 
     def block(self, b: int) -> tuple[float, float, str, list, float]:
         """One block: (wall ms by this side's clock, reported ms, method, the staged inputs, ms of this side's

@@ -83,13 +83,12 @@ def set_up_ahead(ctx: StageContext) -> None:
     if ref_times is None:
         return
     t, held = ctx.config.timing, 0
-    budget = AHEAD_SHARE * torch.cuda.get_device_properties(torch.device(ctx.device)).total_memory / (
-        2 * max(1, int(getattr(ctx.hold.lock, "max_shared", 1))))
+    budget = ahead_budget(ctx.device, ctx.hold.lock)
     for cfg in ctx.configs:
         ref, inputs = ref_times[cfg.name].get("gpu"), ctx.prepared[cfg.name].inputs
         if not ref:
             return
-        size = 2 * int(ref["block"]) * sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
+        size = ahead_bytes(int(ref["block"]), inputs)
         if held + size > budget:
             continue
         held += size
@@ -101,6 +100,18 @@ def set_up_ahead(ctx: StageContext) -> None:
                 _checker(ctx, cfg), t.check_calls, ref, ctx.task.backward, input_draws(ctx.task, cfg))
         except Exception:  # noqa: BLE001 - left to the timing, which reports it
             return
+
+
+def ahead_budget(device: str, lock) -> float:
+    """The bytes one candidate's set-ups ahead may take: its share (of twice the shared checks' cap of ``lock``) of
+    AHEAD_SHARE of the device's memory."""
+    return AHEAD_SHARE * torch.cuda.get_device_properties(torch.device(device)).total_memory / (
+        2 * max(1, int(getattr(lock, "max_shared", 1))))
+
+
+def ahead_bytes(block: int, inputs: list) -> int:
+    """What a configuration's block set up ahead is counted as: twice its inputs (its outputs about as many)."""
+    return 2 * block * sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "numel"))
 
 
 def close_ahead(ctx: StageContext) -> None:

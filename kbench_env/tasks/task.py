@@ -220,7 +220,8 @@ class Task:
         mod = self.module(config)
         dtype = DTYPES[config.dtype]
         init_inputs = list(mod.get_init_inputs())
-        inputs = _drawn_on(mod, seed, Device.parse(device)) if Device.parse(device).is_cuda else None
+        where = Device.parse(device)
+        inputs = _drawn_on(mod, seed, where) if where.is_cuda else None
         if inputs is None:
             with seeded(seed):
                 inputs = mod.get_inputs()

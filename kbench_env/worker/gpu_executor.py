@@ -74,6 +74,13 @@ def _buffers(originals: list, block: int) -> tuple[list, list]:
     return big, sets
 
 
+def buffer_entries(buffers: list, exporter: Exporter) -> list:
+    """Per buffer, where the trusted side writes it: ``[handle index, byte offset, bytes]``, or None (no buffer,
+    or an empty one)."""
+    return [[*exporter.locate(t), t.numel() * t.element_size()] if isinstance(t, torch.Tensor) and t.numel() else None
+            for t in buffers]
+
+
 def describe(outs: list, exporter: Exporter) -> tuple[list, list]:
     """The outputs' layout (per leaf of the first call: dtype and dimensions, or a Python number's value) and per
     call, per tensor leaf, [handle index, byte offset, *shape, *strides] ([-1, ...] where a call's leaf does not
@@ -136,8 +143,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     st = _Block(model, big, sets, graph, outs, exporter)
     st.handed = handed
     s.gpu[cfg] = st
-    inputs = [[*exporter.locate(t), t.numel() * t.element_size()] if t is not None and t.numel() else None
-              for t in big]
+    inputs = buffer_entries(big, exporter)
     reply = {"type": msg.GPU_BUFFERS, "config": cfg, "block": block,
              "method": "cuda-graph" if graph is not None else "eager-sync", "inputs": inputs}
     if graph is not None:

@@ -242,18 +242,16 @@ def _input_slots(s: _Session, slots: list, given: list, send) -> list:
     """A RUN's inputs the trusted side writes into this worker's GPU memory rather than sending through the pipe:
     per input, ``[dtype, shape]`` (a tensor made here, its place reply READY names) or None (the value sent).
     Waits for GO: the trusted side has written them."""
-    made, where, exporter = [], [], Exporter()
+    made, exporter = [], Exporter()
     for spec, value in zip(slots, given):
         if spec is None:
             made.append(value)
-            where.append(None)
             continue
         dtype = getattr(torch, str(spec[0]), None)
         if not isinstance(dtype, torch.dtype):
             raise ValueError(f"an input slot of unknown dtype {spec[0]!r}")
-        t = torch.empty([int(n) for n in spec[1]], dtype=dtype, device=s.device)
-        made.append(t)
-        where.append([*exporter.locate(t), t.numel() * t.element_size()] if t.numel() else None)
+        made.append(torch.empty([int(n) for n in spec[1]], dtype=dtype, device=s.device))
+    where = gpu_executor.buffer_entries([t if spec is not None else None for t, spec in zip(made, slots)], exporter)
     torch.cuda.synchronize(s.device)  # allocated before the trusted side writes
     send({"type": msg.READY, "slots": where, "handles": exporter.handles})
     unpack(s.conn.recv_bytes())  # GO: written
