@@ -47,7 +47,9 @@
 #                                     # hold per candidate, GPU idle while candidates wait (hold log), re-timings;
 #                                     # PASSES=cold in one call then PASSES=steady in the next: the same cache
 #                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process;
-#                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor
+#                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor;
+#                                     # CAP=N: N checks on the device at once; GATHER=N: N timings gathered
+#                                     # before the checks step aside
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -236,11 +238,11 @@ survive)  # issue #36: does the reference cache survive 5 consecutive processes 
   ;;
 steady)  # issue #36: cold, then the steady state of a training run (references timed, every source new)
   # PROCS=N: the process executor, N trusted processes sharing the GPU (its lock: checks side by side, timing alone)
-  tag=${CAP:+_cap$CAP}${PROCS:+_p$PROCS}
+  tag=${CAP:+_cap$CAP}${GATHER:+_g$GATHER}${PROCS:+_p$PROCS}
   stamp "rl_batch ${PASSES:-cold,steady}: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, ${PROCS:-1} process(es), holds logged"
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
-    --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
+    --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} ${GATHER:+--gather $GATHER} \
     ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \

@@ -156,6 +156,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     ex = executor or make_executor(devices, cache_dir, options, processes)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
     cpus = [BuilderCPU(ev.builder) for ev in evaluators]
+    # (a training run's executor carries its locks from step to step: each pass counts its own time held)
+    held0 = [getattr(getattr(ev, "_device_lock", None), "held_seconds", None) or 0.0 for ev in evaluators]
     rows, t0 = [], time.perf_counter()
     try:
         for i, r in ex.evaluate_iter([(tasks[t], src) for t, _, src in items], max_workers=len(items), seed=seed):
@@ -183,7 +185,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         ref_cache = evaluators[0].baselines.disk_root is not None if evaluators else None
         # Under shared checks the holds overlap: the lock's own count of the time it was held at all is the figure.
         locks = [ev._device_lock for ev in evaluators]  # noqa: SLF001
-        held = {d: getattr(lock, "held_seconds", None) for d, lock in zip(devices, locks)}
+        held = {d: None if getattr(lock, "held_seconds", None) is None else lock.held_seconds - h0
+                for d, lock, h0 in zip(devices, locks, held0)}
         refs = reference_figures(evaluators)
     finally:
         if executor is None:
@@ -384,6 +387,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
                   f"{f' --shared-checks {args.shared_checks}' if args.shared_checks != 'default' else ''}"
                   f"{f' --shared-cap {args.shared_cap}' if args.shared_cap else ''}"
+                  f"{f' --gather {args.gather}' if args.gather else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}`"]
@@ -440,6 +444,8 @@ def main(argv=None) -> int:
                          "(default: the Evaluator's, on for GPUs and off on the CPU; the bare flag: on)")
     ap.add_argument("--shared-cap", type=int, default=None, help="checks on a device at once under shared checks "
                     "(machine/shared_device_lock.SHARED_CAP; default: the library's)")
+    ap.add_argument("--gather", type=int, default=None, help="timings gathered before the checks on the device are "
+                    "asked to step aside (machine/shared_device_lock.GATHER; default: the library's)")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -471,6 +477,10 @@ def main(argv=None) -> int:
         from kbench_env.machine import shared_device_lock
 
         shared_device_lock.SHARED_CAP = args.shared_cap
+    if args.gather:
+        from kbench_env.machine import shared_device_lock
+
+        shared_device_lock.GATHER = args.gather
     options["backend"], options["format"] = backend, args.format
     if args.consecutive:
         from rl_batch_consecutive import consecutive

@@ -148,6 +148,74 @@ def test_shared_holders_are_capped():
     lock.release()
 
 
+def _exclusive_holder(lock, order: list, name: str) -> threading.Thread:
+    def hold():
+        with lock:
+            order.append(name)
+
+    t = threading.Thread(target=hold, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["file", "threads-only"])
+def test_gathered_timings_ask_together_and_follow_one_another(tmp_path, which):
+    lock = SharedDeviceLock(_paths(tmp_path)[which], gather=2, gather_s=600.0)
+    order: list = []
+    lock.acquire(shared=True)
+    try:
+        first = _exclusive_holder(lock, order, "first")
+        _wait_until(lambda: lock._gathering == 1)  # noqa: SLF001 - ready, gathering
+        time.sleep(0.05)
+        asked_alone = lock.exclusive_waiting()  # one of two: the shared holder is not asked yet
+        also_in = lock.acquire(blocking=False, shared=True)  # nor are new shared holders kept out
+        if also_in:
+            lock.release()
+        second = _exclusive_holder(lock, order, "second")
+        _wait_until(lambda: lock._writers_waiting == 2)  # noqa: SLF001 - both ask now
+        asked_together = lock.exclusive_waiting()
+        reader = threading.Thread(target=lambda: (lock.acquire(shared=True), order.append("shared"),
+                                                  lock.release()), daemon=True)
+        reader.start()
+        _wait_until(lambda: reader.is_alive())
+    finally:
+        lock.release()
+    for t in (first, second, reader):
+        t.join(30)
+    assert not asked_alone and also_in and asked_together
+    assert sorted(order[:2]) == ["first", "second"] and order[2] == "shared"  # no check between the two timings
+
+
+def test_a_gathering_timing_asks_once_it_has_waited_long_enough():
+    lock = SharedDeviceLock(None, gather=3, gather_s=0.2)
+    lock.acquire(shared=True)
+    order: list = []
+    try:
+        writer = _exclusive_holder(lock, order, "timing")
+        _wait_until(lock.exclusive_waiting)  # alone, it asks after gather_s
+    finally:
+        lock.release()
+    writer.join(30)
+    assert order == ["timing"]
+
+
+@pytest.mark.parametrize("shared_first", [False, True], ids=["device free", "the checks leave"])
+def test_a_gathering_timing_does_not_wait_once_no_check_holds_the_device(shared_first):
+    lock = SharedDeviceLock(None, gather=3, gather_s=600.0)
+    order: list = []
+    if shared_first:
+        lock.acquire(shared=True)
+        writer = _exclusive_holder(lock, order, "timing")
+        _wait_until(lambda: lock._gathering == 1)  # noqa: SLF001
+        lock.release()
+    else:
+        writer = _exclusive_holder(lock, order, "timing")
+    writer.join(30)  # (it would wait 600 s to gather)
+    assert order == ["timing"]
+    assert lock.acquire(blocking=False)
+    lock.release()
+
+
 def _shared_at_barrier(path: str, barrier) -> None:
     lock = SharedDeviceLock(path)
     lock.acquire(shared=True)
