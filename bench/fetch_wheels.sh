@@ -15,7 +15,8 @@
 # are fetched here, pinned to the versions the CPU tests pass with, each with --no-deps (2.3 MB in all). pyarrow and
 # pandas would be ~70 MB together, over the 64 MiB a device call carries: rely on the image's. The serve extra's
 # packages (starlette, uvicorn, websockets; httpx and its own needs pinned to what the CPU tests use) come too, for
-# `kbench serve` on the GPU (bench/rl_batch.py --serve).
+# `kbench serve` on the GPU (bench/rl_batch.py --serve). py-spy (3 MB): the trusted process sampled in a GPU run
+# (bench/gpu_session.sh steady with PROFILE).
 #
 # "inspect": inspect-ai 0.3.285 and what it needs that the image lacks (pydantic and fastapi among them; the image's
 # list is in the device library's KINDS.md), gymnasium for the env, and, as version floors, anyio, typing-extensions,
@@ -31,12 +32,13 @@ mkdir -p "$DEST"
 PIP=${PIP:-python3 -m pip}
 PLATFORM_ARGS=(--python-version 3.12 --implementation cp
                --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+               --platform manylinux_2_5_x86_64
                --only-binary=:all: --no-deps)
 case "$SET" in
   train)
     PKGS=(trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 gymnasium==1.4.0 farama-notifications==0.0.6
           starlette==1.10.0 uvicorn==0.54.0 websockets==17.4 httpx==0.28.1 httpcore==1.0.9 h11==0.16.0
-          anyio==4.16.0 sniffio==1.3.1 click==8.5.1) ;;
+          anyio==4.16.0 sniffio==1.3.1 click==8.5.1 py-spy==0.4.3) ;;
   inspect)
     PKGS=(inspect-ai==0.3.285 gymnasium==1.4.0 farama-notifications==0.0.6
           agent-client-protocol==0.12.1 annotated-types==0.8.0 beautifulsoup4==4.15.0 boto3==1.43.117

@@ -48,8 +48,8 @@
 #                                     # PASSES=cold in one call then PASSES=steady in the next: the same cache
 #                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process;
 #                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor;
-#                                     # CAP=N: N checks on the device at once; GATHER=N: N timings gathered
-#                                     # before the checks step aside
+#                                     # CAP=N: N checks on the device at once; PROFILE=idle|gil: the trusted
+#                                     # process sampled (py-spy)
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -238,11 +238,15 @@ survive)  # issue #36: does the reference cache survive 5 consecutive processes 
   ;;
 steady)  # issue #36: cold, then the steady state of a training run (references timed, every source new)
   # PROCS=N: the process executor, N trusted processes sharing the GPU (its lock: checks side by side, timing alone)
-  tag=${CAP:+_cap$CAP}${GATHER:+_g$GATHER}${PROCS:+_p$PROCS}
+  tag=${CAP:+_cap$CAP}${PROCS:+_p$PROCS}
   stamp "rl_batch ${PASSES:-cold,steady}: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, ${PROCS:-1} process(es), holds logged"
-  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) python3 bench/rl_batch.py \
+  # PROFILE=idle (every thread, waiting or not) or gil (the thread holding the interpreter): the trusted process
+  # sampled by py-spy at $RATE a second (default 20), its stacks folded into $OUT/profile$tag.txt
+  # (bench/probes/profile_summary.py reads it)
+  spy=${PROFILE:+/tmp/site/bin/py-spy record -r ${RATE:-20} --threads --$PROFILE -f raw -o $OUT/profile$tag.txt --}
+  KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) $spy python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
-    --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} ${GATHER:+--gather $GATHER} \
+    --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
     ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \

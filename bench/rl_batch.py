@@ -77,10 +77,13 @@ def proc_cpu_seconds(pid: int) -> float | None:
 
 
 class BuilderCPU:
-    """Samples the evaluator's builder process (which may be restarted) and keeps the CPU seconds per pid."""
+    """Samples the evaluator's builder process (which may be restarted) and keeps the CPU seconds per pid, from the
+    pass's start (a training run's builder lives on from step to step: what it spent before is not this pass's)."""
 
     def __init__(self, builder):
         self.builder, self.seen, self._stop = builder, {}, threading.Event()
+        pid = builder.pid
+        self.before = {pid: proc_cpu_seconds(pid) or 0.0} if pid else {}
         self._t = threading.Thread(target=self._loop, daemon=True)
         self._t.start()
 
@@ -99,7 +102,7 @@ class BuilderCPU:
         self.sample()
         self._stop.set()
         self._t.join()
-        return sum(self.seen.values())
+        return sum(s - self.before.get(pid, 0.0) for pid, s in self.seen.items())
 
 
 def pct(xs: list, q: float) -> float:
@@ -387,7 +390,6 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
                   f"{f' --shared-checks {args.shared_checks}' if args.shared_checks != 'default' else ''}"
                   f"{f' --shared-cap {args.shared_cap}' if args.shared_cap else ''}"
-                  f"{f' --gather {args.gather}' if args.gather else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}`"]
@@ -444,8 +446,6 @@ def main(argv=None) -> int:
                          "(default: the Evaluator's, on for GPUs and off on the CPU; the bare flag: on)")
     ap.add_argument("--shared-cap", type=int, default=None, help="checks on a device at once under shared checks "
                     "(machine/shared_device_lock.SHARED_CAP; default: the library's)")
-    ap.add_argument("--gather", type=int, default=None, help="timings gathered before the checks on the device are "
-                    "asked to step aside (machine/shared_device_lock.GATHER; default: the library's)")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -477,10 +477,6 @@ def main(argv=None) -> int:
         from kbench_env.machine import shared_device_lock
 
         shared_device_lock.SHARED_CAP = args.shared_cap
-    if args.gather:
-        from kbench_env.machine import shared_device_lock
-
-        shared_device_lock.GATHER = args.gather
     options["backend"], options["format"] = backend, args.format
     if args.consecutive:
         from rl_batch_consecutive import consecutive

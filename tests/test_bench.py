@@ -275,3 +275,45 @@ def test_a_training_steps_source_differs_in_its_kernel_text():
     one, two = step_source(cuda, 1), step_source(cuda, 2)
     assert one != two and "step 1 */ #include" in one and one.count("__global__") == 1
     assert step_source("def f():\n    return 1\n", 3).endswith("# kbench rl_batch step 3\n")
+
+
+def test_rl_batch_counts_a_long_lived_builders_cpu_from_the_pass_start():
+    """A training run's builder lives from step to step: a pass's build CPU-seconds are what it spent during the
+    pass, not since it started (step 2 read twice step 1's before)."""
+    import os
+    import time
+
+    from bench.rl_batch import BuilderCPU, proc_cpu_seconds
+
+    class Builder:  # this process stands in for the builder
+        pid = os.getpid()
+
+    end = time.process_time() + 0.5
+    while time.process_time() < end:  # spent before the pass
+        pass
+    spent_before = proc_cpu_seconds(os.getpid())
+    cpu = BuilderCPU(Builder())
+    end = time.process_time() + 0.2
+    while time.process_time() < end:  # spent during it
+        pass
+    counted = cpu.stop()
+    assert spent_before >= 0.5
+    assert 0.1 <= counted < 0.45, counted
+
+
+def test_profile_summary_counts_a_function_once_per_stack_and_filters_by_a_frame(tmp_path, capsys):
+    from bench.probes.profile_summary import main
+
+    folded = tmp_path / "profile.txt"
+    folded.write_text("thread (11): ThreadPoolExecutor-0_1;run (a.py:3);f (a.py:10);f (a.py:12);g (b.py:1) 5\n"
+                      "thread (12): ThreadPoolExecutor-0_2;run (a.py:3);h (c.py:2) 3\n"
+                      "thread (13): MainThread;main (m.py:1) 2\n")
+    assert main([str(folded), "--top", "10"]) == 0
+    table = {line.split("`")[1]: line.split("|")[1:4] for line in capsys.readouterr().out.splitlines()
+             if line.startswith("| ") and "`" in line}
+    assert [x.strip() for x in table["f (a.py)"]] == ["5", "50.0", "0"]  # two frames of f in one stack: once
+    assert [x.strip() for x in table["g (b.py)"]] == ["5", "50.0", "5"]
+    assert [x.strip() for x in table["run (a.py)"]] == ["8", "80.0", "0"]
+    assert main([str(folded), "--under", "h (c.py"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("3 samples through") and "`f (a.py)`" not in out

@@ -6,6 +6,7 @@ timing's per-pair log ratios are kept (pair_stats.log_ratios of its blocks' per-
 
     python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift.json
     RESLOT=16 python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift_reslot.json
+    NOFREEZE=1 python bench/probes/paired_drift.py level1/rms_norm 5 4 /tmp/drift_nofreeze.json
 
 Prints per configuration: the sd of a timing's median log ratio between timings in one worker pair, the sd of the
 half-timing medians' difference (over sqrt 2: one half's sd if the halves are independent), the mean lag-1
@@ -68,6 +69,20 @@ if RESLOT or EVERY:
 
     blocks._Run.timed = reslotting
 
+# NOFREEZE=1: the workers are never stopped (sandbox/memory.py Freezer's freeze, settle and thaw do nothing): a
+# worker waits for its next request on its pipe instead, as an honest one does. Whether the per-timing effect goes
+# with the stops (which core a thawed worker's threads come back on, its caches after a stop). For honest code
+# alone: a worker that runs between its blocks is no longer held still.
+if __import__("os").environ.get("NOFREEZE"):
+    from kbench_env.sandbox import memory
+
+    def _mark(frozen):
+        def f(self, *a, **kw):
+            self.frozen = frozen
+        return f
+
+    memory.Freezer.freeze, memory.Freezer.thaw = _mark(True), _mark(False)
+    memory.Freezer.settle = lambda self, *a, **kw: None
 
 paired.time_paired = k_times
 # PAIR_SECONDS=S: each timing's pairing time (paired.PAIR_SECONDS by default)

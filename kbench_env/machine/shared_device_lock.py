@@ -17,13 +17,6 @@ whether the gate is free (a non-blocking ``LOCK_SH`` taken and dropped at once, 
 waits while it is not. Without the gate a process whose shared holders follow one another keeps ``LOCK_SH`` for
 as long as they keep coming (its threads hand the file lock on among themselves), and another process's timing
 waits for all of them: a writer starved for as long as the other process has checks to run.
-
-Gathering (``gather`` above 1): an exclusive holder that finds this process's shared holders on the device does not
-ask them to step aside at once; it waits, the device still theirs, until ``gather`` exclusive holders are ready, one
-of them has waited ``gather_s``, another exclusive holder asks or holds already, or the shared holders have left.
-Then the ready ones ask together and follow one another, so the shared holders step aside once for several timings:
-each stepping aside costs the time the slowest of them takes to reach the end of its step, during which the device
-does less than it could.
 """
 
 from __future__ import annotations
@@ -39,10 +32,6 @@ from kbench_env.machine.device_lock import DeviceLock, log_hold
 #: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
 #: the device together.
 SHARED_CAP = 4
-#: Exclusive holders gathered before the shared ones are asked to step aside, and the longest one waits to gather
-#: (seconds), by default: 1, no gathering.
-GATHER = 1
-GATHER_S = 1.0
 #: How often a shared holder held back by another process's waiting exclusive holder looks at the gate again
 #: (seconds): the other process cannot wake it.
 GATE_POLL_S = 0.005
@@ -57,12 +46,9 @@ class SharedDeviceLock(DeviceLock):
     all (shared or exclusive; overlapping holds count once).
     """
 
-    def __init__(self, path=None, max_shared: int | None = None, gather: int | None = None,
-                 gather_s: float | None = None):
+    def __init__(self, path=None, max_shared: int | None = None):
         super().__init__(path)
         max_shared = SHARED_CAP if max_shared is None else max_shared  # read now: a bench run may set it
-        self.gather = max(1, GATHER if gather is None else gather)
-        self.gather_s = GATHER_S if gather_s is None else gather_s
         if max_shared < 1:
             raise ValueError(f"SharedDeviceLock: max_shared must be at least 1, not {max_shared}")
         self._failed = path is None  # no lock file: this process's threads only
@@ -71,7 +57,6 @@ class SharedDeviceLock(DeviceLock):
         self._shared = 0  # this process's shared holders
         self._exclusive = False  # this process's exclusive holder (also while it waits for the file lock)
         self._writers_waiting = 0
-        self._gathering = 0  # exclusive holders ready but not yet asking (``gather``)
         self._file_busy = False  # the first shared holder is taking LOCK_SH: the others wait for it
         self._held_since: float | None = None
         self.held_seconds = 0.0
@@ -105,11 +90,7 @@ class SharedDeviceLock(DeviceLock):
 
     def _acquire_exclusive(self, blocking: bool) -> bool:
         with self._cond:
-            if self.gather > 1 and blocking:
-                self._gather()
             self._writers_waiting += 1
-            if self._gathering:
-                self._cond.notify_all()  # the ones still gathering follow this one
             try:
                 if not self._wait(lambda: not (self._exclusive or self._shared or self._file_busy), blocking):
                     return False
@@ -128,22 +109,6 @@ class SharedDeviceLock(DeviceLock):
             self._exclusive = False
             self._cond.notify_all()
         return False
-
-    def _gather(self) -> None:
-        """Wait (the condition held) until this exclusive holder may ask the shared ones to step aside: ``gather``
-        of them ready, ``gather_s`` passed, another one asking or holding, or no shared holder left."""
-        self._gathering += 1
-        self._cond.notify_all()  # the others gathering count again
-        deadline = time.monotonic() + self.gather_s
-        try:
-            while (self._shared and not (self._writers_waiting or self._exclusive)
-                   and self._gathering < self.gather):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-        finally:
-            self._gathering -= 1
 
     def _acquire_shared(self, blocking: bool) -> bool:
         def may_enter():  # (the gate last: its probe is two system calls)
