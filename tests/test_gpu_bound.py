@@ -138,6 +138,27 @@ def test_one_burst_among_timings_under_the_bound_flags_nothing(monkeypatch):
     assert len(calls) == 3 and got.ratio == 3.5 and not got.flagged
 
 
+@pytest.mark.parametrize("ratios, again", [([0.7], 0.0), ([3.6, 0.7], 2.0), ([1.2, 1.1, 1.3], 4.0)])
+def test_the_timings_after_the_first_are_counted_apart(monkeypatch, ratios, again):
+    """``again_seconds``: what the timings after the first took (the phase ``timing_again``), each fake timing 2 s
+    of a fake clock."""
+    clock = [0.0]
+    calls = []
+
+    def fake(*a, **k):
+        r = ratios[len(calls)]
+        calls.append(r)
+        clock[0] += 2.0
+        out = GpuTiming(block=8, method="cuda-graph", ratio=r, flagged=r > gpu_blocks.FLAG_RATIO)
+        out.timing = gpu_blocks.Timing(1.0, 0.1, 40, [1.0])
+        return out
+
+    monkeypatch.setattr(gpu_blocks, "time_gpu", fake)
+    monkeypatch.setattr(gpu_blocks.time, "perf_counter", lambda: clock[0])
+    got = gpu_blocks.time_gpu_retimed()
+    assert calls == ratios and got.again_seconds == again
+
+
 def test_the_gpu_stopping_rule():
     from kbench_env.measure.stats import gpu_blocks_done
 

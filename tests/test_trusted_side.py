@@ -235,3 +235,27 @@ def test_a_timing_stops_once_its_median_is_precise():
     assert not timing.median_is_precise(steady[:4], 0.005)  # at least 5 blocks
     assert not timing.median_is_precise(noisy, 0.005)
     assert timing.median_is_precise(noisy, 0.05)
+
+
+def test_a_configuration_whose_gpu_draw_failed_is_drawn_on_the_cpu_without_trying_again(monkeypatch):
+    """Task.instantiate tries a configuration's draw on the GPU (task._drawn_on) until it fails once; from then on
+    that configuration is drawn on the CPU straight away, the others still tried on the GPU. The GPU here is a
+    stand-in: ``_drawn_on`` fails for one configuration, and the inputs stay where they are drawn."""
+    from kbench_env.tasks import task as task_mod
+
+    task = resolve_task("level1/relu")
+    failing, other = task.configs[0], task.configs[1]
+    tried = []
+
+    def drawn_on(mod, seed, device):
+        tried.append(mod)
+        return None if mod is task.module(failing) else list(mod.get_inputs())
+
+    monkeypatch.setattr(task_mod, "_drawn_on", drawn_on)
+    monkeypatch.setattr(task_mod, "cast_input", lambda x, dtype, device: x)
+    for seed in (1, 2, 3):
+        _, _, a = task.instantiate(failing, seed, "cuda")
+        _, _, b = task.instantiate(other, seed, "cuda")
+        assert a and b
+    assert tried.count(task.module(failing)) == 1 and tried.count(task.module(other)) == 3
+    assert "_drawn_on_cpu" not in task.__getstate__()  # another process tries for itself

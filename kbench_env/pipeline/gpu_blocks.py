@@ -88,6 +88,7 @@ class GpuTiming:
     flagged: bool = False
     short: bool = False  # timed in blocks shrunk for a slow candidate that ran shorter than SHORT_SHARE allows
     set_up_seconds: float = 0.0  # the blocks' set-up and warm-up in this timing (none where made ahead), all timings'
+    again_seconds: float = 0.0  # the timings after the first (time_gpu_retimed): what a paid bound or a short run cost
     check_seconds: float = 0.0
     deferred: DeferredChecks | None = None  # read outputs not judged yet (deferred_checks.py)
 
@@ -257,10 +258,13 @@ def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
     if ahead is not None and ahead.reference != kwargs.get("reference"):
         ahead.close()
         ahead = None
-    timings, kept, shrink, set_up = [], None, True, 0.0
+    timings, kept, shrink, set_up, again, first = [], None, True, 0.0, 0.0, True
     while len(timings) < RETIMINGS:
+        t0 = time.perf_counter()
         got = time_gpu(*args, ahead=ahead, shrink=shrink, **kwargs)
-        ahead = None
+        again += 0.0 if first else time.perf_counter() - t0
+        ahead, first = None, False
+        got.again_seconds = again
         set_up = got.set_up_seconds = set_up + got.set_up_seconds
         if got.deferred is not None:  # every timing's read outputs are judged, the one that counts or not
             if kept is None:
@@ -280,5 +284,5 @@ def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
     timings.sort(key=lambda t: t.ratio)
     paid = timings[(len(timings) - 1) // 2]
     paid.flagged = all(t.flagged for t in timings)
-    paid.deferred, paid.set_up_seconds = kept, set_up
+    paid.deferred, paid.set_up_seconds, paid.again_seconds = kept, set_up, again
     return paid

@@ -268,6 +268,7 @@ def _time_on_trusted_clock(ctx: StageContext, cfg: Config, cr, ref: dict, deferr
     add_phase(result, "timed_output_checks", bt.check_seconds)
     if isinstance(bt, gpu_blocks.GpuTiming):  # the timed blocks' set-up inside the exclusive hold (not made ahead)
         add_phase(result, "timing_set_up", bt.set_up_seconds)
+        add_phase(result, "timing_again", bt.again_seconds)  # the timings after the first (gpu_blocks.RETIMINGS)
     if bt.wrong is not None:
         _wrong(result, cfg, bt.wrong_call, bt.wrong)
         return False

@@ -174,7 +174,7 @@ class Task:
     derive: Any = field(default=None, repr=False, compare=False)
 
     def __getstate__(self):  # built modules and drawn pools stay behind (a task travels to other processes without)
-        return {k: v for k, v in self.__dict__.items() if k not in ("_modules", "_draws")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_modules", "_draws", "_drawn_on_cpu")}
 
     # ------------------------------------------------------------------ configurations
     def configs_for(self, device: str) -> list[Config]:
@@ -221,7 +221,11 @@ class Task:
         dtype = DTYPES[config.dtype]
         init_inputs = list(mod.get_init_inputs())
         where = Device.parse(device)
-        inputs = _drawn_on(mod, seed, where) if where.is_cuda else None
+        # a configuration whose draw failed on the GPU once is drawn on the CPU from then on (not tried again)
+        cpu_only = self.__dict__.setdefault("_drawn_on_cpu", set())
+        inputs = _drawn_on(mod, seed, where) if where.is_cuda and config.name not in cpu_only else None
+        if inputs is None and where.is_cuda:
+            cpu_only.add(config.name)
         if inputs is None:
             with seeded(seed):
                 inputs = mod.get_inputs()
