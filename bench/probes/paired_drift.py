@@ -8,6 +8,7 @@ timing's per-pair log ratios are kept (pair_stats.log_ratios of its blocks' per-
     RESLOT=16 python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift_reslot.json
     NOFREEZE=1 python bench/probes/paired_drift.py level1/rms_norm 5 4 /tmp/drift_nofreeze.json
     MALLOC=1 python bench/probes/paired_drift.py level1/rms_norm 5 4 /tmp/drift_malloc.json
+    NOSAMPLER=1 python bench/probes/paired_drift.py level1/rms_norm 5 4 /tmp/drift_nosampler.json
 
 Prints per configuration: the sd of a timing's median log ratio between timings in one worker pair, the sd of the
 half-timing medians' difference (over sqrt 2: one half's sd if the halves are independent), the mean lag-1
@@ -98,6 +99,14 @@ if __import__("os").environ.get("MALLOC"):
     environment._SERVER_PREFIX_KEEP = (*environment._SERVER_PREFIX_KEEP, "MALLOC_")
     _os.environ["MALLOC_MMAP_THRESHOLD_"] = str(32 << 20)
     _os.environ["MALLOC_TRIM_THRESHOLD_"] = str(4 << 30)
+
+# NOSAMPLER=1: no CPU sampler (timing._cpu_sampler gives none): the perf events that sample the candidate's worker
+# after a timing's pairs (for the kernel coverage's bound) are enabled until the configuration's timing ends, so
+# in this probe they stay on through its later timings of the configuration. Whether they are what moves those.
+if __import__("os").environ.get("NOSAMPLER"):
+    from kbench_env.pipeline import timing as _timing
+
+    _timing._cpu_sampler = lambda ctx: ([path for path, _ in ctx.worker.linked()], None)
 
 paired.time_paired = k_times
 # PAIR_SECONDS=S: each timing's pairing time (paired.PAIR_SECONDS by default)
