@@ -11,8 +11,9 @@ precompiled header can make a build faster, never different. The scratch directo
 can write it) and is removed with it (client.Builder.close).
 
 The same directory keeps the binding objects of earlier builds (reused when a build's binding file and flags are
-the same, the module's name apart where the file uses it only to name the module: name_free) and the precompiled shared starts of nvcc's host compiles (``host_prefix``, builder/nvcc_steps.py: a
-candidate's own includes among them, so at most ``MAX_HOST_PREFIXES`` are kept, the least recently used dropped).
+the same, the module's name apart where the file uses it only to name the module: name_free) and the precompiled
+shared starts of nvcc's host compiles (``host_prefix``, builder/nvcc_steps.py: a candidate's own includes among
+them, so at most ``MAX_HOST_PREFIXES`` are kept, the least recently used dropped).
 """
 
 from __future__ import annotations
