@@ -10,14 +10,17 @@ an empty build store (cold) unless --warm: then each solution is built a second 
 source that leaves its headers alone (what an RL batch of distinct candidates for one task sees).
 
     python bench/build_cost.py [solution.py ...] [--out bench/results/build_cost_cpu.md] [--warm [--renamed]]
-                               [--compare] [--wall]
+                               [--compare | --compare-renamed] [--no-renamed-reuse] [--wall]
 
 With --compare each build is made twice, one after the other: "before" with nvcc compiling the device code whole
 (--no-steps), "after" with the builder's stepped compile (builder/nvcc_steps.py: the host step against a
 precompiled shared start), each configuration with its own build store and precompiled heads.
-With --renamed the distinct candidate also names its extension anew (its binding file compiled afresh, as for a
-policy's new sample); with --wall every command runs as the builder runs it (ninja's targets and the stepped device
-code side by side), so the wall times are the builder's, and no per-step table is made.
+With --renamed the distinct candidate also names its extension anew, as a policy's new sample may: its binding
+object is reused, its init function renamed, where the file names the module only in PYBIND11_MODULE
+(pch.name_free), and compiled afresh with --no-renamed-reuse; --compare-renamed makes each build without (before)
+and with (after) that reuse, both with the stepped compile. With --wall every command runs as the builder runs it
+(ninja's targets and the stepped device code side by side), so the wall times are the builder's, and no per-step
+table is made.
 """
 
 from __future__ import annotations
@@ -204,15 +207,22 @@ def build_one(path: Path, store_root: str, workdir: Path, salt: str = "", label:
 def _runs(args, paths: list, d: str) -> list:
     """Every build, in order: per source its first build then (--warm) a distinct candidate, and with --compare the
     builder without and with the stepped device code one after the other (the load lands on both)."""
-    configs = [("before", False), ("after", True)] if args.compare else [("", not args.no_steps)]
+    # (label, stepped device code, a binding object reused for a module named anew)
+    if args.compare_renamed:
+        configs = [("before", True, False), ("after", True, True)]
+    elif args.compare:
+        configs = [("before", False, True), ("after", True, True)]
+    else:
+        configs = [("", not args.no_steps, not args.no_renamed_reuse)]
     # One builder process per configuration: its precompiled heads (made by the first build needing one) serve the rest.
-    headers = {c: None if args.no_pch else pch.BindingHeaders(os.path.join(d, f"pch-{c or 'one'}")) for c, _ in configs}
-    results, stepped_code = [], torch_ext._device_code_in_steps
+    headers = {c[0]: None if args.no_pch else pch.BindingHeaders(os.path.join(d, f"pch-{c[0] or 'one'}"))
+               for c in configs}
+    results, stepped_code, name_free = [], torch_ext._device_code_in_steps, pch.name_free
     try:
         for p in paths:
             results += _source_runs(args, p, d, configs, headers, stepped_code)
     finally:
-        torch_ext._device_code_in_steps = stepped_code
+        torch_ext._device_code_in_steps, pch.name_free = stepped_code, name_free
     return results
 
 
@@ -220,11 +230,13 @@ def _source_runs(args, p: Path, d: str, configs: list, headers: dict, stepped_co
     """One source's builds: its first and (--warm) a distinct candidate's, in each configuration (the builder's
     stepped device code, or nvcc's own device compile where the configuration turns the steps off)."""
     results = []
-    stores = {c: tempfile.mkdtemp(dir=d) for c, _ in configs}  # cold: nothing built before
+    stores = {c[0]: tempfile.mkdtemp(dir=d) for c in configs}  # cold: nothing built before
+    name_free = pch.name_free
     for salt, label in [("", p.stem)] + ([("\n// a distinct candidate\n", p.stem + " (2nd, new kernel)")]
                                         if args.warm else []):
-        for c, stepped in configs:
+        for c, stepped, renamed_reuse in configs:
             torch_ext._device_code_in_steps = stepped_code if stepped else (lambda *a, **k: None)
+            pch.name_free = name_free if renamed_reuse else (lambda text: False)
             load = os.getloadavg()[0]
             r = build_one(p, stores[c], Path(d), salt=salt, label=f"{c}: {label}" if c else label,
                           headers=headers[c], rename="_2" if salt and args.renamed else "", wall=args.wall)
@@ -274,6 +286,11 @@ def main(argv=None) -> int:
                     "(side by side where it runs them so), for wall times; no per-step table")
     ap.add_argument("--compare", action="store_true", help="each build without (before) and with (after) the "
                     "stepped device code, one after the other")
+    ap.add_argument("--no-renamed-reuse", action="store_true", help="a binding file compiled afresh for a module "
+                    "named anew (as it was), not its object reused renamed (pch.name_free)")
+    ap.add_argument("--compare-renamed", action="store_true", help="as --compare, but before is the builder "
+                    "without the binding object reused for a module named anew (--no-renamed-reuse), after with it; "
+                    "both step the device code (use with --warm --renamed)")
     args = ap.parse_args(argv)
     if args.no_narrow:
         CudaBackend.narrow_cuda_sources = lambda self, cuda_sources: None
@@ -285,6 +302,7 @@ def main(argv=None) -> int:
     lines = [f"### {args.title or 'build cost'} ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
              f"{platform.machine()}, {os.cpu_count()} cores)", "",
              f"`python bench/build_cost.py {' '.join(sys.argv[1:] if argv is None else argv)}`", ""]
+    args.compare = args.compare or args.compare_renamed
     if args.compare:
         lines += _summary(results) + ([""] + _summary(results, "wall") if args.wall else []) + [""]
     lines += ["| build | step | CPU s (user+sys) | wall s |", "| --- | --- | --- | --- |"]

@@ -149,16 +149,19 @@ def fake_ninja(monkeypatch, tmp_path):
     return built
 
 
-def _kb(kernel: str, name: str = "m") -> dict:
-    return requests.normalise({"kind": "inline", "name": name, "cpp_sources": "torch::Tensor f(torch::Tensor x);",
+def _kb(kernel: str, name: str = "m", cpp: str = "") -> dict:
+    return requests.normalise({"kind": "inline", "name": name,
+                               "cpp_sources": "torch::Tensor f(torch::Tensor x);" + cpp,
                                "cuda_sources": "torch::Tensor f(torch::Tensor x) { return x; }\n" + kernel,
                                "functions": ["f"]})
 
 
-def test_a_binding_compiled_before_is_reused_by_a_distinct_candidate(tmp_path, fake_ninja):
+def test_a_binding_compiled_before_is_reused_by_a_distinct_candidate(tmp_path, fake_ninja, monkeypatch):
     heads = pch.BindingHeaders(str(tmp_path / "scratch"))
     heads.header_for = lambda head, flags, timeout: None  # no precompiled head: only the objects are under test
     store = Store(str(tmp_path / "store"))
+    renamed: list = []  # (the object, the module it is renamed for): the objects here are not real ones
+    monkeypatch.setattr(pch, "rename_module", lambda path, name, timeout: renamed.append((path, name)) or True)
 
     def build(req):
         fake_ninja.clear()
@@ -168,11 +171,28 @@ def test_a_binding_compiled_before_is_reused_by_a_distinct_candidate(tmp_path, f
     assert build(_kb("// one")) == ["main.o", "cuda.cuda.o"]
     assert build(_kb("// two")) == ["cuda.cuda.o"]  # the same binding file and flags: its object is reused
     assert heads.objects_reused == 1
-    assert build(_kb("// three", name="other")) == ["main.o", "cuda.cuda.o"]  # another module name: compiled
+    # another module name: the object is reused with its init function renamed (the file names the module only
+    # in PYBIND11_MODULE)
+    assert build(_kb("// three", name="other")) == ["cuda.cuda.o"]
+    assert [n for _, n in renamed] == ["m", "other"] and all(p.endswith("/main.o") for p, _ in renamed)
+    # a binding file that uses the name otherwise is compiled for each name
+    other_use = "\nconst char* kb_mod = PYBIND11_TOSTRING(TORCH_EXTENSION_NAME);"
+    assert build(_kb("// five", name="fifth", cpp=other_use)) == ["main.o", "cuda.cuda.o"]
+    assert build(_kb("// six", name="sixth", cpp=other_use)) == ["main.o", "cuda.cuda.o"]
     # a candidate whose device code fails keeps its binding for the next plan and the next candidate
     with pytest.raises(CompileError):
         build(_kb("// FAIL", name="third"))
     assert build(_kb("// four", name="third")) == ["cuda.cuda.o"]
+
+
+def test_only_a_file_that_names_the_module_in_pybind11_module_alone_is_name_free():
+    bind = "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\nm.def(\"f\", &f);\n}"
+    assert pch.name_free("int f();\n" + bind)
+    assert not pch.name_free("int f();\n")  # no module: nothing to rename
+    assert not pch.name_free("PYBIND11_MODULE(kb_fixed, m) {}")
+    for use in ('const char* n = PYBIND11_TOSTRING(TORCH_EXTENSION_NAME);', "TORCH_LIBRARY(TORCH_EXTENSION_NAME, m) {}",
+                "#ifdef TORCH_EXTENSION_NAME\n#endif", "#define N TORCH_##EXTENSION_NAME"):
+        assert not pch.name_free(use + "\n" + bind), use
 
 
 def test_a_binding_object_is_kept_only_when_ninja_finished_it(tmp_path):

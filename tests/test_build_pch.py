@@ -124,3 +124,26 @@ def test_the_confined_builder_precompiles_and_reuses_the_head(tmp_path):
     header = str(made[0])[:-len(".gch")]
     assert f"-include {header}" not in (Path(first["path"]).parent / "build.ninja").read_text()
     assert f"-include {header}" in (Path(second["path"]).parent / "build.ninja").read_text()
+
+
+def test_a_binding_object_serves_a_module_named_anew(tmp_path):
+    """A distinct candidate that names its extension anew (as another policy sample does) reuses the binding object
+    of the same file compiled for another name, its init function renamed (pch.name_free, rename_module): the
+    library exports only the new module's init function and imports and runs under the new name."""
+    import importlib.util
+    import subprocess
+
+    store, headers = Store(str(tmp_path / "store")), pch.BindingHeaders(str(tmp_path / "pch"))
+    headers.header_for = lambda head, flags, timeout: None  # no precompiled head: only the object is under test
+    first = torch_ext.build(_cpu_request("kb_named_a", "return x + 1;"), CpuBackend(), store, {}, 600.0, 1 << 30,
+                            pch=headers)
+    second = torch_ext.build(_cpu_request("kb_named_b", "return x + 1;"), CpuBackend(), store, {}, 600.0, 1 << 30,
+                             pch=headers)
+    assert headers.objects_reused == 1 and first["unit"] != second["unit"]
+    assert "build main.o" not in (Path(second["path"]).parent / "build.ninja").read_text()
+    exported = subprocess.run(["nm", "-D", "--defined-only", second["path"]], capture_output=True, text=True).stdout
+    assert "PyInit_kb_named_b" in exported and "PyInit_kb_named_a" not in exported
+    spec = importlib.util.spec_from_file_location("kb_named_b", second["path"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.__name__ == "kb_named_b" and module.f(41) == 42

@@ -180,6 +180,9 @@ LATE_IMPORTS = {
     ("kbench_env.builder.torch_ext", "torch.utils.cpp_extension"):
         "the fork server imports the builder's server, and must not import cpp_extension "
         "(sandbox/confine/forkserver.py)",
+    ("kbench_env.builder.pch", "torch.utils.cpp_extension"):
+        "the fork server imports the builder's server, and must not import cpp_extension "
+        "(sandbox/confine/forkserver.py)",
     ("kbench_env.backends.narrow_head", "torch.utils.cpp_extension"):
         "the fork server imports the CUDA backend, and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_env.worker.builds", "torch.utils.cpp_extension"):

@@ -11,14 +11,16 @@ precompiled header can make a build faster, never different. The scratch directo
 can write it) and is removed with it (client.Builder.close).
 
 The same directory keeps the binding objects of earlier builds (reused when a build's binding file and flags are
-the same) and the precompiled shared starts of nvcc's host compiles (``host_prefix``, builder/nvcc_steps.py: a
-candidate's own includes among them, so at most ``MAX_HOST_PREFIXES`` are kept, the least recently used dropped).
+the same, the module's name apart where the file uses it only to name the module: name_free) and the precompiled
+shared starts of nvcc's host compiles (``host_prefix``, builder/nvcc_steps.py: a candidate's own includes among
+them, so at most ``MAX_HOST_PREFIXES`` are kept, the least recently used dropped).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -38,6 +40,7 @@ MAX_HOST_PREFIXES = 6  # shared starts of nvcc's host compiles (builder/nvcc_ste
 HEADS = ("#include <torch/types.h>\n#include <torch/python.h>\n", "#include <torch/extension.h>\n",
          "#include <torch/types.h>\n")
 _EXTENSION_NAME = re.compile(r"(?:^|\s)-DTORCH_EXTENSION_NAME=\S+")
+_MODULE_MACRO = re.compile(r"\bPYBIND11_MODULE\(\s*TORCH_EXTENSION_NAME\s*,")
 
 
 def head_of(text: str) -> str | None:
@@ -47,16 +50,68 @@ def head_of(text: str) -> str | None:
 
 def binding_key(ninja_file: str, text: str) -> str:
     """What the binding object of a torch build.ninja's C++ compile depends on: the compiler, its whole flag lines
-    (the module's name, the precompiled head's path, the include paths among them) and the file's text; the
-    torch and compiler versions are the builder's (its build store's units name them too)."""
+    (the precompiled head's path and the include paths among them; the module's name unless ``text`` is
+    name_free) and the file's text; the torch and compiler versions are the builder's (its build store's units
+    name them too)."""
+    free = name_free(text)
     values = {}
     with open(ninja_file) as f:
         for line in f:
             key, eq, value = line.partition(" = ")
             if eq and key in ("cxx", "cflags", "post_cflags"):
-                values[key] = value.strip()
-    spec = "\n".join([values.get("cxx", ""), values.get("cflags", ""), values.get("post_cflags", ""), text])
+                values[key] = _EXTENSION_NAME.sub("", value).strip() if free else value.strip()
+    spec = "\n".join([values.get("cxx", ""), values.get("cflags", ""), values.get("post_cflags", ""),
+                      f"name-free: {free}", text])
     return hashlib.sha256(spec.encode()).hexdigest()[:32]
+
+
+def name_free(text: str) -> bool:
+    """Whether the object of the binding file ``text`` is the same for every module name but for the name of its
+    init function: the file names the module (``TORCH_EXTENSION_NAME``) only as ``PYBIND11_MODULE``'s first
+    argument, and pybind11 initialises modules in multi-phase, where the module is named by its import spec
+    (the name written in the module's definition is not read). Such an object, compiled for one module, serves
+    another once its ``PyInit_`` function is renamed (rename_module): a candidate that names its extension anew
+    need not compile its binding again."""
+    return (text.count("EXTENSION_NAME") == 1 and _MODULE_MACRO.search(text) is not None
+            and _pybind11_major() >= 3)
+
+
+@functools.lru_cache(maxsize=1)
+def _pybind11_major() -> int:
+    """The major version of the pybind11 that torch ships (its headers are the ones main.cpp includes), or 0."""
+    import torch.utils.cpp_extension as cpp  # late: the fork server imports this module
+
+    for root in cpp.include_paths():
+        with contextlib.suppress(OSError):
+            with open(os.path.join(root, "pybind11", "detail", "common.h")) as f:
+                m = re.search(r"^#define PYBIND11_VERSION_MAJOR (\d+)", f.read(), re.M)
+            return int(m.group(1)) if m else 0
+    return 0
+
+
+def rename_module(path: str, name: str, timeout: float) -> bool:
+    """Make the binding object ``path`` (a name_free file's) define module ``name``'s init function in place of the
+    module's it was compiled for; False where it does not define exactly one ``PyInit_`` function or binutils'
+    nm and objcopy are not there (then the binding is compiled for ``name``)."""
+    nm, objcopy = shutil.which("nm"), shutil.which("objcopy")
+    if nm is None or objcopy is None or not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return False
+
+    def inits() -> list:
+        out = run([nm, "-g", "-P", "--defined-only", path], os.path.dirname(path), timeout, "nm")
+        return [line.split()[0] for line in out.splitlines() if line.startswith("PyInit_")]
+
+    try:
+        found = inits()
+        if len(found) != 1:
+            return False
+        if found[0] != "PyInit_" + name:
+            run([objcopy, "--redefine-sym", f"{found[0]}=PyInit_{name}", path], os.path.dirname(path), timeout,
+                "objcopy")
+            return inits() == ["PyInit_" + name]
+        return True
+    except CompileError:
+        return False
 
 
 def ninja_flags(ninja_file: str) -> tuple[str, str, str]:

@@ -68,7 +68,8 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
     header = _precompiled_head(sources, ninja_file, pch, timeout) if pch is not None else None
     if header is not None:
         write(cflags + ["-include", header])
-    kept = _reuse_binding(sources, ninja_file, directory, pch) if pch is not None else None
+    kept = (_reuse_binding(name, sources, ninja_file, directory, pch, deadline - time.monotonic())
+            if pch is not None else None)
     jobs = os.environ.get("MAX_JOBS", "")
     ninja = ["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else [])
     try:
@@ -132,10 +133,13 @@ def _finished(directory: str, target: str) -> bool:
         return False
 
 
-def _reuse_binding(sources: list, ninja_file: str, directory: str, pch: BindingHeaders) -> str | None:
+def _reuse_binding(name: str, sources: list, ninja_file: str, directory: str, pch: BindingHeaders,
+                   timeout: float) -> str | None:
     """Put the binding object (main.cpp's) compiled before with the same text and flags in the build directory
-    and take its compile out of the ninja file (distinct candidates of one task often share their binding file);
-    returns None then, or the key to keep the object under once built."""
+    and take its compile out of the ninja file (distinct candidates of one task often share their binding file,
+    and may name their modules anew: an object of a file that uses the name only to name the module is reused
+    with its init function renamed, pch.name_free); returns None then, or the key to keep the object under once
+    built."""
     main = next((s for s in sources if os.path.basename(s) == "main.cpp"), None)
     if main is None:
         return None
@@ -149,7 +153,11 @@ def _reuse_binding(sources: list, ninja_file: str, directory: str, pch: BindingH
     rule = re.compile(r"^build main\.o: compile [^\n]*\n", re.M)
     if len(rule.findall(text)) != 1:
         return None
-    shutil.copyfile(found, os.path.join(directory, "main.o"))
+    target = os.path.join(directory, "main.o")
+    shutil.copyfile(found, target)
+    if not pch_heads.rename_module(target, name, timeout):
+        os.unlink(target)
+        return key  # compiled for this module, as ninja's file says
     with open(ninja_file, "w") as f:
         f.write(rule.sub("", text))  # main.o is now an input that exists, not a target
     return None
