@@ -147,3 +147,32 @@ def test_a_binding_object_serves_a_module_named_anew(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.__name__ == "kb_named_b" and module.f(41) == 42
+
+
+def test_the_confined_builder_reuses_a_binding_object_for_a_module_named_anew(tmp_path):
+    """Through the builder process (Landlock, limits: nm and objcopy run there): once the head is made, a build's
+    binding object serves the next candidate's module of another name, renamed; the library imports and runs under
+    its own name."""
+    import importlib.util
+
+    from kbench_env.builder.client import Builder
+
+    (tmp_path / "root").mkdir()
+    builder = Builder("cpu", "cpu", str(tmp_path / "root"))
+    try:
+        builder.build({**_cpu_request("kb_conf_a", "return x + 2;"), "kind": "inline"}, 600.0)
+        deadline = time.monotonic() + 600
+        while not list((Path(builder._scratch) / "pch").rglob(pch.HEADER + ".gch")):
+            assert time.monotonic() < deadline, "no precompiled head was made"
+            time.sleep(1)
+        with_head = builder.build({**_cpu_request("kb_conf_b", "return x + 2;"), "kind": "inline"}, 600.0)
+        renamed = builder.build({**_cpu_request("kb_conf_c", "return x + 2;"), "kind": "inline"}, 600.0)
+    finally:
+        builder.close()
+    assert with_head["ok"] and renamed["ok"], (with_head.get("message"), renamed.get("message"))
+    assert "build main.o" in (Path(with_head["path"]).parent / "build.ninja").read_text()
+    assert "build main.o" not in (Path(renamed["path"]).parent / "build.ninja").read_text()  # reused
+    spec = importlib.util.spec_from_file_location("kb_conf_c", renamed["path"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.__name__ == "kb_conf_c" and module.f(40) == 42
