@@ -50,6 +50,9 @@
 #                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor;
 #                                     # CAP=N: N checks on the device at once; PROFILE=idle|gil: the trusted
 #                                     # process sampled (py-spy)
+#   bash bench/gpu_session.sh trainer # #36: the cold pass, then a trainer's steps once per word of $VARIANTS
+#                                     # (base, gil, idle, spares<N>, cap<N>; default "base gil spares26"), all in
+#                                     # $OUT/trainer.tgz
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
 set -uo pipefail
@@ -252,6 +255,26 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40
   python3 bench/hold_overlap.py "$OUT/holds_steady$tag.jsonl" | tee "$OUT/holds_steady$tag.txt"
+  ;;
+trainer)  # issue #36: a trainer's steps under several settings in one call, after one cold pass
+  # The cold pass ($FORMAT, $TASKS x 2: the references timed into the cache folder), then per word of $VARIANTS a
+  # process of PASSES=train STEPS=${STEPS:-2} GAP=${GAP:-5} on $TASKS x ${PER:-3} with that setting: base (as
+  # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N).
+  # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
+  root=$OUT
+  export START  # (one deadline for every part: each ends by $END, default 570 s from the call's start)
+  for part in cold ${VARIANTS:-base gil spares26}; do
+    case $part in
+      cold) env OUT=$root/cold PASSES=cold PER=2 END=${COLD_END:-260} bash "$0" steady ;;
+      base) env OUT=$root/base END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      gil|idle) env OUT=$root/$part END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PROFILE=$part PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      spares*) env OUT=$root/$part KBENCH_SPARE_WORKERS=${part#spares} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      cap*) env OUT=$root/$part CAP=${part#cap} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      *) echo "trainer: unknown part $part" ;;
+    esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||Cut|Samples|overlaps" | sed "s/^/[$part] /"
+  done
+  (cd "$root" && tar czf trainer.tgz --exclude trainer.tgz cold ${VARIANTS:-base gil spares26} 2>/dev/null && \
+    rm -rf cold ${VARIANTS:-base gil spares26})
   ;;
 grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each evaluating on its own
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1
