@@ -100,6 +100,15 @@ if __import__("os").environ.get("MALLOC"):
     _os.environ["MALLOC_MMAP_THRESHOLD_"] = str(32 << 20)
     _os.environ["MALLOC_TRIM_THRESHOLD_"] = str(4 << 30)
 
+# HUGETLB=1: the workers' glibc malloc asks for transparent huge pages for its heap (GLIBC_TUNABLES
+# glibc.malloc.hugetlb=1, passed to the fork server, hence to every worker): whether a worker's speed, fixed for its
+# life and different from one worker to the next, goes with how its memory is placed in 4 KiB pages.
+if __import__("os").environ.get("HUGETLB"):
+    from kbench_env.sandbox.confine import environment as _env
+
+    _env._SERVER_KEEP = {*_env._SERVER_KEEP, "GLIBC_TUNABLES"}
+    __import__("os").environ["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
+
 # NOSAMPLER=1: no CPU sampler (timing._cpu_sampler gives none): the perf events that sample the candidate's worker
 # after a timing's pairs (for the kernel coverage's bound) are enabled until the configuration's timing ends, so
 # in this probe they stay on through its later timings of the configuration. Whether they are what moves those.

@@ -24,6 +24,12 @@ _URL_CREDENTIAL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@]*@")  # scheme:/
 _SERVER_KEEP = {"PYTHONPATH", "PYTHONHOME", "PYTHONNOUSERSITE", "VIRTUAL_ENV", "CONDA_PREFIX", "HOME", "USER",
                 "LOGNAME", "TMPDIR", "TERM"}
 _SERVER_PREFIX_KEEP = ("OMP_", "MKL_", "OPENBLAS_", "TORCH", "HIP_", "ROCM_")
+# glibc's malloc in the fork server, hence in every worker forked from it, asks for transparent huge pages for its
+# heap (where the machine gives them on request: THP "madvise" or "always"; older glibc ignores it). On 4 KiB pages a
+# CPU worker's speed depends on where its heap's pages lie and stays so for its life: fresh worker pairs timed the
+# same code several times further apart than one pair's timings did, and on huge pages they agree about as one
+# pair's timings do. The compilers a build runs do not get it (a worker's own environment).
+MALLOC_TUNABLES = "glibc.malloc.hugetlb=1"
 
 
 def close_inherited(keep_fds, report, act: dict) -> None:
@@ -62,8 +68,9 @@ def scrub(scratch: str, build_root: str, threads: int, env: dict | None = None) 
 
 def scrubbed_environment(env: dict | None = None, worker: bool = False) -> dict:
     """The variables of ``env`` (default: this process's) that a worker may have (``worker``), or that the fork
-    server may start with: those and the ones Python and torch read when they start. Never anything named like a
-    credential or holding one in a URL, and nothing not named here."""
+    server may start with: those, the ones Python and torch read when they start, and glibc's malloc tunables
+    (``MALLOC_TUNABLES`` added to any given). Never anything named like a credential or holding one in a URL, and
+    nothing not named here."""
     def allowed(k: str, v: str) -> bool:
         if SECRET_NAME.search(k) or _URL_CREDENTIAL.search(v):
             return False
@@ -71,4 +78,9 @@ def scrubbed_environment(env: dict | None = None, worker: bool = False) -> dict:
             return True
         return not worker and (k in _SERVER_KEEP or k.startswith(_SERVER_PREFIX_KEEP))
 
-    return {k: v for k, v in dict(os.environ if env is None else env).items() if allowed(k, v)}
+    kept = {k: v for k, v in dict(os.environ if env is None else env).items() if allowed(k, v)}
+    if not worker:
+        given = dict(os.environ if env is None else env).get("GLIBC_TUNABLES", "")
+        kept["GLIBC_TUNABLES"] = f"{given}:{MALLOC_TUNABLES}" if given and MALLOC_TUNABLES not in given \
+            else given or MALLOC_TUNABLES
+    return kept
