@@ -18,6 +18,8 @@ def test_the_fork_servers_environment_asks_for_huge_pages_for_the_heap():
     assert given["GLIBC_TUNABLES"] == "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"
     same = environment.scrubbed_environment({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"})
     assert same["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=1"
+    off = environment.scrubbed_environment({"GLIBC_TUNABLES": "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2"})
+    assert off["GLIBC_TUNABLES"] == "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2"  # the user's choice stands
     assert "GLIBC_TUNABLES" not in environment.scrubbed_environment({"GLIBC_TUNABLES": "x=1"}, worker=True)
 
 

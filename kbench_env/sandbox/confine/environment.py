@@ -81,6 +81,7 @@ def scrubbed_environment(env: dict | None = None, worker: bool = False) -> dict:
     kept = {k: v for k, v in dict(os.environ if env is None else env).items() if allowed(k, v)}
     if not worker:
         given = dict(os.environ if env is None else env).get("GLIBC_TUNABLES", "")
-        kept["GLIBC_TUNABLES"] = f"{given}:{MALLOC_TUNABLES}" if given and MALLOC_TUNABLES not in given \
-            else given or MALLOC_TUNABLES
+        # (a given setting of the same tunable is the user's: glibc.malloc.hugetlb=0 keeps 4 KiB pages)
+        kept["GLIBC_TUNABLES"] = given if MALLOC_TUNABLES.split("=")[0] in given \
+            else f"{given}:{MALLOC_TUNABLES}" if given else MALLOC_TUNABLES
     return kept
