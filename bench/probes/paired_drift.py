@@ -7,7 +7,7 @@ timing's per-pair log ratios are kept (pair_stats.log_ratios of its blocks' per-
     python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift.json
     RESLOT=16 python bench/probes/paired_drift.py level1/rms_norm 6 4 /tmp/drift_reslot.json
     NOFREEZE=1 python bench/probes/paired_drift.py level1/rms_norm 5 4 /tmp/drift_nofreeze.json
-    MALLOC=1 python bench/probes/paired_drift.py level1/rms_norm 5 4 /tmp/drift_malloc.json
+    HUGETLB=0 NOSAMPLER=1 python bench/probes/paired_drift.py level1/rms_norm 8 3 /tmp/drift_4k.json
     NOSAMPLER=1 python bench/probes/paired_drift.py level1/rms_norm 5 4 /tmp/drift_nosampler.json
 
 Prints per configuration: the sd of a timing's median log ratio between timings in one worker pair, the sd of the
@@ -86,28 +86,11 @@ if __import__("os").environ.get("NOFREEZE"):
     memory.Freezer.freeze, memory.Freezer.thaw = _mark(True), _mark(False)
     memory.Freezer.settle = lambda self, *a, **kw: None
 
-# MALLOC=1: the workers' glibc malloc with fixed thresholds (MALLOC_MMAP_THRESHOLD_ 32 MiB, MALLOC_TRIM_THRESHOLD_
-# 4 GiB, passed to the fork server, hence to every worker): no allocation of a configuration's size (hundreds of
-# KiB) is mmapped and no free heap top is given back, where by default glibc moves both thresholds as the process
-# frees, so that whether a call's temporaries fault their pages in depends on the allocation history before it.
-# Whether that history, different from one timing to the next, is the per-timing effect.
-if __import__("os").environ.get("MALLOC"):
-    import os as _os
-
-    from kbench_env.sandbox.confine import environment
-
-    environment._SERVER_PREFIX_KEEP = (*environment._SERVER_PREFIX_KEEP, "MALLOC_")
-    _os.environ["MALLOC_MMAP_THRESHOLD_"] = str(32 << 20)
-    _os.environ["MALLOC_TRIM_THRESHOLD_"] = str(4 << 30)
-
-# HUGETLB=1: the workers' glibc malloc asks for transparent huge pages for its heap (GLIBC_TUNABLES
-# glibc.malloc.hugetlb=1, passed to the fork server, hence to every worker): whether a worker's speed, fixed for its
-# life and different from one worker to the next, goes with how its memory is placed in 4 KiB pages.
-if __import__("os").environ.get("HUGETLB"):
-    from kbench_env.sandbox.confine import environment as _env
-
-    _env._SERVER_KEEP = {*_env._SERVER_KEEP, "GLIBC_TUNABLES"}
-    __import__("os").environ["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
+# HUGETLB=0: the workers' heap on 4 KiB pages (GLIBC_TUNABLES glibc.malloc.hugetlb=0 given to the fork server, which
+# sandbox/confine/environment.MALLOC_TUNABLES then leaves as given); by default it asks for transparent huge pages.
+# Whether a worker's speed, fixed for its life and different from one worker to the next, goes with its pages.
+if __import__("os").environ.get("HUGETLB") == "0":
+    __import__("os").environ["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=0"
 
 # NOSAMPLER=1: no CPU sampler (timing._cpu_sampler gives none): the perf events that sample the candidate's worker
 # after a timing's pairs (for the kernel coverage's bound) are enabled until the configuration's timing ends, so
@@ -124,12 +107,6 @@ ev = Evaluator(device="cpu", **({"timing": {"pair_seconds": float(_ps)}} if _ps 
 for i in range(n):
     evaluation[0] = i
     ev.evaluate(task, src)
-    if i == 0 and __import__("os").environ.get("MALLOC"):  # the fork server (and so every worker) has them
-        import psutil
-
-        kids = psutil.Process().children(recursive=True)
-        print(f"MALLOC: {sum('MALLOC_MMAP_THRESHOLD_' in k.environ() for k in kids)} of {len(kids)} child "
-              "processes started with the fixed thresholds", flush=True)
 json.dump(rec, open(out, "w"))
 
 
