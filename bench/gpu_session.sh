@@ -261,9 +261,9 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # process of PASSES=train STEPS=${STEPS:-2} GAP=${GAP:-5} on $TASKS x ${PER:-3} with that setting: base (as
   # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N).
   # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
-  root=$OUT
+  root=$OUT variants=${VARIANTS:-base gil spares26}
   export START  # (one deadline for every part: each ends by $END, default 570 s from the call's start)
-  for part in cold ${VARIANTS:-base gil spares26}; do
+  for part in cold $variants; do
     case $part in
       cold) env OUT=$root/cold PASSES=cold PER=2 END=${COLD_END:-260} bash "$0" steady ;;
       base) env OUT=$root/base END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
@@ -273,8 +273,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
       *) echo "trainer: unknown part $part" ;;
     esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||Cut|Samples|overlaps" | sed "s/^/[$part] /"
   done
-  (cd "$root" && tar czf trainer.tgz --exclude trainer.tgz cold ${VARIANTS:-base gil spares26} 2>/dev/null && \
-    rm -rf cold ${VARIANTS:-base gil spares26})
+  (cd "$root" && tar czf trainer.tgz cold $variants 2>/dev/null && rm -rf cold $variants)
   ;;
 grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each evaluating on its own
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1

@@ -144,7 +144,8 @@ def _reuse_binding(name: str, sources: list, ninja_file: str, directory: str, pc
     if main is None:
         return None
     with open(main) as f:
-        key = pch_heads.binding_key(ninja_file, f.read())
+        binding = f.read()
+    key = pch_heads.binding_key(ninja_file, binding)
     found = pch.binding_object(key)
     if found is None:
         return key
@@ -155,7 +156,8 @@ def _reuse_binding(name: str, sources: list, ninja_file: str, directory: str, pc
         return None
     target = os.path.join(directory, "main.o")
     shutil.copyfile(found, target)
-    if not pch_heads.rename_module(target, name, timeout):
+    # (a file that is not name_free has the module's name in its key: its object is this module's already)
+    if pch_heads.name_free(binding) and not pch_heads.rename_module(target, name, timeout):
         os.unlink(target)
         return key  # compiled for this module, as ninja's file says
     with open(ninja_file, "w") as f:

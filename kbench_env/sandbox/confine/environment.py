@@ -78,9 +78,10 @@ def scrubbed_environment(env: dict | None = None, worker: bool = False) -> dict:
             return True
         return not worker and (k in _SERVER_KEEP or k.startswith(_SERVER_PREFIX_KEEP))
 
-    kept = {k: v for k, v in dict(os.environ if env is None else env).items() if allowed(k, v)}
+    source = dict(os.environ if env is None else env)
+    kept = {k: v for k, v in source.items() if allowed(k, v)}
     if not worker:
-        given = dict(os.environ if env is None else env).get("GLIBC_TUNABLES", "")
+        given = source.get("GLIBC_TUNABLES", "")
         # (a given setting of the same tunable is the user's: glibc.malloc.hugetlb=0 keeps 4 KiB pages)
         kept["GLIBC_TUNABLES"] = given if MALLOC_TUNABLES.split("=")[0] in given \
             else f"{given}:{MALLOC_TUNABLES}" if given else MALLOC_TUNABLES
