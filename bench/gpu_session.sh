@@ -48,10 +48,12 @@
 #                                     # PASSES=cold in one call then PASSES=steady in the next: the same cache
 #                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process;
 #                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor;
-#                                     # CAP=N: N checks on the device at once; PROFILE=idle|gil: the trusted
+#                                     # CAP=N: N checks on the device at once; AHEAD / DEFER: the memory shares of
+#                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
 #                                     # process sampled (py-spy)
 #   bash bench/gpu_session.sh trainer # #36: the cold pass, then a trainer's steps once per word of $VARIANTS
-#                                     # (base, gil, idle, spares<N>, cap<N>; default "base gil spares26"), all in
+#                                     # (base, gil, idle, spares<N>, cap<N>, ahead<share>, defer<share>, both
+#                                     # joined by +; default "base gil spares26"), all in
 #                                     # $OUT/trainer.tgz
 #
 # Everything a part writes lands in $OUT (at most 8 files come back from a device call).
@@ -247,14 +249,21 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   # sampled by py-spy at $RATE a second (default 20), its stacks folded into $OUT/profile$tag.txt
   # (bench/probes/profile_summary.py reads it)
   spy=${PROFILE:+/tmp/site/bin/py-spy record -r ${RATE:-20} --threads --$PROFILE -f raw -o $OUT/profile$tag.txt --}
+  # the device's memory in use, twice a second (the shares of set-ups ahead and kept checks are shares of it)
+  nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits -lms 500 \
+    > "$OUT/gpu_memory$tag.csv" 2>/dev/null &
+  SMI=$!
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) $spy python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
     ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
+    ${AHEAD:+--ahead-share $AHEAD} ${DEFER:+--defer-share $DEFER} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40
+  kill $SMI 2>/dev/null
   python3 bench/hold_overlap.py "$OUT/holds_steady$tag.jsonl" | tee "$OUT/holds_steady$tag.txt"
+  sort -t, -k2 -n "$OUT/gpu_memory$tag.csv" | tail -1 | awk -F', *' '{printf "device memory in use at most: %d of %d MiB\n", $2, $3}'
   ;;
 trainer)  # issue #36: a trainer's steps under several settings in one call, after one cold pass
   # The cold pass ($FORMAT, $TASKS x 2: the references timed into the cache folder), then per word of $VARIANTS a
@@ -270,8 +279,11 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
       gil|idle) env OUT=$root/$part END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PROFILE=$part PASSES=train PER=${PER:-3} bash "$0" steady ;;
       spares*) env OUT=$root/$part KBENCH_SPARE_WORKERS=${part#spares} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       cap*) env OUT=$root/$part CAP=${part#cap} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      ahead*|defer*)  # AHEAD / DEFER shares, one or both: ahead0.4, defer0.16, ahead0.4+defer0.16
+        a=$(tr '+' '\n' <<< "$part" | sed -n 's/^ahead//p'); d=$(tr '+' '\n' <<< "$part" | sed -n 's/^defer//p')
+        env OUT=$root/$part AHEAD=$a DEFER=$d END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       *) echo "trainer: unknown part $part" ;;
-    esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||Cut|Samples|overlaps" | sed "s/^/[$part] /"
+    esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||Cut|Samples|overlaps|memory in use" | sed "s/^/[$part] /"
   done
   (cd "$root" && tar czf trainer.tgz cold $variants 2>/dev/null && rm -rf cold $variants)
   ;;

@@ -395,6 +395,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --cross {args.cross}' if args.cross else ''}{' --serve' if args.serve else ''}"
                   f"{f' --shared-checks {args.shared_checks}' if args.shared_checks != 'default' else ''}"
                   f"{f' --shared-cap {args.shared_cap}' if args.shared_cap else ''}"
+                  f"{f' --ahead-share {args.ahead_share}' if args.ahead_share else ''}"
+                  f"{f' --defer-share {args.defer_share}' if args.defer_share else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}`"]
@@ -451,6 +453,10 @@ def main(argv=None) -> int:
                          "(default: the Evaluator's, on for GPUs and off on the CPU; the bare flag: on)")
     ap.add_argument("--shared-cap", type=int, default=None, help="checks on a device at once under shared checks "
                     "(machine/shared_device_lock.SHARED_CAP; default: the library's)")
+    ap.add_argument("--ahead-share", type=float, default=None, help="the device's memory share of the timed blocks "
+                    "set up ahead (pipeline/timing.AHEAD_SHARE; default: the library's)")
+    ap.add_argument("--defer-share", type=float, default=None, help="the device's memory share of the kept timed-"
+                    "output checks (pipeline/deferred_checks.DEFER_SHARE; default: the library's)")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -482,6 +488,14 @@ def main(argv=None) -> int:
         from kbench_env.machine import shared_device_lock
 
         shared_device_lock.SHARED_CAP = args.shared_cap
+    if args.ahead_share:
+        from kbench_env.pipeline import timing
+
+        timing.AHEAD_SHARE = args.ahead_share
+    if args.defer_share:
+        from kbench_env.pipeline import deferred_checks
+
+        deferred_checks.DEFER_SHARE = args.defer_share
     options["backend"], options["format"] = backend, args.format
     if args.consecutive:
         from rl_batch_consecutive import consecutive

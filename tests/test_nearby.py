@@ -105,3 +105,46 @@ def test_close_misses_of_the_cheats_are_tried_again():
     for out in (skipped, bf):
         mismatch, figures = compare_outputs(out, _reference(w, b)(inputs), torch.float32, None)
         assert mismatch is not None and close_miss(figures), figures
+
+
+# ---------------------------------------------------------------------- the comparison's figures in one read
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(shape=st.lists(st.integers(0, 5), min_size=0, max_size=3), dtype=st.sampled_from(
+    [torch.float32, torch.float64, torch.bfloat16, torch.float16]), seed=st.integers(0, 2**31),
+    kind=st.sampled_from(["close", "far", "zero_ref", "equal", "nan", "inf_both", "inf_cand"]))
+def test_the_figures_read_at_once_are_the_figures_read_one_by_one(shape, dtype, seed, kind):
+    """compare.py's one-read figures (``_finite_figures``) against ``error_figures`` on the same outputs: equal
+    wherever both outputs are finite, None (the step-by-step path) wherever either is not; compare_outputs' verdict
+    and message follow the figures."""
+    from kbench_env.measure.compare import _finite_figures, compare_outputs, error_figures
+
+    g = torch.Generator().manual_seed(seed)
+    ref = torch.randn(shape, generator=g, dtype=torch.float64)
+    cand = ref + (1e-12 if kind == "close" else 1.0) * torch.randn(shape, generator=g, dtype=torch.float64)
+    if kind == "zero_ref":
+        ref = torch.zeros(shape, dtype=torch.float64)
+    if kind == "equal":
+        cand = ref.clone()
+    cand = cand.to(dtype)
+    if kind in ("nan", "inf_both", "inf_cand") and cand.numel():
+        cand.view(-1)[0] = float("nan") if kind == "nan" else float("inf")
+        if kind == "inf_both":
+            ref.view(-1)[0] = float("inf")
+    got = _finite_figures(cand, ref)
+    finite = bool(torch.isfinite(cand).all() and torch.isfinite(ref).all())
+    if not finite or ref.numel() == 0:
+        assert got is None
+    else:
+        assert got == error_figures(cand, ref)
+    mismatch, figures = compare_outputs(cand, ref, dtype)
+    if kind in ("close", "equal") and ref.numel():
+        assert mismatch is None and figures["norm_err"] <= 1e-2
+    if kind in ("nan", "inf_cand") and cand.numel():
+        assert mismatch is not None and "non-finite" in mismatch.message
+    if kind == "far" and ref.numel() and ref.abs().max() > 0:
+        assert mismatch is not None and "norm-wise relative error" in mismatch.message

@@ -12,7 +12,8 @@ import time
 import pytest
 import torch
 
-from kbench_env.measure.inputs import perturb
+from kbench_env.measure import inputs as inputs_mod
+from kbench_env.measure.inputs import fill_perturbed, perturb
 from kbench_env.measure.compare import compare_outputs, error_figures
 from kbench_env.pipeline.evaluator import Evaluator
 from kbench_env.pipeline.result import ConfigResult, config_label
@@ -40,6 +41,32 @@ def test_timed_call_noise_is_drawn_per_element():
     assert corr[0, 1].abs() < 0.1 and corr[0, 2].abs() < 0.1
     assert torch.unique(d).numel() > 0.5 * d.numel()  # (differences are rounded to the inputs' ulps)
     assert not torch.equal(d, perturb([x], 6, 1e-2)[0] - x)
+
+
+def test_a_blocks_buffers_are_filled_row_by_row_as_perturb_would(monkeypatch):
+    """A GPU block's input buffers (worker/gpu_executor.py) filled at once: every row a perturbed copy of its own
+    (noise at the input's scale, no row like another or like a warm-up's ``perturb``), integers copied as they are,
+    the same with the noise drawn in small chunks; the same seed fills the same, another seed not."""
+    x, idx, half = torch.randn(3, 50), torch.arange(6), torch.randn(7).to(torch.bfloat16)
+    originals = [x, idx, half, 2.0, torch.empty(0)]
+
+    def filled(seed):
+        big = [torch.empty((40, *t.shape), dtype=t.dtype) if isinstance(t, torch.Tensor) else None
+               for t in originals]
+        fill_perturbed(big, originals, seed)
+        return big
+
+    big = filled(11)
+    d = big[0] - x
+    assert abs(d.std().item() / x.std().item() - 1e-2) < 2e-3 and abs(d.mean().item()) < 1e-3
+    assert len({tuple(r.flatten()[:3].tolist()) for r in d}) == 40  # every row its own noise
+    assert not any(torch.equal(big[0][b], perturb(originals, s, 1e-2)[0]) for b in range(40) for s in (-1, -2, 11))
+    assert torch.equal(big[1], idx.expand(40, 6)) and big[2].dtype == torch.bfloat16
+    assert (big[2].float() - half.float()).abs().max() > 0 and torch.equal(filled(11)[0], big[0])
+    assert not torch.equal(filled(12)[0], big[0])
+    monkeypatch.setattr(inputs_mod, "FILL_CHUNK_BYTES", 4 * 150 * 3)  # 3 rows a chunk
+    chunked = filled(11)
+    assert len({tuple(r.flatten()[:3].tolist()) for r in chunked[0] - x}) == 40 and torch.equal(chunked[1], big[1])
 
 
 # ---------------------------------------------------------------------- the parent's thread count

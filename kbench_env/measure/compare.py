@@ -85,16 +85,36 @@ def error_figures(cand: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, 
     if math.isnan(diff_norm):
         idx = tuple(int(i) for i in torch.nonzero(torch.isnan(diff))[0].tolist())
         return math.inf, math.inf, idx
-    ref_norm = r.norm().item()
-    rms = ref_norm / math.sqrt(r.numel())
-    tiny = 1e-30
     flat = int(torch.argmax(diff).item())
-    worst = diff.reshape(-1)[flat].item()
-    idx = _unravel(flat, tuple(diff.shape))
+    return _relative(diff_norm, r.norm().item(), diff.reshape(-1)[flat].item(), r.numel(),
+                     _unravel(flat, tuple(diff.shape)))
+
+
+def _relative(diff_norm: float, ref_norm: float, worst: float, n: int, idx: tuple) -> tuple[float, float, tuple]:
+    """The error figures from the difference's norm and largest element and the reference's norm."""
     if ref_norm == 0.0:  # an all-zero reference: only exact zeros pass
         err = math.inf if worst > 0 else 0.0
         return err, err, idx
-    return diff_norm / max(ref_norm, tiny), worst / max(rms, tiny), idx
+    tiny = 1e-30
+    return diff_norm / max(ref_norm, tiny), worst / max(ref_norm / math.sqrt(n), tiny), idx
+
+
+def _finite_figures(cand: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, tuple] | None:
+    """``error_figures(cand, ref)`` where both are finite everywhere, else None (``compare_outputs`` then looks
+    where, as before), from one pass read back at once: on a GPU each figure read on its own is a synchronisation,
+    six of them a comparison, each waiting for whatever this process's other threads queued on the device."""
+    if ref.numel() == 0:
+        return None
+    r = ref.detach().to(torch.float64)
+    diff = torch.sub(cand, r).abs_()
+    flat = torch.argmax(diff).reshape(1)
+    both_finite = torch.isfinite(cand).all() & torch.isfinite(ref).all()
+    finite, diff_norm, ref_norm, at, worst = torch.cat([
+        both_finite.to(torch.float64).reshape(1), diff.norm().reshape(1), r.norm().reshape(1),
+        flat.to(torch.float64), diff.reshape(-1).gather(0, flat)]).tolist()
+    if not finite:
+        return None
+    return _relative(diff_norm, ref_norm, worst, r.numel(), _unravel(int(at), tuple(diff.shape)))
 
 
 def compare_outputs(cand, ref, config_dtype: torch.dtype, overrides: dict | None = None) -> tuple[Mismatch | None, dict]:
@@ -134,17 +154,20 @@ def compare_outputs(cand, ref, config_dtype: torch.dtype, overrides: dict | None
                 return Mismatch(f"{where} has dtype {c.dtype}, expected {expected_dtype}"), figures
             tol = tolerance_for(config_dtype, overrides)
             cd = c.detach().to(r.device)  # everything on the reference's device: no host copies of GPU outputs
-            ref_finite = torch.isfinite(r)
-            cand_finite = torch.isfinite(cd)
-            if not torch.equal(cand_finite, ref_finite):
-                idx = tuple(int(v) for v in torch.nonzero(cand_finite != ref_finite)[0].tolist())
-                return Mismatch(
-                    f"{where}: non-finite values where the reference is finite (or the reverse), first at index "
-                    f"{list(idx)}: got {cd[idx].item()}, expected {r[idx].item()}",
-                    norm_err=math.inf, max_err=math.inf, index=idx,
-                ), figures
-            all_finite = bool(ref_finite.all())
-            norm_err, max_err, idx = error_figures(cd, r) if all_finite else error_figures(cd[ref_finite], r[ref_finite])
+            got = _finite_figures(cd, r)  # (the common case, finite everywhere: one read of the device)
+            all_finite = got is not None
+            if got is None:  # a non-finite value somewhere: where, and whether the reference has it too
+                ref_finite, cand_finite = torch.isfinite(r), torch.isfinite(cd)
+                if not torch.equal(cand_finite, ref_finite):
+                    idx = tuple(int(v) for v in torch.nonzero(cand_finite != ref_finite)[0].tolist())
+                    return Mismatch(
+                        f"{where}: non-finite values where the reference is finite (or the reverse), first at "
+                        f"index {list(idx)}: got {cd[idx].item()}, expected {r[idx].item()}",
+                        norm_err=math.inf, max_err=math.inf, index=idx,
+                    ), figures
+                all_finite = bool(ref_finite.all())
+                got = error_figures(cd, r) if all_finite else error_figures(cd[ref_finite], r[ref_finite])
+            norm_err, max_err, idx = got
             figures["norm_err"] = max(figures["norm_err"] or 0.0, norm_err)
             figures["max_err"] = max(figures["max_err"] or 0.0, max_err)
             if norm_err > tol["norm"] or max_err > tol["max"]:

@@ -3,8 +3,9 @@ that scale its noise, and the copy of a call's inputs into a timed graph's stati
 
 Both sides use them: the trusted side scales the noise of the inputs it reveals by ``input_stds``
 (pipeline/revealed_inputs.py, pipeline/gpu_blocks.py); a worker makes its wall-clock re-timing's inputs and its own
-inputs for a GPU block's warm-up and capture with ``perturb`` (worker/loop.py, worker/gpu_executor.py), and a
-backend fills a graph's inputs with ``copy_into`` (backends/cuda.py). It imports neither side.
+inputs for a GPU block's warm-up and capture with ``perturb`` and the block's buffers with ``fill_perturbed``
+(worker/loop.py, worker/gpu_executor.py), and a backend fills a graph's inputs with ``copy_into``
+(backends/cuda.py). It imports neither side.
 """
 
 from __future__ import annotations
@@ -55,6 +56,32 @@ def _noise(seed: int, i: int, out: torch.Tensor) -> torch.Tensor:
     g = _generator(out.device)
     g.manual_seed((seed * 1000003 + i) % (2**63))
     return torch.randn(out.shape, generator=g, out=out)
+
+
+#: The float32 noise drawn at once while filling a block's rows (``fill_perturbed``): bounds its transient memory.
+FILL_CHUNK_BYTES = 64 << 20
+
+
+def fill_perturbed(big: list, originals: list, seed: int, scale: float = 1e-2, stds: list | None = None) -> None:
+    """Fill every row of each ``[block, *shape]`` tensor of ``big`` with a perturbed copy of the input at the same
+    place of ``originals``, as ``perturb`` would for each row (its own dense noise of ``scale`` times the input's
+    std; an input that is not perturbed, copied): a few launches per input for the whole block instead of a few per
+    call, the noise drawn a chunk of rows at a time (FILL_CHUNK_BYTES). ``seed`` makes the draw; what a row holds
+    differs from every other row and from ``perturb``'s copies."""
+    stds = stds if stds is not None else input_stds(originals)
+    with torch.no_grad():
+        for i, (t, x) in enumerate(zip(big, originals)):
+            if not isinstance(t, torch.Tensor) or t.numel() == 0:
+                continue
+            if not (x.is_floating_point() and stds[i] is not None):
+                t.copy_(x.unsqueeze(0).expand_as(t))
+                continue
+            rows = max(1, FILL_CHUNK_BYTES // max(1, 4 * x.numel()))
+            for k, r0 in enumerate(range(0, t.shape[0], rows)):
+                part = t[r0:r0 + rows]
+                noise = _noise((seed * 1000003 + i) * 65537 + k, -1, torch.empty(part.shape, device=t.device,
+                                                                                  dtype=torch.float32))
+                part.copy_(noise.mul_(scale * stds[i]).add_(x))
 
 
 def copy_into(dst: list, src: list) -> None:

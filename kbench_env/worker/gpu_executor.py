@@ -26,7 +26,7 @@ import torch
 
 from kbench_env.measure import stats
 from kbench_env.measure.compare import flatten_outputs
-from kbench_env.measure.inputs import copy_into, input_stds, perturb
+from kbench_env.measure.inputs import fill_perturbed, input_stds, perturb
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.cuda_ipc import Exporter
 from kbench_env.worker.executor import output_layout
@@ -50,11 +50,14 @@ class _Block:
         self.handed: list = []  # inputs given before the capture, alive so no buffer takes their addresses
 
 
-def _own_inputs(originals: list):
+#: The seed of this process's own inputs (``_own_inputs``); the block's buffers are filled from another stream.
+OWN_SEED = 7_000_003
+
+
+def _own_inputs(originals: list, stds: list):
     """Inputs for the warm-up, the block-size probe and the capture: this process's own perturbed copies (what
     they hold does not matter: the trusted side writes every timed call's inputs)."""
-    stds = input_stds(originals)
-    return lambda j: perturb(originals, 7_000_003 + j, 1e-2, stds)
+    return lambda j: perturb(originals, OWN_SEED + j, 1e-2, stds)
 
 
 def _buffers(originals: list, block: int) -> tuple[list, list]:
@@ -110,7 +113,8 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     s.gpu.pop(cfg, None)  # (set up again: a smaller block, or a timing done again)
     model, originals = s.models[cfg], s.originals[cfg]
     cuda = getattr(s.backend, "_cuda", None) or s.backend  # (the Triton backend's GPU side is CUDA's)
-    make = _own_inputs(originals)
+    stds = input_stds(originals)
+    make = _own_inputs(originals, stds)
     steps, clock = {}, stats._perf_counter  # where a set-up's time goes, for KBENCH_TRACE (a diagnosis only)
     t = clock()
 
@@ -133,8 +137,8 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         block = max(1, min(block, MAX_BLOCK))
         big, sets = _buffers(originals, block)
         step("buffers")
-        for b, one in enumerate(sets):  # content of its own for the capture (the trusted side overwrites it)
-            copy_into(one, make(-200 - b))
+        # every row a content of its own for the capture, unlike any warm-up input (the trusted side overwrites it)
+        fill_perturbed(big, originals, OWN_SEED - 200, 1e-2, stds)
         step("fill")
         captured = cuda._capture(model, make, block, handed=handed, static_in=sets)
         step("capture")
