@@ -846,16 +846,15 @@ def set_up_results():
             out[name + "_configs"] = list(made_for)
     blocks = {c.name: ev.baselines.times_by_key[ev.baselines.key(task, c)]["gpu"]["block"]
               for c in task.configs_for(ev.device)}
-    from kbench_env.pipeline.timing import ahead_pool
+    from kbench_env.pipeline.timing import ahead_budget
 
-    out["_budget"], out["_pool_used_after"] = ahead_pool(ev.device).capacity, ahead_pool(ev.device).used
+    out["_budget"] = ahead_budget(ev.device, ev._device_lock)  # noqa: SLF001
     return out, blocks
 
 
 def test_a_configuration_too_large_to_set_up_ahead_does_not_keep_the_next_ones_out(set_up_results):
-    """Configurations are set up ahead in order while their blocks fit in what is left of the device's pool for
-    set-ups ahead; one that does not fit is left to the timing and the ones after it are still tried; every
-    candidate's set-ups give their bytes back once timed."""
+    """Configurations are set up ahead in order while their blocks fit the candidate's share of the device's memory;
+    one that does not fit is left to the timing and the ones after it are still tried."""
     from kbench_env.pipeline.timing import ahead_bytes
 
     out, blocks = set_up_results
@@ -868,7 +867,6 @@ def test_a_configuration_too_large_to_set_up_ahead_does_not_keep_the_next_ones_o
             held += size
             expected.append(cfg.name)
     assert out["again_configs"] == expected, (out["again_configs"], expected, out["_budget"])
-    assert out["_pool_used_after"] == 0
 
 
 def test_timed_blocks_are_set_up_ahead_once_the_reference_is_known(set_up_results):

@@ -29,9 +29,7 @@ BUDGET_BYTES = 256 << 20
 
 
 class Pool:
-    """Bytes that what this process keeps on one device for later may take, shared by every evaluation of this
-    process on it: the kept checks (``Pool.of(device)``), and the timed blocks set up ahead of their timing
-    (timing.set_up_ahead: ``Pool.of(device, "ahead", AHEAD_SHARE)``)."""
+    """Bytes that kept checks may take on one device, shared by every timing of this process on it."""
 
     _by_device: dict = {}
     _made = threading.Lock()
@@ -41,19 +39,18 @@ class Pool:
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls, device, use: str = "checks", share: float | None = None) -> Pool:
-        """The pool of ``device`` for ``use`` (made on first use, ``share`` of its memory, DEFER_SHARE if not
-        given; BUDGET_BYTES off a GPU)."""
-        share = DEFER_SHARE if share is None else share
+    def of(cls, device) -> Pool:
+        """The pool of ``device`` (made on first use, DEFER_SHARE of its memory as it is then; BUDGET_BYTES off a
+        GPU)."""
         d = torch.device(device)
         key = str(d) if d.type != "cuda" or d.index is not None else f"cuda:{torch.cuda.current_device()}"
         with cls._made:
-            if (key, use) not in cls._by_device:
+            if key not in cls._by_device:
                 size = BUDGET_BYTES
                 if d.type == "cuda":
-                    size = max(size, int(share * torch.cuda.get_device_properties(torch.device(key)).total_memory))
-                cls._by_device[key, use] = cls(size)
-            return cls._by_device[key, use]
+                    size = max(size, int(DEFER_SHARE * torch.cuda.get_device_properties(torch.device(key)).total_memory))
+                cls._by_device[key] = cls(size)
+            return cls._by_device[key]
 
     def take(self, n: int) -> bool:
         with self._lock:
@@ -85,7 +82,7 @@ class DeferredChecks:
         # the bytes kept, taken from the pool: given back when judged, or when this is dropped unjudged (a timing
         # that failed); a list, so that the finalizer holds it and not this
         self._held = [0]
-        weakref.finalize(self, give_back, self.pool, self._held)
+        weakref.finalize(self, _give_back, self.pool, self._held)
 
     def __len__(self) -> int:
         return len(self.kept)
@@ -119,11 +116,10 @@ class DeferredChecks:
             return None
         finally:
             self.kept = []
-            give_back(self.pool, self._held)
+            _give_back(self.pool, self._held)
 
 
-def give_back(pool: Pool, held: list) -> None:
-    """Give ``held[0]`` bytes back to ``pool`` once (``held`` is emptied)."""
+def _give_back(pool: Pool, held: list) -> None:
     n, held[0] = held[0], 0
     if n:
         pool.give(n)

@@ -181,17 +181,13 @@ def _set_up(run: _Run, reference: dict | None, params: dict, shrink: bool) -> tu
 
 
 def set_up_ahead(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,
-                 check, check_calls: int, reference: dict, backward: bool = False, draws: list | None = None,
-                 pooled: tuple | None = None) -> Ahead:
+                 check, check_calls: int, reference: dict, backward: bool = False, draws: list | None = None) -> Ahead:
     """``time_gpu``'s set-up of a candidate's configuration (its block made and captured, the warm-up block run,
     checked at once, and shrunk if the candidate is far slower than the reference) done before its timing, under a
-    shared hold of the device (device_hold.py), so that the exclusive hold only times. ``pooled``: ``(pool,
-    bytes)`` taken for it, given back when its run is closed (by its timing, or unused). Raises what the set-up
-    raises, having unmapped what it mapped (and given the bytes back)."""
+    shared hold of the device (device_hold.py), so that the exclusive hold only times. Raises what the set-up
+    raises, having unmapped what it mapped."""
     # (the warm-up's outputs are judged now, not deferred: no exclusive hold is held; time_gpu sets its own)
     run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, False, draws)
-    if pooled is not None:
-        run.hold(*pooled)
     try:
         b, method, wrong = _set_up(run, reference, params, shrink=True)
     except BaseException:

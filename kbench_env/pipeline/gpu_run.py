@@ -10,13 +10,12 @@ import math
 import random
 import secrets
 import time
-import weakref
 
 import torch
 
 from kbench_env.measure.inputs import input_stds
 from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
-from kbench_env.pipeline.deferred_checks import DeferredChecks, Pool, give_back
+from kbench_env.pipeline.deferred_checks import DeferredChecks, Pool
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.cuda_ipc import IpcError, Mappings
 from kbench_env.sandbox.diagnosis import WorkerError
@@ -153,13 +152,6 @@ class _Run:
         self.dsts: list = []
         self.layout, self.outputs, self.handles = [], [], []
         self.check_seconds = 0.0
-        self._pooled: list = [0]  # bytes of a pool this run's blocks hold (``hold``), given back by ``close``
-
-    def hold(self, pool: Pool, nbytes: int) -> None:
-        """Count ``nbytes`` (taken from ``pool`` already) as this run's until it is closed, or dropped unclosed."""
-        self._pooled[0] += nbytes
-        weakref.finalize(self, give_back, pool, self._pooled)
-        self._pool = pool
 
     def set_up(self, block: int, p: dict) -> tuple[int, str]:
         self.worker.send({"type": msg.GPU_SLOTS, "config": self.config, "block": block, "backward": self.backward,
@@ -264,12 +256,8 @@ class _Run:
         staging goes back to the device, not into this long-lived process's cache: other workers need blocks."""
         staged = sum(d.numel() for d in self.dsts if d is not None)
         self.dsts, self.inputs = [], None
-        try:
-            torch.cuda.synchronize(self.device)
-            self.maps.close()
-        finally:
-            if self._pooled[0]:  # (the worker frees the blocks as it is told to, or as it ends)
-                give_back(self._pool, self._pooled)
+        torch.cuda.synchronize(self.device)
+        self.maps.close()
         if staged >= RETURN_STAGING_BYTES:
             torch.cuda.empty_cache()
         if release:

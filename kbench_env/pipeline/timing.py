@@ -19,7 +19,6 @@ from kbench_env.pipeline import blocks, coverage, gpu_blocks, pair_stats, paired
 from kbench_env.pipeline.nearby import check_call
 from kbench_env.measure.ownership import trusted_prefixes
 from kbench_env.pipeline.context import StageContext
-from kbench_env.pipeline.deferred_checks import Pool
 from kbench_env.pipeline.quiet import LIVE
 from kbench_env.pipeline.reports import flag
 from kbench_env.pipeline.result import EvalResult, add_phase, config_label, phase
@@ -40,9 +39,8 @@ SAMPLE_PERIOD_NS = 100_000
 #: KBENCH_TIMING_BOOST=0 turns it off.
 PRIORITY_BOOST = environ.get("KBENCH_TIMING_BOOST")
 #: The share of the device's memory that timed blocks set up ahead of their timing may take together
-#: (set_up_ahead), one pool for the candidates of the process (a fixed share each would leave a configuration of
-#: large blocks to the exclusive hold while the others' shares lie unused), each block counted as twice its inputs
-#: (the reference's block size times a call's inputs; its outputs about as many).
+#: (set_up_ahead): split among the candidates that may hold set-ups at once (twice the shared checks' cap), each
+#: block counted as twice its inputs (the reference's block size times a call's inputs; its outputs about as many).
 AHEAD_SHARE = 0.25
 
 
@@ -75,39 +73,40 @@ def set_up_ahead(ctx: StageContext) -> None:
     """On a GPU under shared checks, with the reference's timings known (cached): each configuration's timed blocks
     set up in the candidate's worker ahead of the timing (gpu_blocks.set_up_ahead: made, captured, warmed up and
     checked), under the checks' shared hold, so that the timing's exclusive hold holds only the timed blocks. In
-    configuration order while the blocks' bytes fit in what is left of the device's pool for set-ups ahead
-    (``ahead_pool``: every candidate of this process draws from it, and a set-up gives its bytes back when its
-    timing ends; one that does not fit is left to the timing, and the next ones still tried: a large configuration
-    does not keep a small one after it out), stepping aside for a waiting timing between two. A set-up that fails
-    is left to the timing, which does it again and reports it."""
+    configuration order while the blocks' bytes stay within the candidate's share of AHEAD_SHARE of the device's
+    memory (the worker keeps them all until its timing; one that would pass it is left to the timing, and the next
+    ones still tried: a large configuration does not keep a small one after it out), stepping aside for a waiting
+    timing between two. A set-up that fails is left to the timing, which does it again and reports it."""
     if Device.parse(ctx.device).is_cpu or not ctx.hold.shared:
         return
     ref_times = ctx.baselines.known(ctx.task, ctx.configs)
     if ref_times is None:
         return
-    t, pool = ctx.config.timing, ahead_pool(ctx.device)
+    t, held = ctx.config.timing, 0
+    budget = ahead_budget(ctx.device, ctx.hold.lock)
     for cfg in ctx.configs:
         ref, inputs = ref_times[cfg.name].get("gpu"), ctx.prepared[cfg.name].inputs
         if not ref:
             return
         size = ahead_bytes(int(ref["block"]), inputs)
-        if not pool.take(size):
+        if held + size > budget:
             continue
+        held += size
         if ctx.hold.timing_waits():
             ctx.hold.step_aside(ctx.result)
         try:
             ctx.ahead[cfg.name] = gpu_blocks.set_up_ahead(
                 ctx.worker, cfg.name, inputs, t.noise, ctx.timing_params, ctx.limits.time_timeout, ctx.device,
-                _checker(ctx, cfg), t.check_calls, ref, ctx.task.backward, input_draws(ctx.task, cfg),
-                pooled=(pool, size))
-        except Exception:  # noqa: BLE001 - left to the timing, which reports it (the bytes given back)
+                _checker(ctx, cfg), t.check_calls, ref, ctx.task.backward, input_draws(ctx.task, cfg))
+        except Exception:  # noqa: BLE001 - left to the timing, which reports it
             return
 
 
-def ahead_pool(device: str) -> Pool:
-    """The bytes that the timed blocks set up ahead of their timing may take on ``device``, together: AHEAD_SHARE
-    of its memory, one pool for every candidate of this process on it."""
-    return Pool.of(device, "ahead", AHEAD_SHARE)
+def ahead_budget(device: str, lock) -> float:
+    """The bytes one candidate's set-ups ahead may take: its share (of twice the shared checks' cap of ``lock``) of
+    AHEAD_SHARE of the device's memory."""
+    return AHEAD_SHARE * torch.cuda.get_device_properties(torch.device(device)).total_memory / (
+        2 * max(1, int(getattr(lock, "max_shared", 1))))
 
 
 def ahead_bytes(block: int, inputs: list) -> int:
