@@ -255,3 +255,25 @@ def test_the_flags_solutions_use_are_accepted():
 def test_malformed_requests_are_refused_with_a_reason(request_, words):
     with pytest.raises(BuildRefused, match=re.escape(words)):
         requests.normalise(request_)
+
+
+def test_a_connection_closed_under_the_reader_fails_the_requests_in_flight():
+    """The replies' reader thread ends on a connection another thread closed while it read (the closed
+    connection's read raises TypeError, not EOFError) and fails the requests still waiting, rather than dying with
+    them unanswered until their timeouts."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from kbench_env.builder.client import Builder
+
+    b = Builder("cpu", "cpu", ".")
+    proc = SimpleNamespace(join=lambda timeout=None: None, exitcode=None)
+    b._proc, fut = proc, Future()  # noqa: SLF001
+    b._pending[1] = fut  # noqa: SLF001
+
+    class Closed:
+        def recv_bytes(self):
+            raise TypeError("'NoneType' object cannot be interpreted as an integer")
+
+    b._read(Closed(), proc)  # noqa: SLF001
+    assert fut.done() and "builder process exited" in str(fut.exception() or fut.result())

@@ -167,7 +167,7 @@ class Builder:
         while True:
             try:
                 reply, _ = unpack(conn.recv_bytes())
-            except (EOFError, OSError, ValueError):
+            except (EOFError, OSError, ValueError, TypeError):  # (TypeError: the connection closed meanwhile)
                 break
             with self._lock:
                 fut = self._pending.pop(reply.get("id"), None)

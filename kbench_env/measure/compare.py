@@ -101,8 +101,9 @@ def _relative(diff_norm: float, ref_norm: float, worst: float, n: int, idx: tupl
 
 def _finite_figures(cand: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, tuple] | None:
     """``error_figures(cand, ref)`` where both are finite everywhere, else None (``compare_outputs`` then looks
-    where, as before), from one pass read back at once: on a GPU each figure read on its own is a synchronisation,
-    six of them a comparison, each waiting for whatever this process's other threads queued on the device."""
+    where the non-finite values are), from one pass read back at once: on a GPU each figure read on its own is a
+    synchronisation, six of them a comparison, each waiting for whatever this process's other threads queued on
+    the device."""
     if ref.numel() == 0:
         return None
     r = ref.detach().to(torch.float64)
