@@ -167,8 +167,14 @@ def main() -> None:
     ap.add_argument("--timing", action="append", default=[], metavar="KEY=VALUE",
                     help="a timing parameter for the Evaluator (e.g. pair_seconds=4.5, block_seconds=0.01): "
                          "an experiment against the defaults")
+    ap.add_argument("--boost", type=int, default=None, help="the nice value of a timed block's threads "
+                    "(sandbox/placement.BOOST; default: the library's): an experiment against the default")
     ap.add_argument("--out", default=str(ROOT / "bench/results/cpu_noise_cpu"), help="path without extension")
     args = ap.parse_args()
+    if args.boost is not None:
+        from kbench_env.sandbox import placement
+
+        placement.BOOST = args.boost
     args.load_at_start = os.getloadavg()[0]
     if args.quick:
         args.evals, args.burner_rounds = 4, 3
