@@ -13,6 +13,7 @@ from kbench_env.machine.device import Device
 from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration
+from kbench_env.pipeline.reference_pace import ReferencePace
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.confine.policy import Limits
@@ -51,6 +52,7 @@ class Baselines:
         # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``
         self._ready: dict = {}
         self.recalibrations = 0  # calibrations the drift check measured again
+        self.pace = ReferencePace()  # the reference's recent per-call times in CPU pairings (reference_pace.py)
         self.invalidated = False  # the drift check dropped the cache's entries
 
     def _task_lock(self, task: Task) -> threading.Lock:
