@@ -181,6 +181,7 @@ def _time_one_paired(ctx: StageContext, cfg: Config, cr, ref_worker: Worker, ref
     (``ctx.result`` says why)."""
     result, t, limits = ctx.result, ctx.config.timing, ctx.limits
     own, sampler = _cpu_sampler(ctx)
+
     def once():
         return paired.time_paired(ctx.worker, ref_worker, cfg.name, ref_name, ctx.prepared[cfg.name].inputs, t.noise,
                                   ctx.timing_params, limits.time_timeout, _checker(ctx, cfg), t.check_calls,
