@@ -164,6 +164,30 @@ def test_a_dead_builder_is_started_again(evaluator):
     flush_cleanups()
 
 
+def _nice(stat_path: str) -> int:
+    """A task's nice value from its /proc stat line (field 19; the command name may hold spaces)."""
+    with open(stat_path) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])
+
+
+def test_the_builder_and_its_threads_run_below_the_trusted_sides_priority(evaluator):
+    """Compilers on every core must not delay the trusted side's exchanges around a timed block: the builder
+    lowers its own priority before any thread starts, so every build thread (and the compilers they start) runs
+    BUILD_NICE below this process."""
+    from kbench_env.builder.server import BUILD_NICE
+
+    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, time_candidates=False, spare_worker=False)
+    try:
+        assert ev.evaluate(RELU, _PADDED.format(tag=uuid.uuid4().hex, pad=16)).correct
+        pid, own = ev.builder.pid, os.getpriority(os.PRIO_PROCESS, 0)
+        assert ev.builder.protections["active"].get("build_nice") == min(19, own + BUILD_NICE)
+        tasks = [t for t in os.listdir(f"/proc/{pid}/task")]
+        assert len(tasks) >= 2, tasks  # the serving thread at least beside the main one
+        assert {_nice(f"/proc/{pid}/task/{t}/stat") for t in tasks} == {min(19, own + BUILD_NICE)}
+    finally:
+        ev.close()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

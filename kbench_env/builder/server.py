@@ -38,6 +38,14 @@ from kbench_env.sandbox.confine import environment, landlock, namespaces, privil
 from kbench_env.sandbox.confine.libc import libc
 from kbench_env.sandbox.confine.paths import allowed_paths
 
+#: How much lower than the trusted side's the builder's scheduling priority is (a nice increment; its compilers
+#: inherit it). Builds are throughput work that fills whatever cores are free, while the trusted side, the workers
+#: and their checks and timings wait on the host in turn: a GPU timing's wall clock, which bounds the device time a
+#: worker may report (pipeline/gpu_blocks.py), stretches when compilers on every core delay the exchange around a
+#: block, and a CPU timing's blocks share the cores with whatever runs beside them. Lowering a priority needs no
+#: privilege.
+BUILD_NICE = 10
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -58,6 +66,7 @@ def _confine(config: dict, conn) -> dict:
     scratch, root = config["scratch"], config["build_root"]
     environment.close_inherited([conn.fileno()], None, act)
     os.setsid()
+    _lower_priority(act, miss)
     os.chdir(scratch)
     log = os.open(os.path.join(scratch, "builder.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
@@ -85,6 +94,15 @@ def _confine(config: dict, conn) -> dict:
     if os.getppid() == 1:
         os._exit(1)
     return status
+
+
+def _lower_priority(act: dict, miss: dict) -> None:
+    """This process (before it starts a thread: each thread and compiler inherits it) BUILD_NICE below the
+    priority it was started with (sandbox/confine/forkserver.py: the trusted side's)."""
+    try:
+        act["build_nice"] = os.nice(BUILD_NICE)
+    except OSError as exc:
+        miss["build_nice"] = str(exc)
 
 
 class _Server:
