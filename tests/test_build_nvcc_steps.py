@@ -174,6 +174,33 @@ def test_the_host_compile_reads_the_precompiled_start_and_a_failing_step_says_wh
         nvcc_steps.compile_cu(argv, argv[-3], str(tmp_path / "c"), headers, 600.0, "e")
 
 
+@needs_nvcc
+def test_cudafe_runs_beside_the_device_passes_and_the_object_is_nvccs(tmp_path, monkeypatch):
+    """Once this module has written the module name, cudafe++ (the host side's EDG pass over the torch head) runs
+    beside cicc (the device side's): cudafe++ here waits until cicc has started, which a compile that ran them one
+    after the other would never let happen (the wait ends in 120 s and the test fails). The object is still the
+    one nvcc makes whole."""
+    monkeypatch.setattr(nvcc_steps, "shared_lines", lambda text: 2)
+    cicc_started, order = threading.Event(), []
+    real = nvcc_steps.run
+
+    def run(command, cwd, timeout, what):
+        line = command[-1].splitlines()[-1]
+        if "cudafe++" in line:
+            order.append(("cudafe++ saw cicc started", cicc_started.wait(120)))
+        elif "cicc" in line:
+            cicc_started.set()
+        return real(command, cwd, timeout, what)
+    monkeypatch.setattr(nvcc_steps, "run", run)
+    headers = pch.BindingHeaders(str(tmp_path / "scratch"))
+    argv = _nvcc(tmp_path, 4)
+    assert nvcc_steps.compile_cu(argv, argv[-3], str(tmp_path), headers, 600.0, "e")
+    assert order == [("cudafe++ saw cicc started", True)]
+    stepped = _symbols_and_code(str(tmp_path / "cuda.cuda.o"))
+    subprocess.run(argv, cwd=tmp_path, check=True, capture_output=True, timeout=600)
+    assert stepped == _symbols_and_code(str(tmp_path / "cuda.cuda.o"))
+
+
 def _stepped_build(tmp_path, monkeypatch, compile_cu, ninja, cpp_sources: str, **kwargs) -> None:
     """torch_ext.build of a one-function inline request with the stepped device compile and ninja stood in for
     (``compile_cu``, ``ninja``), no precompiled head."""
