@@ -144,15 +144,32 @@ def compile_fn(workdir: Path, label: str, wall: bool = False):
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
         options = {**options, "extra_include_paths": list(options.get("extra_include_paths") or []) + stub_inc,
                    "extra_ldflags": list(options.get("extra_ldflags") or []) + [f"-L{stub_lib}"]}
-        saved = torch_ext.run, pch.run, nvcc_steps.run
+        saved = torch_ext.run, pch.run, nvcc_steps.run, nvcc_steps._Beside
         if not wall:  # (with wall, every command runs as the builder runs it: ninja's targets side by side)
             torch_ext.run, pch.run = stepwise_run(label), measured_run(label, _precompile_step)
             nvcc_steps.run = measured_run(label, _nvcc_step)
+            nvcc_steps._Beside = _InTurn  # cudafe++ measured alone, not beside cicc
         try:
             torch_ext.compile_with_ninja(name, sources, options, directory, timeout, **kwargs)
         finally:
-            torch_ext.run, pch.run, nvcc_steps.run = saved
+            torch_ext.run, pch.run, nvcc_steps.run, nvcc_steps._Beside = saved
     return compile_
+
+
+class _InTurn:
+    """nvcc_steps._Beside run in its turn: cudafe++'s children are measured in a window of their own (beside cicc,
+    the children reaped in its window would be both's)."""
+
+    def __init__(self, command: list, cwd: str, deadline: float, what: str):
+        self.error = None
+        try:
+            nvcc_steps.run(command, cwd, deadline - time.monotonic(), what)
+        except compiler.CompileError as exc:
+            self.error = exc
+
+    def wait(self, raise_error: bool = True) -> None:
+        if raise_error and self.error is not None:
+            raise self.error
 
 
 def request_of(path: Path, salt: str = "", rename: str = "") -> dict:
