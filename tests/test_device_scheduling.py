@@ -197,6 +197,65 @@ def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusi
     assert w.proc.exitcode is not None  # closed with the evaluator
 
 
+def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_closed(tmp_path, monkeypatch):
+    """Under shared checks, once the calibration is known, a task whose reference is not timed has its reference's
+    worker started before the candidate's build (not inside its shared hold of the device), and the preparation
+    takes that very worker; a candidate that fails its checks leaves its started worker closed at its end."""
+    from conftest import ROOT, cpu_evaluator
+    from kbench_env.pipeline import evaluator as evaluator_mod, reference_start
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
+
+    events, made = [], []
+    real_build, real_init, real_take = evaluator_mod.build, reference_start.Started.__init__, reference_start.Started.take
+
+    def build(*args, **kwargs):
+        events.append("build")
+        return real_build(*args, **kwargs)
+
+    def init(self, make, timeout):
+        events.append("start")
+        made.append(self)
+
+        def made_worker():
+            w = make()
+            self.made_worker = w
+            return w
+        real_init(self, made_worker, timeout)
+
+    def take(self):
+        w = real_take(self)
+        events.append(("taken", w is not None and w is getattr(self, "made_worker", None)))
+        return w
+
+    monkeypatch.setattr(evaluator_mod, "build", build)
+    monkeypatch.setattr(reference_start.Started, "__init__", init)
+    monkeypatch.setattr(reference_start.Started, "take", take)
+    like = cpu_evaluator()
+    like.close()
+    ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
+                   reference_cache=tmp_path / "references", cache_dir=tmp_path)
+    try:
+        relu = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
+        assert ev.evaluate(resolve_task("level1/relu"), relu, seed=3).correct
+        assert events == ["build"]  # the first task: the calibration not known yet, nothing started early
+        events.clear()
+        gelu = (ROOT / "tasks/solutions/cpu/level1/gelu.py").read_text()
+        r = ev.evaluate(resolve_task("level1/gelu"), gelu, seed=3)
+        assert r.correct and r.speedup, r.feedback()
+        assert events == ["start", "build", ("taken", True)], events
+        assert ev.baselines.timed == len(r.configs) + 3 and not ev.baselines._starts  # noqa: SLF001
+        events.clear()
+        wrong = ev.evaluate(resolve_task("level1/softmax_rows"), relu, seed=3)  # a kernel, not softmax's
+        assert not wrong.correct and events == ["start", "build"], (events, wrong.feedback())
+        assert not ev.baselines._starts  # noqa: SLF001 - closed with its evaluation, not left for the evaluator
+        w = made[-1].made_worker
+        w.proc.join(10)
+        assert w.proc.exitcode is not None
+    finally:
+        ev.close()
+
+
 class _CountingLock:
     """An evaluator's shared lock, its shared acquisitions counted, a waiting timing said or not."""
 

@@ -14,6 +14,7 @@ from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration
 from kbench_env.pipeline.reference_pace import ReferencePace
+from kbench_env.pipeline.reference_start import Started
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.confine.policy import Limits
@@ -51,6 +52,7 @@ class Baselines:
         self.timed = 0  # configurations timed here (not found in memory or on disk)
         # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``
         self._ready: dict = {}
+        self._starts: dict = {}  # task -> its reference worker being started (``start``), for the first to take
         self.recalibrations = 0  # calibrations the drift check measured again
         self.pace = ReferencePace()  # the reference's recent per-call times in CPU pairings (reference_pace.py)
         self.invalidated = False  # the drift check dropped the cache's entries
@@ -67,6 +69,62 @@ class Baselines:
         """A worker running the reference as the candidate (no audit: the reference may use anything)."""
         return Worker(task.source + "\n\nModelNew = Model\n", self.backend_name, self.device, self.build_root,
                       self.limits, audit=False)
+
+    def _loaded_worker(self, task: Task) -> Worker:
+        """A reference worker with the reference loaded (closed if the load fails)."""
+        w = self.worker(task)
+        try:
+            expect(w.recv(self.limits.build_timeout, "reference load"), task)
+        except BaseException:
+            w.close()
+            raise
+        return w
+
+    def start(self, task: Task, configs: list[Config]) -> Started | None:
+        """Start the task's reference worker now, beside the candidate's build (reference_start.py), where the
+        preparation will want one: the calibration known, a configuration not timed, none prepared or being
+        started, and nobody timing the task. The Started, to give ``end_start`` at the evaluation's end, or None."""
+        if self.calibration is None:
+            return None  # the first timing also checks the disk cache, in the exclusive hold: left as it is
+        lock = self._task_lock(task)
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            key = (task.name, task.source_hash)
+            if key in self._ready or key in self._starts or not self._missing(task, configs):
+                return None
+            started = self._starts[key] = Started(lambda: self._loaded_worker(task), self.limits.build_timeout)
+            return started
+        finally:
+            lock.release()
+
+    def end_start(self, task: Task, started: Started) -> None:
+        """At the end of the evaluation that made ``started``: closed if neither a preparation nor a timing took it
+        (its candidate failed before them), so no idle worker keeps its share of the device."""
+        with self._task_lock(task):
+            key = (task.name, task.source_hash)
+            if self._starts.get(key) is not started:
+                return
+            del self._starts[key]
+        started.close()
+
+    @contextlib.contextmanager
+    def started_beside(self, task: Task, configs: list[Config], wanted: bool):
+        """Around an evaluation's build and checks: ``start`` where ``wanted``, ``end_start`` at their end (once the
+        preparation has taken the worker or the candidate ended before it)."""
+        started = self.start(task, configs) if wanted else None
+        try:
+            yield
+        finally:
+            if started is not None:
+                self.end_start(task, started)
+
+    def _new_worker(self, task: Task) -> Worker:
+        """The task's reference worker: the one ``start`` started if there is one and it came up, else a new one
+        (under the task's lock)."""
+        started = self._starts.pop((task.name, task.source_hash), None)
+        w = started.take() if started is not None else None
+        return w if w is not None else self._loaded_worker(task)
 
     def times(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
         """Time the reference (eager, and compiled if asked) in a worker of its own, under the candidate's
@@ -90,8 +148,9 @@ class Baselines:
 
     def prepare(self, task: Task, configs: list[Config], prepared: dict) -> None:
         """What ``times`` would do before it times, done ahead (under a shared hold of the device: device_hold.py):
-        start the reference's worker, load it and run each configuration whose reference is not timed yet (eager,
-        and compiled: torch.compile's compile, seconds, is here), so that the device's exclusive hold only times.
+        take the reference's worker (``start``'s, or started now) and run each configuration whose reference is not
+        timed yet (eager, and compiled: torch.compile's compile, seconds, is here), so that the device's exclusive
+        hold only times.
         The worker waits for ``times`` (of this or another candidate of the task), which times with the inputs it
         ran. Nothing to do, or a failure: ``times`` does it all (and reports what failed)."""
         key = (task.name, task.source_hash)
@@ -105,8 +164,7 @@ class Baselines:
                 return
             w, ran = None, set()
             try:
-                w = self.worker(task)
-                expect(w.recv(self.limits.build_timeout, "reference load"), task)
+                w = self._new_worker(task)
                 for cfg in todo:
                     for label, compiled in self._labels():
                         self._run_reference(w, task, cfg, prepared, label, compiled)
@@ -125,8 +183,7 @@ class Baselines:
         try:
             if todo or self.calibration is None:
                 if w is None:
-                    w = self.worker(task)
-                    expect(w.recv(self.limits.build_timeout, "reference load"), task)
+                    w = self._new_worker(task)
                 self._calibrate_once(w, task, configs)
                 for cfg in self._missing(task, todo):
                     names = {f"{cfg.name}#{label}" for label, _ in self._labels()}
@@ -140,11 +197,15 @@ class Baselines:
         return {c.name: self.times_by_key[self.key(task, c)] for c in configs}
 
     def close(self) -> None:
-        """Close the reference workers that ``prepare`` left waiting (their candidates ended before timing)."""
+        """Close the reference workers that ``prepare`` left waiting (their candidates ended before timing), and
+        those started and not taken."""
         with self._lock:
             ready, self._ready = list(self._ready.values()), {}
+            starts, self._starts = list(self._starts.values()), {}
         for w, _, _ in ready:
             w.close()
+        for started in starts:
+            started.close()
 
     @contextlib.contextmanager
     def session(self, task: Task, configs: list[Config]):

@@ -243,20 +243,23 @@ class Evaluator:
                 self._spares.evaluation_over()
 
     def _stages(self, ctx: StageContext, hold: DeviceHold, timed: bool) -> None:
-        """The stages after the worker started: build, check, timing, plausibility, judging (``_evaluate``)."""
+        """The stages after the worker started: build, check, timing, plausibility, judging (``_evaluate``); where
+        the reference will be prepared beside the checks, its worker started beside the build (reference_start.py)."""
         worker, result, task = ctx.worker, ctx.result, ctx.task
-        with phase(result, "build"):
-            build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
-        if not result.compiled or flag_builds(self.rules, worker, result):
-            return  # a build flagged by its symbols does not run
-        with hold.checks(result):
-            with hold.threads(), phase(result, "check"):
-                check(ctx)
-            if result.correct and timed and hold.shared and not is_paired(ctx):
-                with phase(result, "reference_prepare"):  # the reference's start and runs, beside checks
-                    self.baselines.prepare(task, ctx.configs, ctx.prepared)
-                with hold.threads(), phase(result, "timing_prepare"):  # timed blocks set up, beside checks
-                    set_up_ahead(ctx)
+        prepares = timed and hold.shared and not is_paired(ctx)
+        with self.baselines.started_beside(task, ctx.configs, prepares):
+            with phase(result, "build"):
+                build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
+            if not result.compiled or flag_builds(self.rules, worker, result):
+                return  # a build flagged by its symbols does not run
+            with hold.checks(result):
+                with hold.threads(), phase(result, "check"):
+                    check(ctx)
+                if result.correct and prepares:
+                    with phase(result, "reference_prepare"):  # the reference's runs (and its start, unless started)
+                        self.baselines.prepare(task, ctx.configs, ctx.prepared)
+                    with hold.threads(), phase(result, "timing_prepare"):  # timed blocks set up, beside checks
+                        set_up_ahead(ctx)
         if not result.correct or not timed:
             return
         with hold.timing(result), hold.threads():
