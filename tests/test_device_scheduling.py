@@ -198,16 +198,18 @@ def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusi
 
 
 def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_closed(tmp_path, monkeypatch):
-    """Under shared checks, once the calibration is known, a task whose reference is not timed has its reference's
-    worker started before the candidate's build (not inside its shared hold of the device), and the preparation
-    takes that very worker; a candidate that fails its checks leaves its started worker closed at its end."""
+    """Under shared checks, a task whose reference is not timed has its reference's worker started before the
+    candidate's build (not inside its shared hold of the device), and the timing (the first, which calibrates) or
+    the preparation takes that very worker; a task stored in the disk cache starts none, even before the
+    calibration; a candidate that fails its checks leaves its started worker closed at its end."""
     from conftest import ROOT, cpu_evaluator
     from kbench_env.pipeline import evaluator as evaluator_mod, reference_start
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.tasks.suite import resolve_task
 
     events, made = [], []
-    real_build, real_init, real_take = evaluator_mod.build, reference_start.Started.__init__, reference_start.Started.take
+    real_build = evaluator_mod.build
+    real_init, real_take = reference_start.Started.__init__, reference_start.Started.take
 
     def build(*args, **kwargs):
         events.append("build")
@@ -238,7 +240,19 @@ def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_clos
     try:
         relu = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
         assert ev.evaluate(resolve_task("level1/relu"), relu, seed=3).correct
-        assert events == ["build"]  # the first task: the calibration not known yet, nothing started early
+        assert events == ["start", "build", ("taken", True)], events  # taken by the timing that calibrates
+        events.clear()
+        assert ev.evaluate(resolve_task("level1/relu"), relu, seed=4).correct and events == ["build"], events
+        events.clear()
+        again = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False,
+                          shared_checks=True, reference_cache=tmp_path / "references", cache_dir=tmp_path)
+        try:  # a new process's evaluator: relu on disk, known before the calibration: nothing to start
+            task = resolve_task("level1/relu")
+            assert again.baselines._unknown(task, task.configs_for("cpu")) is False  # noqa: SLF001
+            assert again.evaluate(resolve_task("level1/relu"), relu, seed=5).correct
+        finally:
+            again.close()
+        assert events == ["build"], events
         events.clear()
         gelu = (ROOT / "tasks/solutions/cpu/level1/gelu.py").read_text()
         r = ev.evaluate(resolve_task("level1/gelu"), gelu, seed=3)
@@ -249,6 +263,7 @@ def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_clos
         wrong = ev.evaluate(resolve_task("level1/softmax_rows"), relu, seed=3)  # a kernel, not softmax's
         assert not wrong.correct and events == ["start", "build"], (events, wrong.feedback())
         assert not ev.baselines._starts  # noqa: SLF001 - closed with its evaluation, not left for the evaluator
+        made[-1]._thread.join(60)  # noqa: SLF001 - a start under way at its evaluation's end closes its worker
         w = made[-1].made_worker
         w.proc.join(10)
         assert w.proc.exitcode is not None

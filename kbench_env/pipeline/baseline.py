@@ -53,6 +53,7 @@ class Baselines:
         # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``
         self._ready: dict = {}
         self._starts: dict = {}  # task -> its reference worker being started (``start``), for the first to take
+        self._peek: ReferenceCache | None = None  # the disk cache read before the calibration (``_unknown``)
         self.recalibrations = 0  # calibrations the drift check measured again
         self.pace = ReferencePace()  # the reference's recent per-call times in CPU pairings (reference_pace.py)
         self.invalidated = False  # the drift check dropped the cache's entries
@@ -82,21 +83,32 @@ class Baselines:
 
     def start(self, task: Task, configs: list[Config]) -> Started | None:
         """Start the task's reference worker now, beside the candidate's build (reference_start.py), where the
-        preparation will want one: the calibration known, a configuration not timed, none prepared or being
-        started, and nobody timing the task. The Started, to give ``end_start`` at the evaluation's end, or None."""
-        if self.calibration is None:
-            return None  # the first timing also checks the disk cache, in the exclusive hold: left as it is
+        preparation or the timing will want one: a configuration not timed (before the calibration, which checks
+        the disk cache: not stored there as far as its files say), none prepared or being started, and nobody
+        timing the task. The Started, to give ``end_start`` at the evaluation's end, or None."""
         lock = self._task_lock(task)
         if not lock.acquire(blocking=False):
             return None
         try:
             key = (task.name, task.source_hash)
-            if key in self._ready or key in self._starts or not self._missing(task, configs):
+            if key in self._ready or key in self._starts or not self._unknown(task, configs):
                 return None
             started = self._starts[key] = Started(lambda: self._loaded_worker(task), self.limits.build_timeout)
             return started
         finally:
             lock.release()
+
+    def _unknown(self, task: Task, configs: list[Config]) -> bool:
+        """Whether a configuration's reference will be timed here: ``_missing``'s once the calibration is known,
+        before it whether one is not stored on disk in its calibration's epoch (ReferenceCache.stored)."""
+        if self.calibration is not None:
+            return bool(self._missing(task, configs))
+        missing = [c for c in configs if self.key(task, c) not in self.times_by_key]
+        if not missing or self.disk_root is None:
+            return bool(missing)
+        if self._peek is None:
+            self._peek = ReferenceCache.for_device(self.disk_root, self.device, self.backend_name)
+        return not all(self._peek.stored(self.disk_fields(task, c)) for c in missing)
 
     def end_start(self, task: Task, started: Started) -> None:
         """At the end of the evaluation that made ``started``: closed if neither a preparation nor a timing took it

@@ -228,8 +228,9 @@ class Evaluator:
             with live_worker(lambda: self._worker_for(source), self.device, self.rules, result) as worker, hold:
                 ctx = StageContext(self.config, self.timing, self.baselines, hold, task, task.configs_for(self.device),
                                    seed, worker, result)
-                try:
-                    self._stages(ctx, hold, timed)
+                try:  # the reference's worker started beside the build where it will be prepared or timed
+                    with self.baselines.started_beside(task, ctx.configs, timed and hold.shared and not is_paired(ctx)):
+                        self._stages(ctx, hold, timed)
                 finally:
                     close_ahead(ctx)  # set-ups made ahead that no timing used, unmapped before the worker ends
         except WorkerError as exc:
@@ -243,23 +244,20 @@ class Evaluator:
                 self._spares.evaluation_over()
 
     def _stages(self, ctx: StageContext, hold: DeviceHold, timed: bool) -> None:
-        """The stages after the worker started: build, check, timing, plausibility, judging (``_evaluate``); where
-        the reference will be prepared beside the checks, its worker started beside the build (reference_start.py)."""
+        """The stages after the worker started: build, check, timing, plausibility, judging (``_evaluate``)."""
         worker, result, task = ctx.worker, ctx.result, ctx.task
-        prepares = timed and hold.shared and not is_paired(ctx)
-        with self.baselines.started_beside(task, ctx.configs, prepares):
-            with phase(result, "build"):
-                build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
-            if not result.compiled or flag_builds(self.rules, worker, result):
-                return  # a build flagged by its symbols does not run
-            with hold.checks(result):
-                with hold.threads(), phase(result, "check"):
-                    check(ctx)
-                if result.correct and prepares:
-                    with phase(result, "reference_prepare"):  # the reference's runs (and its start, unless started)
-                        self.baselines.prepare(task, ctx.configs, ctx.prepared)
-                    with hold.threads(), phase(result, "timing_prepare"):  # timed blocks set up, beside checks
-                        set_up_ahead(ctx)
+        with phase(result, "build"):
+            build(worker, result, self.limits.build_timeout)  # beside other candidates' builds and runs
+        if not result.compiled or flag_builds(self.rules, worker, result):
+            return  # a build flagged by its symbols does not run
+        with hold.checks(result):
+            with hold.threads(), phase(result, "check"):
+                check(ctx)
+            if result.correct and timed and hold.shared and not is_paired(ctx):
+                with phase(result, "reference_prepare"):  # the reference's runs (and its start, unless started)
+                    self.baselines.prepare(task, ctx.configs, ctx.prepared)
+                with hold.threads(), phase(result, "timing_prepare"):  # timed blocks set up, beside checks
+                    set_up_ahead(ctx)
         if not result.correct or not timed:
             return
         with hold.timing(result), hold.threads():
