@@ -122,8 +122,8 @@ class Baselines:
 
     @contextlib.contextmanager
     def started_beside(self, task: Task, configs: list[Config], wanted: bool):
-        """Around an evaluation's build and checks: ``start`` where ``wanted``, ``end_start`` at their end (once the
-        preparation has taken the worker or the candidate ended before it)."""
+        """Around an evaluation's stages: ``start`` where ``wanted``, ``end_start`` at their end (the preparation or
+        the timing has taken the worker, or the candidate ended before them)."""
         started = self.start(task, configs) if wanted else None
         try:
             yield

@@ -1,12 +1,11 @@
 """A task's reference worker started while the candidate builds, for the reference's preparation and timing to take.
 
 On a GPU under shared checks, ``Baselines.prepare`` runs a task's reference configurations inside the candidate's
-shared hold of the device (device_hold.py), so that the exclusive hold only times. It used to start the reference's
-worker there too: a process, torch's import, the device's context, several seconds and more on a host whose cores
-are building, during which the candidate kept one of the few shared places on the device and one of the slots
-between the checks and the timing, while the device had nothing of it to run. The candidate's own worker starts
-beside its build (spare workers, or ``live_worker``); the reference's now does too (``Started``), and
-``prepare`` or ``times`` takes it when it comes (``Baselines.start`` and ``_new_worker``).
+shared hold of the device (device_hold.py), so that the exclusive hold only times. Starting the reference's worker
+there too (a process, torch's import, the device's context: seconds, more on a host whose cores are building) would
+keep one of the few shared places on the device and one of the slots between the checks and the timing while the
+device has nothing of it to run. So it starts beside the build, as the candidate's own worker does (spare workers,
+or ``live_worker``), and ``prepare`` or ``times`` takes it when it comes (``Baselines.start`` and ``_new_worker``).
 """
 
 from __future__ import annotations
