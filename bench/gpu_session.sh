@@ -249,8 +249,10 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   # sampled by py-spy at $RATE a second (default 20), its stacks folded into $OUT/profile$tag.txt
   # (bench/probes/profile_summary.py reads it)
   spy=${PROFILE:+/tmp/site/bin/py-spy record -r ${RATE:-20} --threads --$PROFILE -f raw -o $OUT/profile$tag.txt --}
-  # the device's memory in use, twice a second (the shares of set-ups ahead and kept checks are shares of it)
-  nvidia-smi --query-gpu=index,memory.used,memory.total --format=csv,noheader,nounits -lms 500 \
+  # the device's memory in use, twice a second (the shares of set-ups ahead and kept checks are shares of it), and
+  # its utilisation (the share of the sample time a kernel ran: the hold log counts a held lock as busy, whatever
+  # its holder runs)
+  nvidia-smi --query-gpu=index,memory.used,memory.total,utilization.gpu --format=csv,noheader,nounits -lms 500 \
     > "$OUT/gpu_memory$tag.csv" 2>/dev/null &
   SMI=$!
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) $spy python3 bench/rl_batch.py \
@@ -264,6 +266,8 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   kill $SMI 2>/dev/null
   python3 bench/hold_overlap.py "$OUT/holds_steady$tag.jsonl" | tee "$OUT/holds_steady$tag.txt"
   sort -t, -k2 -n "$OUT/gpu_memory$tag.csv" | tail -1 | awk -F', *' '{printf "device memory in use at most: %d of %d MiB\n", $2, $3}'
+  awk -F', *' '{n++; u+=$4; if ($4 == 0) z++} END {if (n) printf "device utilisation: mean %.1f %%, 0 %% in %d of %d samples\n", u/n, z, n}' \
+    "$OUT/gpu_memory$tag.csv"
   ;;
 trainer)  # issue #36: a trainer's steps under several settings in one call, after one cold pass
   # The cold pass ($FORMAT, $TASKS x 2: the references timed into the cache folder), then per word of $VARIANTS a
