@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -144,32 +145,35 @@ def compile_fn(workdir: Path, label: str, wall: bool = False):
         os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")
         options = {**options, "extra_include_paths": list(options.get("extra_include_paths") or []) + stub_inc,
                    "extra_ldflags": list(options.get("extra_ldflags") or []) + [f"-L{stub_lib}"]}
-        saved = torch_ext.run, pch.run, nvcc_steps.run, nvcc_steps._Beside
+        saved = torch_ext.run, pch.run, nvcc_steps.run, nvcc_steps.ThreadPoolExecutor
         if not wall:  # (with wall, every command runs as the builder runs it: ninja's targets side by side)
             torch_ext.run, pch.run = stepwise_run(label), measured_run(label, _precompile_step)
             nvcc_steps.run = measured_run(label, _nvcc_step)
-            nvcc_steps._Beside = _InTurn  # cudafe++ measured alone, not beside cicc
+            nvcc_steps.ThreadPoolExecutor = _InTurn  # cudafe++ measured alone, not beside cicc
         try:
             torch_ext.compile_with_ninja(name, sources, options, directory, timeout, **kwargs)
         finally:
-            torch_ext.run, pch.run, nvcc_steps.run, nvcc_steps._Beside = saved
+            torch_ext.run, pch.run, nvcc_steps.run, nvcc_steps.ThreadPoolExecutor = saved
     return compile_
 
 
 class _InTurn:
-    """nvcc_steps._Beside run in its turn: cudafe++'s children are measured in a window of their own (beside cicc,
-    the children reaped in its window would be both's)."""
+    """nvcc_steps' executor for cudafe++ beside the device passes, run in its turn instead: cudafe++'s children are
+    measured in a window of their own (beside cicc, the children reaped in its window would be both's)."""
 
-    def __init__(self, command: list, cwd: str, deadline: float, what: str):
-        self.error = None
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def submit(self, fn, *args) -> Future:
+        done = Future()
         try:
-            nvcc_steps.run(command, cwd, deadline - time.monotonic(), what)
-        except compiler.CompileError as exc:
-            self.error = exc
+            done.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - the compile's error, raised where nvcc_steps waits for it
+            done.set_exception(exc)
+        return done
 
-    def wait(self, raise_error: bool = True) -> None:
-        if raise_error and self.error is not None:
-            raise self.error
+    def shutdown(self, wait: bool = True) -> None:
+        pass
 
 
 def request_of(path: Path, salt: str = "", rename: str = "") -> dict:

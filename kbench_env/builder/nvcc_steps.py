@@ -26,14 +26,15 @@ How the build stays what nvcc makes of the source:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shlex
 import shutil
 import tempfile
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass
 
 from kbench_env.backends import narrow_head
@@ -217,7 +218,11 @@ def compile_cu(argv: list, source: str, cwd: str, headers, timeout: float, what:
     compile would fail (``what``: the message's start)."""
     deadline = time.monotonic() + timeout
     keep = tempfile.mkdtemp(prefix="kb-nvcc-")
-    beside = None  # cudafe++ running beside the device passes (_Beside)
+    # cudafe++ beside the device passes (device preprocessing, cicc, ptxas, fatbinary) once this module has written
+    # the module name they share: nothing else of either is read by the other (cicc writes the host stub and the
+    # device file under its own names, cudafe++ only the host compile's input), both take about as long (the torch
+    # head parsed in each), and only the host compile needs both. Its thread inherits this one's priority.
+    pool, beside = ThreadPoolExecutor(1, thread_name_prefix="kbench-cudafe"), None
     try:
         steps = plan(argv, cwd, keep, timeout)
         if steps is None:
@@ -236,55 +241,40 @@ def compile_cu(argv: list, source: str, cwd: str, headers, timeout: float, what:
                         f.write(name)
                     command = re.sub(r"(?<=\s)--gen_module_id_file(?=\s|$)", "", command)
                     seen = files_of(parts[0])
-                    beside = _Beside(steps.script(command), cwd, deadline, what)
+                    beside = pool.submit(run, steps.script(command), cwd, deadline - time.monotonic(), what)
                     continue
             if i == len(steps.commands) - 1:
                 if beside is not None:
-                    beside.wait()
+                    _finish(beside, deadline)
                 if seen is not None:
                     _use_prefix(steps, lines + 1, seen, directory, headers, deadline)
             try:
                 run(steps.script(command), cwd, deadline - time.monotonic(), what)
             except CompileError:
                 if beside is not None:
-                    beside.wait()  # cudafe++'s error first, as nvcc, which runs it first, would report it
+                    _finish(beside, deadline)  # cudafe++'s error first, as nvcc, which runs it first, would report it
                 raise
         return True
     finally:
         if beside is not None:
-            beside.wait(raise_error=False)  # (its files are in ``keep``)
+            with contextlib.suppress(Exception):
+                _finish(beside, deadline)  # (its files are in ``keep``)
+        pool.shutdown(wait=False)
         shutil.rmtree(keep, ignore_errors=True)
 
 
-class _Beside:
-    """cudafe++ run in a thread of its own beside the device passes (device preprocessing, cicc, ptxas, fatbinary),
-    once the module name they share is written by this module: nothing else of either is read by the other (cicc
-    writes the host stub and the device file under its own names, cudafe++ only the host compile's input), and both
-    take about as long, the torch head parsed in each; only the host compile needs both. The thread inherits the
-    calling thread's priority (builder/server.BUILD_NICE). ``wait`` returns at the compile's deadline at the latest
-    (``run`` kills cudafe++ there), and raises its CompileError."""
+#: Seconds past the compile's deadline that a wait for cudafe++ beside the device passes lasts at most (``run`` kills
+#: it at the deadline; this is the thread's own way out).
+BESIDE_GRACE_S = 10.0
 
-    def __init__(self, command: list, cwd: str, deadline: float, what: str):
-        self.error: CompileError | None = None
-        self.deadline = deadline
-        self.thread = threading.Thread(target=self._run, args=(command, cwd, deadline, what), daemon=True,
-                                       name="kbench-cudafe")
-        self.thread.start()
 
-    def _run(self, command: list, cwd: str, deadline: float, what: str) -> None:
-        try:
-            run(command, cwd, deadline - time.monotonic(), what)
-        except CompileError as exc:
-            self.error = exc
-        except Exception as exc:  # noqa: BLE001 - said as the build's error, not lost in a thread
-            self.error = CompileError(f"{what}: cudafe++ could not run: {type(exc).__name__}: {exc}")
-
-    def wait(self, raise_error: bool = True) -> None:
-        self.thread.join(max(0.0, self.deadline - time.monotonic()) + 10.0)
-        if self.thread.is_alive():
-            self.error = self.error or CompileError("cudafe++ outlived the build's deadline")
-        if raise_error and self.error is not None:
-            raise self.error
+def _finish(beside, deadline: float) -> None:
+    """Wait for cudafe++ run beside the device passes (a Future of ``run``), until the compile's deadline and
+    BESIDE_GRACE_S at most; its CompileError raised."""
+    try:
+        beside.result(timeout=max(0.0, deadline - time.monotonic()) + BESIDE_GRACE_S)
+    except FutureTimeout:
+        raise CompileError("cudafe++ outlived the build's deadline") from None
 
 
 def _use_prefix(steps: Steps, first: int, seen: set, directory: str, headers, deadline: float) -> None:

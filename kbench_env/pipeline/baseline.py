@@ -108,7 +108,7 @@ class Baselines:
             return bool(missing)
         if self._peek is None:
             self._peek = ReferenceCache.for_device(self.disk_root, self.device, self.backend_name)
-        return not all(self._peek.stored(self.disk_fields(task, c)) for c in missing)
+        return not self._peek.stored([self.disk_fields(task, c) for c in missing])
 
     def end_start(self, task: Task, started: Started) -> None:
         """At the end of the evaluation that made ``started``: closed if neither a preparation nor a timing took it

@@ -228,9 +228,10 @@ class Evaluator:
             with live_worker(lambda: self._worker_for(source), self.device, self.rules, result) as worker, hold:
                 ctx = StageContext(self.config, self.timing, self.baselines, hold, task, task.configs_for(self.device),
                                    seed, worker, result)
-                try:  # the reference's worker started beside the build where it will be prepared or timed
-                    with self.baselines.started_beside(task, ctx.configs, timed and hold.shared and not is_paired(ctx)):
-                        self._stages(ctx, hold, timed)
+                prepares = timed and hold.shared and not is_paired(ctx)  # the reference prepared beside the checks
+                try:  # its worker started beside the build
+                    with self.baselines.started_beside(task, ctx.configs, prepares):
+                        self._stages(ctx, hold, timed, prepares)
                 finally:
                     close_ahead(ctx)  # set-ups made ahead that no timing used, unmapped before the worker ends
         except WorkerError as exc:
@@ -243,7 +244,7 @@ class Evaluator:
             if self._spares is not None:
                 self._spares.evaluation_over()
 
-    def _stages(self, ctx: StageContext, hold: DeviceHold, timed: bool) -> None:
+    def _stages(self, ctx: StageContext, hold: DeviceHold, timed: bool, prepares: bool) -> None:
         """The stages after the worker started: build, check, timing, plausibility, judging (``_evaluate``)."""
         worker, result, task = ctx.worker, ctx.result, ctx.task
         with phase(result, "build"):
@@ -253,7 +254,7 @@ class Evaluator:
         with hold.checks(result):
             with hold.threads(), phase(result, "check"):
                 check(ctx)
-            if result.correct and timed and hold.shared and not is_paired(ctx):
+            if result.correct and prepares:
                 with phase(result, "reference_prepare"):  # the reference's runs (and its start, unless started)
                     self.baselines.prepare(task, ctx.configs, ctx.prepared)
                 with hold.threads(), phase(result, "timing_prepare"):  # timed blocks set up, beside checks

@@ -307,15 +307,18 @@ class ReferenceCache:
         times = entry.get("times")
         return times if isinstance(times, dict) else None
 
-    def stored(self, fields: dict) -> bool:
-        """Whether an entry for ``fields`` is on disk in the stored calibration's epoch, before any ``check``: what
-        ``get`` will find if the check finds no drift (a guess, for starting work ahead; never a timing)."""
+    def stored(self, fields_list: list) -> bool:
+        """Whether an entry for each of ``fields_list`` is on disk in the stored calibration's epoch, before any
+        ``check``: what ``get`` will find if the check finds no drift (a guess, for starting work ahead; never a
+        timing)."""
         stored = read_json(self.dir / "calibration.json")
         if not isinstance(stored, dict) or "epoch" not in stored:
             return False
-        fields = normal(fields)
-        entry = read_json(self._path(fields))
-        return isinstance(entry, dict) and entry.get("epoch") == stored["epoch"] and entry.get("fields") == fields
+        for fields in map(normal, fields_list):
+            entry = read_json(self._path(fields))
+            if not isinstance(entry, dict) or entry.get("epoch") != stored["epoch"] or entry.get("fields") != fields:
+                return False
+        return True
 
     def put(self, fields: dict, times: dict) -> None:
         """Store ``times`` (as it is) for ``fields`` in the pinned epoch."""

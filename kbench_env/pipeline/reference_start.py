@@ -26,15 +26,13 @@ class Started:
         self._lock = threading.Lock()
         self._worker = None
         self._dropped = False  # taken or closed: a worker that comes later is closed by the thread
-        self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(make,), daemon=True, name="kbench-reference-start")
         self._thread.start()
 
     def _run(self, make) -> None:
         try:
             w = make()
-        except Exception as exc:  # noqa: BLE001 - the taker starts a worker of its own, which says what failed
-            self.error = exc
+        except Exception:  # noqa: BLE001 - the taker starts a worker of its own, which says what failed
             return
         with self._lock:
             if not self._dropped:
