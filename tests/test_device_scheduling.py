@@ -215,7 +215,7 @@ def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_clos
         events.append("build")
         return real_build(*args, **kwargs)
 
-    def init(self, make, timeout):
+    def init(self, make, timeout, then=None):
         events.append("start")
         made.append(self)
 
@@ -223,7 +223,7 @@ def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_clos
             w = make()
             self.made_worker = w
             return w
-        real_init(self, made_worker, timeout)
+        real_init(self, made_worker, timeout, then)
 
     def take(self):
         w = real_take(self)
@@ -269,6 +269,111 @@ def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_clos
         assert w.proc.exitcode is not None
     finally:
         ev.close()
+
+
+def test_the_trusted_sides_shared_holders_have_places_of_their_own():
+    """A reference run ahead (``trusted``) shares the device beside the candidates' checks without taking their
+    places or waiting for them, up to a cap of its own; exclusive holders, holding or waiting, keep both out."""
+    lock = SharedDeviceLock(None, max_shared=1)
+    lock.max_trusted = 1
+    assert lock.acquire(shared=True)  # a candidate's check: the one candidates' place
+    assert not lock.acquire(blocking=False, shared=True)
+    assert lock.acquire(blocking=False, shared=True, trusted=True)  # beside it, in the trusted side's place
+    assert not lock.acquire(blocking=False, shared=True, trusted=True)  # that place taken too
+    lock.release(trusted=True)
+    try:
+        lock.release(trusted=True)  # no trusted holder left: refused
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("a trusted release without a trusted holder was taken")
+    assert lock.acquire(blocking=False, shared=True, trusted=True)
+    lock.release()  # the check's
+    assert not lock.acquire(blocking=False, shared=True, trusted=True)  # the trusted place is still held
+    assert lock.acquire(blocking=False, shared=True)  # the candidates' place is free again
+    lock.release()
+    waiting = threading.Thread(target=lambda: (lock.acquire(), lock.release()), daemon=True)
+    waiting.start()  # a timing waits for the trusted holder ...
+    deadline = time.monotonic() + 10
+    while not lock.exclusive_waiting() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert lock.exclusive_waiting()
+    assert not lock.acquire(blocking=False, shared=True)  # ... and keeps new shared holders of both kinds out
+    lock.release(trusted=True)
+    waiting.join(10)
+    assert not waiting.is_alive()
+    assert lock.acquire(blocking=False)  # nothing held: the exclusive hold is free
+    assert not lock.acquire(blocking=False, shared=True, trusted=True)
+    lock.release()
+
+
+def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypatch):
+    """Where the reference's worker starts beside the build (a GPU's flow, here on the CPU with run-ahead switched
+    on), its thread also calibrates the device and runs every configuration (the preparation of the check slot)
+    before the candidate is checked: the candidate's preparation finds it done, its timing times on the inputs the
+    reference ran, and a build that fails still leaves the prepared reference for the task's next candidate."""
+    from conftest import ROOT, cpu_evaluator
+    from kbench_env.pipeline import baseline as baseline_mod, evaluator as evaluator_mod
+    from kbench_env.pipeline.evaluator import Evaluator
+    from kbench_env.tasks.suite import resolve_task
+
+    runs, calibrations, starts = [], [], []
+    real_run, real_cal = baseline_mod.Baselines._run_reference, baseline_mod.Baselines._calibrate_once
+    real_start, real_build = baseline_mod.Baselines.start, evaluator_mod.build
+
+    def run_reference(self, w, task, cfg, prepared, label, compiled):
+        runs.append((threading.current_thread().name, cfg.name, label))
+        return real_run(self, w, task, cfg, prepared, label, compiled)
+
+    def calibrate(self, w, task, configs):
+        if w is not None and self.calibration is None:
+            calibrations.append(threading.current_thread().name)
+        return real_cal(self, w, task, configs)
+
+    def start(self, *args, **kwargs):
+        started = real_start(self, *args, **kwargs)
+        starts.append(started)
+        return started
+
+    def build(*args, **kwargs):  # the run ahead ends before the build: the order this test is about
+        for s in starts:
+            if s is not None:
+                s.join(120)
+        return real_build(*args, **kwargs)
+
+    monkeypatch.setattr(baseline_mod.Baselines, "_run_reference", run_reference)
+    monkeypatch.setattr(baseline_mod.Baselines, "_calibrate_once", calibrate)
+    monkeypatch.setattr(baseline_mod.Baselines, "start", start)
+    monkeypatch.setattr(evaluator_mod, "build", build)
+    like = cpu_evaluator()
+    like.close()
+    ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
+                   reference_cache=tmp_path / "references", cache_dir=tmp_path)
+    ev.baselines.runs_ahead = True
+    try:
+        task = resolve_task("level1/relu")
+        r = ev.evaluate(task, (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text(), seed=3)
+        assert r.correct and r.speedup, r.feedback()
+        n = len(r.configs)
+        assert calibrations == ["kbench-reference-start"], calibrations
+        assert len(runs) == n and {name for name, _, _ in runs} == {"kbench-reference-start"}, runs
+        assert ev.baselines.ran_ahead == 1 and ev.baselines.timed == n
+        assert not ev.baselines._ready and not ev.baselines._starts  # noqa: SLF001 - taken by the timing
+        runs.clear()
+        gelu = resolve_task("level1/gelu")
+        gelu_source = (ROOT / "tasks/solutions/cpu/level1/gelu.py").read_text()
+        broken = ev.evaluate(gelu, gelu_source.replace("#include <cmath>", "#include <cmath>\nnot C++;"), seed=3)
+        assert not broken.compiled, broken.feedback()
+        assert ev.baselines.ran_ahead == 2 and len(runs) == len(gelu.configs_for("cpu"))
+        (w, ran, prepared), = ev.baselines._ready.values()  # noqa: SLF001 - waiting for gelu's next candidate
+        assert ran == {f"{c.name}#eager" for c in gelu.configs_for("cpu")}
+        good = ev.evaluate(gelu, gelu_source, seed=5)
+        assert good.correct and good.speedup, good.feedback()
+        assert len(runs) == len(gelu.configs_for("cpu")) and not ev.baselines._ready  # noqa: SLF001
+    finally:
+        ev.close()
+    w.proc.join(10)
+    assert w.proc.exitcode is not None
 
 
 class _CountingLock:

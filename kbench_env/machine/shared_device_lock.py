@@ -2,8 +2,11 @@
 may share the device with each other, timing has it to itself.
 
 Shared holders (candidates' correctness checks) overlap each other, at most ``max_shared`` at once per lock (one
-per Evaluator), which bounds the device memory they take together; an exclusive holder (timing, reference timing,
-plausibility) overlaps nobody, in this process (threads) and in others on the same lock file (``flock``).
+per Evaluator), which bounds the device memory they take together; the trusted side's shared holders (a task's
+reference run ahead of its timing, ``acquire(shared=True, trusted=True)``) have a cap of their own
+(``max_trusted``), so that they neither wait for the candidates' places nor take them; an exclusive holder
+(timing, reference timing, plausibility) overlaps nobody, in this process (threads) and in others on the same
+lock file (``flock``).
 
 ``flock`` on one open file converts its lock rather than stacking it, so the threads of this process agree among
 themselves first and the file lock follows: the first shared holder takes ``LOCK_SH`` and the last one out drops
@@ -32,6 +35,9 @@ from kbench_env.machine.device_lock import DeviceLock, log_hold
 #: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
 #: the device together.
 SHARED_CAP = 4
+#: The trusted side's shared holders at once per lock: references run ahead of their timing (a torch.compile each,
+#: mostly the host's work), which a fresh machine's first batch has one of per task, all while its candidates build.
+TRUSTED_CAP = 8
 #: How often a shared holder held back by another process's waiting exclusive holder looks at the gate again
 #: (seconds): the other process cannot wake it.
 GATE_POLL_S = 0.005
@@ -53,8 +59,10 @@ class SharedDeviceLock(DeviceLock):
             raise ValueError(f"SharedDeviceLock: max_shared must be at least 1, not {max_shared}")
         self._failed = path is None  # no lock file: this process's threads only
         self.max_shared = max_shared
+        self.max_trusted = TRUSTED_CAP
         self._cond = threading.Condition()
         self._shared = 0  # this process's shared holders
+        self._trusted = 0  # of them, the trusted side's (their own cap)
         self._exclusive = False  # this process's exclusive holder (also while it waits for the file lock)
         self._writers_waiting = 0
         self._file_busy = False  # the first shared holder is taking LOCK_SH: the others wait for it
@@ -63,16 +71,18 @@ class SharedDeviceLock(DeviceLock):
         self._gate: tuple[int, int] | None = None  # (the exclusive holders' descriptor, the shared holders' probe)
         self._gate_failed = False
 
-    def acquire(self, blocking: bool = True, shared: bool = False) -> bool:
-        return self._acquire_shared(blocking) if shared else self._acquire_exclusive(blocking)
+    def acquire(self, blocking: bool = True, shared: bool = False, trusted: bool = False) -> bool:
+        return self._acquire_shared(blocking, trusted) if shared else self._acquire_exclusive(blocking)
 
-    def release(self) -> None:
+    def release(self, trusted: bool = False) -> None:
+        """End a hold: the exclusive one, else a shared one (``trusted``: one taken with ``trusted``)."""
         with self._cond:
             mode = "exclusive" if self._exclusive else "shared"
             if self._exclusive:
                 self._exclusive = False
-            elif self._shared:
+            elif (self._trusted if trusted else self._shared - self._trusted) > 0:
                 self._shared -= 1
+                self._trusted -= trusted
             else:
                 raise RuntimeError("SharedDeviceLock.release: the lock is not held")
             if not (self._exclusive or self._shared):
@@ -110,16 +120,18 @@ class SharedDeviceLock(DeviceLock):
             self._cond.notify_all()
         return False
 
-    def _acquire_shared(self, blocking: bool) -> bool:
+    def _acquire_shared(self, blocking: bool, trusted: bool = False) -> bool:
         def may_enter():  # (the gate last: its probe is two system calls)
+            places = self._trusted < self.max_trusted if trusted else self._shared - self._trusted < self.max_shared
             return (not (self._exclusive or self._writers_waiting or self._file_busy)
-                    and self._shared < self.max_shared and self._gate_open())
+                    and places and self._gate_open())
 
         with self._cond:
             if not self._wait(may_enter, blocking):
                 return False
             if self._shared:  # the process holds LOCK_SH already
                 self._shared += 1
+                self._trusted += trusted
                 return True
             self._file_busy = True
         ok = self._lock_file(fcntl.LOCK_SH, blocking)  # outside the condition: another process may hold LOCK_EX
@@ -127,6 +139,7 @@ class SharedDeviceLock(DeviceLock):
             self._file_busy = False
             if ok:
                 self._shared, self._held_since, self._since_ns = 1, time.monotonic(), time.monotonic_ns()
+                self._trusted = int(trusted)
             self._cond.notify_all()
         return ok
 

@@ -14,7 +14,7 @@ from kbench_env.pipeline.blocks import time_blocks
 from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration
 from kbench_env.pipeline.reference_pace import ReferencePace
-from kbench_env.pipeline.reference_start import Started
+from kbench_env.pipeline.reference_start import StartsAhead
 from kbench_env.pipeline.timing import wallclock
 from kbench_env.protocol import messages as msg
 from kbench_env.sandbox.confine.policy import Limits
@@ -28,7 +28,7 @@ from kbench_env.tasks.task import Config, Task
 GPU_CALIBRATIONS: dict = {}
 
 
-class Baselines:
+class Baselines(StartsAhead):
     """One evaluator's reference timings (per task source and configuration), the device calibration and the
     figures the roofline floors are made of (``floors``: output bytes and FLOPs, plausibility's cache). ``timing``
     is the evaluator's timing parameters, which the calibration completes with the CUDA graph-node gap.
@@ -57,6 +57,10 @@ class Baselines:
         self.recalibrations = 0  # calibrations the drift check measured again
         self.pace = ReferencePace()  # the reference's recent per-call times in CPU pairings (reference_pace.py)
         self.invalidated = False  # the drift check dropped the cache's entries
+        self.ran_ahead = 0  # tasks whose reference ``run_ahead`` prepared
+        # A GPU's only: on the CPU the calibration and the compiles would run on the cores the builds take
+        self.runs_ahead = Device.parse(device).is_cuda
+        self._closed = False
 
     def _task_lock(self, task: Task) -> threading.Lock:
         """The lock that keeps a task's reference timed once (``times``, ``prepare`` and ``known`` take it)."""
@@ -80,63 +84,6 @@ class Baselines:
             w.close()
             raise
         return w
-
-    def start(self, task: Task, configs: list[Config]) -> Started | None:
-        """Start the task's reference worker now, beside the candidate's build (reference_start.py), where the
-        preparation or the timing will want one: a configuration not timed (before the calibration, which checks
-        the disk cache: not stored there as far as its files say), none prepared or being started, and nobody
-        timing the task. The Started, to give ``end_start`` at the evaluation's end, or None."""
-        lock = self._task_lock(task)
-        if not lock.acquire(blocking=False):
-            return None
-        try:
-            key = (task.name, task.source_hash)
-            if key in self._ready or key in self._starts or not self._unknown(task, configs):
-                return None
-            started = self._starts[key] = Started(lambda: self._loaded_worker(task), self.limits.build_timeout)
-            return started
-        finally:
-            lock.release()
-
-    def _unknown(self, task: Task, configs: list[Config]) -> bool:
-        """Whether a configuration's reference will be timed here: ``_missing``'s once the calibration is known,
-        before it whether one is not stored on disk in its calibration's epoch (ReferenceCache.stored)."""
-        if self.calibration is not None:
-            return bool(self._missing(task, configs))
-        missing = [c for c in configs if self.key(task, c) not in self.times_by_key]
-        if not missing or self.disk_root is None:
-            return bool(missing)
-        if self._peek is None:
-            self._peek = ReferenceCache.for_device(self.disk_root, self.device, self.backend_name)
-        return not self._peek.stored([self.disk_fields(task, c) for c in missing])
-
-    def end_start(self, task: Task, started: Started) -> None:
-        """At the end of the evaluation that made ``started``: closed if neither a preparation nor a timing took it
-        (its candidate failed before them), so no idle worker keeps its share of the device."""
-        with self._task_lock(task):
-            key = (task.name, task.source_hash)
-            if self._starts.get(key) is not started:
-                return
-            del self._starts[key]
-        started.close()
-
-    @contextlib.contextmanager
-    def started_beside(self, task: Task, configs: list[Config], wanted: bool):
-        """Around an evaluation's stages: ``start`` where ``wanted``, ``end_start`` at their end (the preparation or
-        the timing has taken the worker, or the candidate ended before them)."""
-        started = self.start(task, configs) if wanted else None
-        try:
-            yield
-        finally:
-            if started is not None:
-                self.end_start(task, started)
-
-    def _new_worker(self, task: Task) -> Worker:
-        """The task's reference worker: the one ``start`` started if there is one and it came up, else a new one
-        (under the task's lock)."""
-        started = self._starts.pop((task.name, task.source_hash), None)
-        w = started.take() if started is not None else None
-        return w if w is not None else self._loaded_worker(task)
 
     def times(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
         """Time the reference (eager, and compiled if asked) in a worker of its own, under the candidate's
@@ -212,6 +159,7 @@ class Baselines:
         """Close the reference workers that ``prepare`` left waiting (their candidates ended before timing), and
         those started and not taken."""
         with self._lock:
+            self._closed = True
             ready, self._ready = list(self._ready.values()), {}
             starts, self._starts = list(self._starts.values()), {}
         for w, _, _ in ready:

@@ -230,7 +230,7 @@ class Evaluator:
                                    seed, worker, result)
                 prepares = timed and hold.shared and not is_paired(ctx)  # the reference prepared beside the checks
                 try:  # its worker started beside the build
-                    with self.baselines.started_beside(task, ctx.configs, prepares):
+                    with self.baselines.started_beside(task, ctx.configs, prepares, hold.lock):
                         self._stages(ctx, hold, timed, prepares)
                 finally:
                     close_ahead(ctx)  # set-ups made ahead that no timing used, unmapped before the worker ends

@@ -85,8 +85,8 @@ class EvalResult:
     # Where the evaluation's wall time went: build (worker start to loaded), device_wait (for the device lock),
     # check (correctness runs; of it, on the trusted side: check_inputs made, check_send (inputs packed and sent),
     # check_recv (the worker's runs and their outputs read), reference_outputs, check_judge (the comparison)),
-    # reference_prepare and timing_prepare (on a GPU under shared checks: the reference run, its worker started
-    # beside the build or here; the candidate's timed blocks set up; beside other candidates' checks),
+    # reference_prepare and timing_prepare (on a GPU under shared checks: the reference run, unless its worker,
+    # started beside the build, ran it ahead there; the candidate's timed blocks set up; beside other checks),
     # reference_timing (its own worker, with the device calibration on first use), timing (candidate, with the
     # timed_output_checks, timing_set_up, the timed blocks' set-up where not made ahead, and timing_again, the
     # timings after the first: on a GPU a bound paid or a short run, on the CPU a pairing whose reference ran
