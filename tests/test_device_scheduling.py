@@ -376,6 +376,38 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
     assert w.proc.exitcode is not None
 
 
+def test_a_run_ahead_waits_while_as_many_prepared_references_wait_as_their_cap(monkeypatch):
+    """Prepared references hold device memory until their timings: past AHEAD_READY of them a run ahead waits for
+    one to be taken, and gives up at once when its own worker was taken meanwhile."""
+    from conftest import cpu_evaluator
+    from kbench_env.pipeline import reference_start
+
+    class _Start:
+        dropped = False
+
+    monkeypatch.setattr(reference_start, "AHEAD_READY", 1)
+    ev = cpu_evaluator()
+    try:
+        b = ev.baselines
+        b._ready[("t", "h")] = (None, set(), {})  # noqa: SLF001 - one prepared reference waiting for its timing
+        got, start = [], _Start()
+        waiting = threading.Thread(target=lambda: got.append(b._ready_place(start)), daemon=True)  # noqa: SLF001
+        waiting.start()
+        waiting.join(1.5)
+        assert waiting.is_alive() and not got  # no place
+        with b._ready_cond:  # noqa: SLF001 - its timing takes it (as _times_locked does)
+            b._ready.pop(("t", "h"))  # noqa: SLF001
+            b._ready_cond.notify_all()  # noqa: SLF001
+        waiting.join(10)
+        assert got == [True]
+        b._ready[("t", "h")] = (None, set(), {})  # noqa: SLF001
+        start.dropped = True  # its worker taken by a candidate's own preparation: nothing to wait for
+        assert b._ready_place(start) is False  # noqa: SLF001
+        b._ready.clear()  # noqa: SLF001
+    finally:
+        ev.close()
+
+
 class _CountingLock:
     """An evaluator's shared lock, its shared acquisitions counted, a waiting timing said or not."""
 

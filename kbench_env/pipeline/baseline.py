@@ -52,6 +52,7 @@ class Baselines(StartsAhead):
         self.timed = 0  # configurations timed here (not found in memory or on disk)
         # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``
         self._ready: dict = {}
+        self._ready_cond = threading.Condition(self._lock)  # told when ``_ready`` shrinks (run_ahead waits on it)
         self._starts: dict = {}  # task -> its reference worker being started (``start``), for the first to take
         self._peek: ReferenceCache | None = None  # the disk cache read before the calibration (``_unknown``)
         self.recalibrations = 0  # calibrations the drift check measured again
@@ -139,6 +140,9 @@ class Baselines(StartsAhead):
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
         todo = self._missing(task, configs)
         w, ran, ran_with = self._ready.pop((task.name, task.source_hash), None) or (None, set(), None)
+        if w is not None:
+            with self._ready_cond:
+                self._ready_cond.notify_all()
         try:
             if todo or self.calibration is None:
                 if w is None:
@@ -162,6 +166,7 @@ class Baselines(StartsAhead):
             self._closed = True
             ready, self._ready = list(self._ready.values()), {}
             starts, self._starts = list(self._starts.values()), {}
+            self._ready_cond.notify_all()
         for w, _, _ in ready:
             w.close()
         for started in starts:

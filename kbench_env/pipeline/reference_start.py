@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from kbench_env.pipeline.context import Prepared
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
 
 #: Seconds past a start's own deadline (the worker's load timeout) that a taker waits for its thread at most.
 JOIN_GRACE_S = 30.0
+#: References prepared and waiting for their timings (each worker keeps its inputs, model and compiled graph on
+#: the device) past which a run ahead waits: a fresh batch has one per task, all at once.
+AHEAD_READY = 8
 
 
 class Started:
@@ -90,6 +94,11 @@ class Started:
         w.close()
         return False
 
+    @property
+    def dropped(self) -> bool:
+        """Taken or closed: a run ahead has nothing left to do."""
+        return self._dropped
+
     def close(self) -> None:
         """Close the worker if it was started and not taken (or have the thread close it when it comes)."""
         with self._lock:
@@ -139,7 +148,7 @@ class StartsAhead:
         if self.calibration is None:
             with device_lock:
                 self._lent(task, started, lambda w: self._calibrate_once(w, task, configs))
-        if self.calibration is None:
+        if self.calibration is None or not self._ready_place(started):
             return
         device_lock.acquire(shared=True, trusted=True)
         try:
@@ -172,6 +181,19 @@ class StartsAhead:
                     self.ran_ahead += 1
         finally:
             device_lock.release(trusted=True)
+
+    def _ready_place(self, started: Started) -> bool:
+        """Wait (at most the worker's load timeout) until fewer than AHEAD_READY references prepared by a run
+        ahead or a check wait for their timings, each with its device memory; False if ``started`` was taken or
+        closed meanwhile, or no place came."""
+        def free() -> bool:
+            return self._closed or started.dropped or len(self._ready) < AHEAD_READY
+
+        deadline = time.monotonic() + self.limits.build_timeout
+        with self._ready_cond:
+            while not free() and time.monotonic() < deadline:
+                self._ready_cond.wait(min(1.0, max(0.0, deadline - time.monotonic())))  # a drop is not told
+            return len(self._ready) < AHEAD_READY and not (self._closed or started.dropped)
 
     def _lent(self, task: Task, started: Started, use) -> None:
         """``use(worker)`` with ``started``'s worker, under the task's lock, unless a taker has it; handed back."""

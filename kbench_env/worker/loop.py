@@ -228,6 +228,10 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     if full:  # (the reference's workers skip the checks: their answer is the reference)
         again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
     del out, out2
+    if not full and str(device).startswith("cuda"):
+        # A reference's worker may wait a while for its timing (run ahead: reference_start.py): what its run left in
+        # this process's cache (outputs, torch.compile's buffers) goes back to the device for the candidates'.
+        torch.cuda.empty_cache()
     s.check_output = shared[0] if shared is not None else None  # alive until the next request
     reply = {"out": out_cpu} if full and shared is None else None
     send({"type": msg.OUTPUT, "config": cfg, "ipc": shared[1] if shared is not None else None,
