@@ -194,6 +194,10 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     if isinstance(model, torch.nn.Module):
         model = model.to(device=device, dtype=dtype).eval()
     if header.get("compile"):  # the torch.compile baseline (reference workers only)
+        import torch._inductor.config as inductor_config
+        # Compiled in this process: inductor's default is a pool of one process per core (each importing torch) for
+        # every worker that compiles, while the host's cores build other candidates and compile other references.
+        inductor_config.compile_threads = 1
         model = torch.compile(model)
     s.models[cfg] = model
     given = payload["inputs"]
