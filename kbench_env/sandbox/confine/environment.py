@@ -28,13 +28,8 @@ _SERVER_PREFIX_KEEP = ("OMP_", "MKL_", "OPENBLAS_", "TORCH", "HIP_", "ROCM_")
 # heap (where the machine gives them on request: THP "madvise" or "always"; older glibc ignores it). On 4 KiB pages a
 # CPU worker's speed depends on where its heap's pages lie and stays so for its life: fresh worker pairs timed the
 # same code several times further apart than one pair's timings did, and on huge pages they agree about as one
-# pair's timings do. The heap also keeps what is freed (no trim) and serves every block under 32 MiB itself (a fixed
-# mmap threshold): by default whether a freed temporary borders the heap's top, and so is given back and faulted in
-# again (a huge page zeroed) on the next call, and whether a size is past glibc's moving mmap threshold, depend on
-# the order of the process's earlier allocations, so the same calls ran at different speeds in different processes
-# (a reference's eager temporaries most). The compilers a build runs do not get these (a worker's own environment).
-MALLOC_TUNABLES = ("glibc.malloc.hugetlb=1", "glibc.malloc.trim_threshold=1073741824",
-                   "glibc.malloc.mmap_threshold=33554432")
+# pair's timings do. The compilers a build runs do not get it (a worker's own environment).
+MALLOC_TUNABLES = "glibc.malloc.hugetlb=1"
 
 
 def close_inherited(keep_fds, report, act: dict) -> None:
@@ -74,8 +69,8 @@ def scrub(scratch: str, build_root: str, threads: int, env: dict | None = None) 
 def scrubbed_environment(env: dict | None = None, worker: bool = False) -> dict:
     """The variables of ``env`` (default: this process's) that a worker may have (``worker``), or that the fork
     server may start with: those, the ones Python and torch read when they start, and glibc's malloc tunables
-    (each of ``MALLOC_TUNABLES`` added to any given, unless they set it). Never anything named like a credential
-    or holding one in a URL, and nothing not named here."""
+    (``MALLOC_TUNABLES`` added to any given). Never anything named like a credential or holding one in a URL, and
+    nothing not named here."""
     def allowed(k: str, v: str) -> bool:
         if SECRET_NAME.search(k) or _URL_CREDENTIAL.search(v):
             return False
@@ -88,7 +83,6 @@ def scrubbed_environment(env: dict | None = None, worker: bool = False) -> dict:
     if not worker:
         given = source.get("GLIBC_TUNABLES", "")
         # (a given setting of the same tunable is the user's: glibc.malloc.hugetlb=0 keeps 4 KiB pages)
-        names = {item.split("=")[0] for item in given.split(":") if item}
-        kept["GLIBC_TUNABLES"] = ":".join([given] * bool(given) + [t for t in MALLOC_TUNABLES
-                                                                   if t.split("=")[0] not in names])
+        kept["GLIBC_TUNABLES"] = given if MALLOC_TUNABLES.split("=")[0] in given \
+            else f"{given}:{MALLOC_TUNABLES}" if given else MALLOC_TUNABLES
     return kept
