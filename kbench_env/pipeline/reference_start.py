@@ -120,7 +120,8 @@ class StartsAhead:
         preparation or the timing will want one: a configuration not timed (before the calibration, which checks
         the disk cache: not stored there as far as its files say), none prepared or being started, and nobody
         timing the task. With ``device_lock`` (the evaluator's SharedDeviceLock), on a GPU (``runs_ahead``),
-        the worker also runs the reference ahead (``run_ahead``). The Started, to give ``end_start`` at the evaluation's end, or None."""
+        the worker also runs the reference ahead (``run_ahead``). The Started, to give ``end_start`` at the
+        evaluation's end, or None."""
         lock = self._task_lock(task)
         if not lock.acquire(blocking=False):
             return None
