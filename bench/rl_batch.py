@@ -223,13 +223,15 @@ def _cpu_s(who: int) -> float:
 def reference_figures(evaluators: list) -> dict:
     """The pass's reference work over its evaluators (none for the process executor: out of reach): configurations
     whose reference was timed (not found in memory or on disk), whether a drift check invalidated the disk cache,
-    how many calibrations it measured again, and the spare workers that served a candidate."""
+    how many calibrations it measured again, the tasks whose reference ran ahead beside the build
+    (reference_start.py), and the spare workers that served a candidate."""
     if not evaluators:
         return {}
     spares = [ev._spares for ev in evaluators if ev._spares is not None]  # noqa: SLF001
     return {"reference_timed": sum(ev.baselines.timed for ev in evaluators),
             "reference_invalidated": sum(ev.baselines.invalidated for ev in evaluators),
             "recalibrations": sum(ev.baselines.recalibrations for ev in evaluators),
+            "ran_ahead": sum(getattr(ev.baselines, "ran_ahead", 0) for ev in evaluators),
             "spares_served": sum(p.served for p in spares) if spares else None}
 
 
@@ -383,6 +385,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("reference configurations timed (re-timings: not found in memory or on disk)", "reference_timed"),
                ("reference cache invalidated by the drift check", "reference_invalidated"),
                ("calibrations measured again by the drift check", "recalibrations"),
+               ("tasks whose reference ran ahead beside the build (so far)", "ran_ahead"),
                ("candidates served by a spare worker", "spares_served"),
                ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle"),
                ("GPU idle while a candidate waits for it (hold log)", "gpu_idle_waiting")]
