@@ -194,11 +194,9 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     if isinstance(model, torch.nn.Module):
         model = model.to(device=device, dtype=dtype).eval()
     if header.get("compile"):  # the torch.compile baseline (reference workers only)
-        import torch._inductor.config as inductor_config
         # Compiled in this process: inductor's default is a pool of one process per core (each importing torch) for
         # every worker that compiles, while the host's cores build other candidates and compile other references.
-        inductor_config.compile_threads = 1
-        model = torch.compile(model)
+        model = torch.compile(model, options={"compile_threads": 1})
     s.models[cfg] = model
     given = payload["inputs"]
     if header.get("input_slots") is not None:  # large inputs: written by the trusted side into this worker's memory
