@@ -231,7 +231,7 @@ def reference_figures(evaluators: list) -> dict:
     return {"reference_timed": sum(ev.baselines.timed for ev in evaluators),
             "reference_invalidated": sum(ev.baselines.invalidated for ev in evaluators),
             "recalibrations": sum(ev.baselines.recalibrations for ev in evaluators),
-            "ran_ahead": sum(getattr(ev.baselines, "ran_ahead", 0) for ev in evaluators),
+            "ran_ahead": sum(ev.baselines.ran_ahead for ev in evaluators),
             "spares_served": sum(p.served for p in spares) if spares else None}
 
 

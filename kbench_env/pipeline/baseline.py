@@ -122,13 +122,10 @@ class Baselines(StartsAhead):
             todo = self._missing(task, configs)
             if not todo or key in self._ready:
                 return
-            w, ran = None, set()
+            w = None
             try:
                 w = self._new_worker(task)
-                for cfg in todo:
-                    for label, compiled in self._labels():
-                        self._run_reference(w, task, cfg, prepared, label, compiled)
-                        ran.add(f"{cfg.name}#{label}")
+                ran = self._run_all(w, task, todo, prepared)
             except Exception:  # noqa: BLE001 - left to ``times``, which reports it
                 if w is not None:
                     w.close()
@@ -251,6 +248,15 @@ class Baselines(StartsAhead):
 
     def _labels(self) -> list[tuple[str, bool]]:
         return [("eager", False)] + ([("compile", True)] if self.compile_baseline else [])
+
+    def _run_all(self, w: Worker, task: Task, todo: list[Config], prepared: dict) -> set:
+        """Every label of every configuration in ``todo`` run in ``w`` (``_run_reference``): the names run."""
+        ran = set()
+        for cfg in todo:
+            for label, compiled in self._labels():
+                self._run_reference(w, task, cfg, prepared, label, compiled)
+                ran.add(f"{cfg.name}#{label}")
+        return ran
 
     def _run_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, label: str, compiled: bool) -> None:
         """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing."""

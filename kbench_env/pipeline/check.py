@@ -17,7 +17,6 @@ from kbench_env.pipeline.linked import own_kernel_names
 from kbench_env.pipeline.nearby import close_miss, matches_nearby
 from kbench_env.pipeline.reports import flag, note_reports
 from kbench_env.pipeline.result import ConfigResult, EvalResult, add_phase, config_label, phase
-from kbench_env.pipeline.seeds import stream_seeds
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.cuda_ipc import IpcError, Mappings
 from kbench_env.protocol.integrity_flags import make
@@ -104,11 +103,9 @@ def _step_aside(ctx: StageContext) -> None:
 def instantiate(task: Task, cfg: Config, seed: int, i: int, prepared: dict[str, Prepared], device: str) -> tuple:
     """Configuration ``i``'s reference module, init inputs and inputs (into ``prepared``); returns
     ``(cfg, ConfigResult)``."""
-    in_seed, init_seed = stream_seeds(seed, i)
-    mod, init_inputs, inputs = task.instantiate(cfg, in_seed, device)
-    prepared[cfg.name] = Prepared(mod, init_inputs, init_seed, inputs)
+    p = prepared[cfg.name] = Prepared.made(task, cfg, seed, i, device)
     return cfg, ConfigResult(name=cfg.name, held_out=cfg.held_out, dtype=cfg.dtype,
-                             inputs=[describe_value(x) for x in inputs])
+                             inputs=[describe_value(x) for x in p.inputs])
 
 
 def send_run(task: Task, run: tuple, prepared: dict, worker: Worker, result: EvalResult, early: dict,

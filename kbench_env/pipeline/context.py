@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kbench_env.pipeline.seeds import stream_seeds
+
 if TYPE_CHECKING:
     from kbench_env.config import EvaluatorConfig
     from kbench_env.pipeline.baseline import Baselines
@@ -25,6 +27,13 @@ class Prepared(NamedTuple):
     init_inputs: list
     init_seed: int
     inputs: list
+
+    @classmethod
+    def made(cls, task: Task, cfg: Config, seed: int, i: int, device: str) -> Prepared:
+        """Configuration ``cfg``, the ``i``-th of its task's, made from ``seed`` (its streams: seeds.stream_seeds)."""
+        in_seed, init_seed = stream_seeds(seed, i)
+        mod, init_inputs, inputs = task.instantiate(cfg, in_seed, device)
+        return cls(mod, init_inputs, init_seed, inputs)
 
 
 @dataclass

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from kbench_env.pipeline.context import Prepared
 from kbench_env.pipeline.reference_cache import ReferenceCache
-from kbench_env.pipeline.seeds import stream_seeds
 
 if TYPE_CHECKING:
     from kbench_env.sandbox.worker_process import Worker
@@ -161,16 +160,12 @@ class StartsAhead:
                 if w is None:
                     return
                 del self._starts[key]
-                prepared, ran, seed = {}, set(), secrets.randbits(62)
-                try:
-                    for i, cfg in enumerate(configs):
-                        in_seed, init_seed = stream_seeds(seed, i)
-                        mod, init_inputs, inputs = task.instantiate(cfg, in_seed, self.device)
-                        prepared[cfg.name] = Prepared(mod, init_inputs, init_seed, inputs)
-                    for cfg in todo:
-                        for label, compiled in self._labels():
-                            self._run_reference(w, task, cfg, prepared, label, compiled)
-                            ran.add(f"{cfg.name}#{label}")
+                seed = secrets.randbits(62)
+                try:  # the configurations to run only, each with its own place's seeds
+                    run = {c.name for c in todo}
+                    prepared = {c.name: Prepared.made(task, c, seed, i, self.device)
+                                for i, c in enumerate(configs) if c.name in run}
+                    ran = self._run_all(w, task, todo, prepared)
                 except Exception:  # noqa: BLE001 - left to ``times``, which reports it
                     w.close()
                     return

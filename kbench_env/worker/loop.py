@@ -230,7 +230,7 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     if full:  # (the reference's workers skip the checks: their answer is the reference)
         again_mismatch, _ = compare_outputs(out2, out, dtype, header.get("tolerance"))
     del out, out2
-    if not full and str(device).startswith("cuda"):
+    if not full and Device.parse(device).is_cuda:
         # A reference's worker may wait a while for its timing (run ahead: reference_start.py): what its run left in
         # this process's cache (outputs, torch.compile's buffers) goes back to the device for the candidates'.
         torch.cuda.empty_cache()
