@@ -309,16 +309,21 @@ def test_the_trusted_sides_shared_holders_have_places_of_their_own():
 
 def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypatch):
     """Where the reference's worker starts beside the build (a GPU's flow, here on the CPU with run-ahead switched
-    on), its thread also calibrates the device and runs every configuration (the preparation of the check slot)
-    before the candidate is checked: the candidate's preparation finds it done, its timing times on the inputs the
-    reference ran, and a build that fails still leaves the prepared reference for the task's next candidate."""
+    on), its thread also calibrates the device, runs every configuration (the preparation of the check slot) and
+    times them before the candidate is checked: the candidate's preparation and timing find it done, and a build
+    that fails still leaves the reference timed for the task's next candidate."""
     from conftest import ROOT, cpu_evaluator
     from kbench_env.pipeline import baseline as baseline_mod, evaluator as evaluator_mod
     from kbench_env.pipeline.evaluator import Evaluator
     from kbench_env.tasks.suite import resolve_task
 
-    runs, calibrations, starts = [], [], []
+    runs, calibrations, starts, timings = [], [], [], []
     real_run, real_cal = baseline_mod.Baselines._run_reference, baseline_mod.Baselines._calibrate_once
+    real_time = baseline_mod.Baselines._time_reference
+
+    def time_reference(self, w, task, cfg, prepared, ran):
+        timings.append((threading.current_thread().name, cfg.name))
+        return real_time(self, w, task, cfg, prepared, ran)
     real_start, real_build = baseline_mod.Baselines.start, evaluator_mod.build
 
     def run_reference(self, w, task, cfg, prepared, label, compiled):
@@ -343,6 +348,7 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
 
     monkeypatch.setattr(baseline_mod.Baselines, "_run_reference", run_reference)
     monkeypatch.setattr(baseline_mod.Baselines, "_calibrate_once", calibrate)
+    monkeypatch.setattr(baseline_mod.Baselines, "_time_reference", time_reference)
     monkeypatch.setattr(baseline_mod.Baselines, "start", start)
     monkeypatch.setattr(evaluator_mod, "build", build)
     like = cpu_evaluator()
@@ -357,23 +363,23 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
         n = len(r.configs)
         assert calibrations == ["kbench-reference-start"], calibrations
         assert len(runs) == n and {name for name, _, _ in runs} == {"kbench-reference-start"}, runs
-        assert ev.baselines.ran_ahead == 1 and ev.baselines.timed == n
-        assert not ev.baselines._ready and not ev.baselines._starts  # noqa: SLF001 - taken by the timing
+        assert ev.baselines.ran_ahead == ev.baselines.timed_ahead == 1 and ev.baselines.timed == n
+        assert len(timings) == n and {name for name, _ in timings} == {"kbench-reference-start"}, timings
+        assert "reference_timing" not in r.phase_seconds or r.phase_seconds["reference_timing"] < 1.0
+        assert not ev.baselines._ready and not ev.baselines._starts  # noqa: SLF001 - timed ahead, closed
         runs.clear()
         gelu = resolve_task("level1/gelu")
         gelu_source = (ROOT / "tasks/solutions/cpu/level1/gelu.py").read_text()
         broken = ev.evaluate(gelu, gelu_source.replace("#include <cmath>", "#include <cmath>\nnot C++;"), seed=3)
         assert not broken.compiled, broken.feedback()
-        assert ev.baselines.ran_ahead == 2 and len(runs) == len(gelu.configs_for("cpu"))
-        (w, ran, prepared), = ev.baselines._ready.values()  # noqa: SLF001 - waiting for gelu's next candidate
-        assert ran == {f"{c.name}#eager" for c in gelu.configs_for("cpu")}
+        assert ev.baselines.ran_ahead == ev.baselines.timed_ahead == 2 and len(runs) == len(gelu.configs_for("cpu"))
+        assert ev.baselines.timed == n + len(gelu.configs_for("cpu"))  # timed though its first candidate failed
+        assert not ev.baselines._ready  # noqa: SLF001
         good = ev.evaluate(gelu, gelu_source, seed=5)
         assert good.correct and good.speedup, good.feedback()
-        assert len(runs) == len(gelu.configs_for("cpu")) and not ev.baselines._ready  # noqa: SLF001
+        assert len(runs) == len(gelu.configs_for("cpu")) and ev.baselines.timed == n + len(gelu.configs_for("cpu"))
     finally:
         ev.close()
-    w.proc.join(10)
-    assert w.proc.exitcode is not None
 
 
 def test_a_run_ahead_waits_while_as_many_prepared_references_wait_as_their_cap(monkeypatch):

@@ -59,6 +59,7 @@ class Baselines(StartsAhead):
         self.pace = ReferencePace()  # the reference's recent per-call times in CPU pairings (reference_pace.py)
         self.invalidated = False  # the drift check dropped the cache's entries
         self.ran_ahead = 0  # tasks whose reference ``run_ahead`` prepared
+        self.timed_ahead = 0  # of them, timed there too
         # A GPU's only: on the CPU the calibration and the compiles would run on the cores the builds take
         self.runs_ahead = Device.parse(device).is_cuda
         self._closed = False

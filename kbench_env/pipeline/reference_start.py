@@ -136,12 +136,12 @@ class StartsAhead:
             lock.release()
 
     def run_ahead(self, task: Task, configs: list[Config], device_lock, started: Started) -> None:
-        """What ``prepare`` does, done by ``started``'s thread once its worker is up, before any candidate of the
-        task is checked: the device calibrated (the disk cache's drift check) under an exclusive hold where nobody
-        has, then each configuration not timed run in the worker, on inputs drawn here, under a shared hold of the
-        trusted side's places (shared_device_lock.py); the worker left waiting for ``times``. Whatever a
-        candidate's preparation or timing has taken first (the worker, or the task's lock) is theirs: this does
-        nothing more. Locks in the stages' order: the device's, then the task's."""
+        """What ``prepare`` and ``times`` do, done by ``started``'s thread once its worker is up, before any
+        candidate of the task is checked: the device calibrated (the disk cache's drift check) under an exclusive
+        hold where nobody has, then each configuration not timed run in the worker, on inputs drawn here, under a
+        shared hold of the trusted side's places (shared_device_lock.py), then timed under an exclusive hold.
+        Whatever a candidate's preparation or timing has taken first (the worker, or the task's lock) is theirs:
+        this does nothing more. Locks in the stages' order: the device's, then the task's."""
         key = (task.name, task.source_hash)
         if self.calibration is None:
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
@@ -177,6 +177,12 @@ class StartsAhead:
                     self.ran_ahead += 1
         finally:
             device_lock.release(trusted=True)
+        with device_lock:  # timed too, while the device has no candidate of the task to time
+            with self._task_lock(task):
+                ready = self._ready.get(key)
+                if ready is not None and ready[0] is w:  # not taken by a candidate's timing meanwhile
+                    self._times_locked(task, configs, prepared, 0)
+                    self.timed_ahead += 1
 
     def _ready_place(self, started: Started) -> bool:
         """Wait (at most the worker's load timeout) until fewer than AHEAD_READY references prepared by a run
