@@ -232,6 +232,7 @@ def reference_figures(evaluators: list) -> dict:
             "reference_invalidated": sum(ev.baselines.invalidated for ev in evaluators),
             "recalibrations": sum(ev.baselines.recalibrations for ev in evaluators),
             "ran_ahead": sum(ev.baselines.ran_ahead for ev in evaluators),
+            "timed_ahead": sum(ev.baselines.timed_ahead for ev in evaluators),
             "spares_served": sum(p.served for p in spares) if spares else None}
 
 
@@ -386,6 +387,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("reference cache invalidated by the drift check", "reference_invalidated"),
                ("calibrations measured again by the drift check", "recalibrations"),
                ("tasks whose reference ran ahead beside the build (so far)", "ran_ahead"),
+               ("of them, timed there too", "timed_ahead"),
                ("candidates served by a spare worker", "spares_served"),
                ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle"),
                ("GPU idle while a candidate waits for it (hold log)", "gpu_idle_waiting")]

@@ -365,7 +365,6 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
         assert len(runs) == n and {name for name, _, _ in runs} == {"kbench-reference-start"}, runs
         assert ev.baselines.ran_ahead == ev.baselines.timed_ahead == 1 and ev.baselines.timed == n
         assert len(timings) == n and {name for name, _ in timings} == {"kbench-reference-start"}, timings
-        assert "reference_timing" not in r.phase_seconds or r.phase_seconds["reference_timing"] < 1.0
         assert not ev.baselines._ready and not ev.baselines._starts  # noqa: SLF001 - timed ahead, closed
         runs.clear()
         gelu = resolve_task("level1/gelu")
