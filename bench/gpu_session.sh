@@ -48,7 +48,8 @@
 #                                     # PASSES=cold in one call then PASSES=steady in the next: the same cache
 #                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process;
 #                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor;
-#                                     # CAP=N: N checks on the device at once; AHEAD / DEFER: the memory shares of
+#                                     # CAP=N: N checks on the device at once; NO_TIME_AHEAD=1: a reference
+#                                     # run ahead is not timed there; AHEAD / DEFER: the memory shares of
 #                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
 #                                     # process sampled (py-spy)
 #   bash bench/gpu_session.sh trainer # #36: the cold pass, then a trainer's steps once per word of $VARIANTS
@@ -259,7 +260,7 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
     ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
-    ${AHEAD:+--ahead-share $AHEAD} ${DEFER:+--defer-share $DEFER} \
+    ${AHEAD:+--ahead-share $AHEAD} ${DEFER:+--defer-share $DEFER} ${NO_TIME_AHEAD:+--no-time-ahead} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40

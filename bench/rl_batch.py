@@ -401,6 +401,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --shared-checks {args.shared_checks}' if args.shared_checks != 'default' else ''}"
                   f"{f' --shared-cap {args.shared_cap}' if args.shared_cap else ''}"
                   f"{f' --ahead-share {args.ahead_share}' if args.ahead_share else ''}"
+                  f"{' --no-time-ahead' if args.no_time_ahead else ''}"
                   f"{f' --defer-share {args.defer_share}' if args.defer_share else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
@@ -460,6 +461,8 @@ def main(argv=None) -> int:
                     "(machine/shared_device_lock.SHARED_CAP; default: the library's)")
     ap.add_argument("--ahead-share", type=float, default=None, help="the device's memory share of the timed blocks "
                     "set up ahead (pipeline/timing.AHEAD_SHARE; default: the library's)")
+    ap.add_argument("--no-time-ahead", action="store_true", help="a reference run ahead beside the build is not "
+                    "also timed there (the task's first timing times it): to compare")
     ap.add_argument("--defer-share", type=float, default=None, help="the device's memory share of the kept timed-"
                     "output checks (pipeline/deferred_checks.DEFER_SHARE; default: the library's)")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
@@ -497,6 +500,10 @@ def main(argv=None) -> int:
         from kbench_env.pipeline import timing
 
         timing.AHEAD_SHARE = args.ahead_share
+    if args.no_time_ahead:
+        from kbench_env.pipeline import reference_start
+
+        reference_start.TIMES_AHEAD = False
     if args.defer_share:
         from kbench_env.pipeline import deferred_checks
 

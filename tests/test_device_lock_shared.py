@@ -119,6 +119,42 @@ def test_a_waiting_exclusive_holder_stops_new_shared_ones(tmp_path):
     assert order == ["exclusive", "shared"]
 
 
+@pytest.mark.parametrize("which", [0, 1], ids=["file", "threads-only"])
+def test_a_hold_taken_when_idle_waits_for_everyone_and_holds_nobody_back(tmp_path, which):
+    """``acquire_idle`` (a reference timed ahead): while a check holds the device, new checks still come in and a
+    waiting timing goes first; it takes the device only once nobody holds or waits, overlaps nobody then, and
+    gives up by its timeout."""
+    lock = SharedDeviceLock(_paths(tmp_path)[which])
+    order, got = [], []
+    lock.acquire(shared=True)
+    idle = threading.Thread(target=lambda: got.append(lock.acquire_idle(30)) or order.append("idle"), daemon=True)
+    idle.start()
+    try:
+        time.sleep(0.05)  # the idle waiter is in its wait
+        assert not got and not lock._writers_waiting  # noqa: SLF001 - it does not count as a waiting timing
+        second = lock.acquire(blocking=False, shared=True)  # a new check is let in beside the first
+        assert second
+        lock.release()
+
+        def timing():
+            with lock:
+                order.append("timing")
+
+        writer = threading.Thread(target=timing, daemon=True)
+        writer.start()
+        _wait_until(lambda: lock._writers_waiting == 1)  # noqa: SLF001
+    finally:
+        lock.release()
+    writer.join(30)
+    idle.join(30)
+    assert order == ["timing", "idle"] and got == [True]
+    assert not lock.acquire(blocking=False, shared=True)  # the idle holder holds it exclusively
+    assert not lock.acquire_idle(0.05)  # and a second one gives up by its timeout
+    lock.release()
+    assert lock.acquire(blocking=False, shared=True)
+    lock.release()
+
+
 def test_shared_holders_are_capped():
     lock = SharedDeviceLock(None, max_shared=2)
     assert lock.acquire(blocking=False, shared=True)

@@ -74,6 +74,27 @@ class SharedDeviceLock(DeviceLock):
     def acquire(self, blocking: bool = True, shared: bool = False, trusted: bool = False) -> bool:
         return self._acquire_shared(blocking, trusted) if shared else self._acquire_exclusive(blocking)
 
+    def acquire_idle(self, timeout: float) -> bool:
+        """An exclusive hold taken only while nobody holds the lock or waits for it (in this process; another
+        process's holders: its file lock tried, never waited for), by ``timeout`` seconds or not at all (False).
+        For the trusted side's work that a candidate's own stage would do anyway when it comes (a reference timed
+        ahead): it never holds back a shared holder nor goes before a waiting exclusive one."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if not (self._exclusive or self._shared or self._file_busy or self._writers_waiting) \
+                        and self._gate_open():
+                    self._exclusive = True  # this process's others wait while the file lock is tried
+                    if self._lock_file(fcntl.LOCK_EX, False):
+                        self._held_since, self._since_ns = time.monotonic(), time.monotonic_ns()
+                        return True
+                    self._exclusive = False
+                    self._cond.notify_all()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, GATE_POLL_S if self._gate is not None else left))
+
     def release(self, trusted: bool = False) -> None:
         """End a hold: the exclusive one, else a shared one (``trusted``: one taken with ``trusted``)."""
         with self._cond:

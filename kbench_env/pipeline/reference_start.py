@@ -34,6 +34,9 @@ JOIN_GRACE_S = 30.0
 #: References prepared and waiting for their timings (each worker keeps its inputs, model and compiled graph on
 #: the device) past which a run ahead waits: a fresh batch has one per task, all at once.
 AHEAD_READY = 8
+#: Whether a run ahead also times the reference once the device is idle (else the task's first timing does it);
+#: bench/rl_batch.py's ``--no-time-ahead`` turns it off to compare.
+TIMES_AHEAD = True
 
 
 class Started:
@@ -139,7 +142,8 @@ class StartsAhead:
         """What ``prepare`` and ``times`` do, done by ``started``'s thread once its worker is up, before any
         candidate of the task is checked: the device calibrated (the disk cache's drift check) under an exclusive
         hold where nobody has, then each configuration not timed run in the worker, on inputs drawn here, under a
-        shared hold of the trusted side's places (shared_device_lock.py), then timed under an exclusive hold.
+        shared hold of the trusted side's places (shared_device_lock.py), then timed under an exclusive hold taken
+        once the device is idle (``acquire_idle``).
         Whatever a candidate's preparation or timing has taken first (the worker, or the task's lock) is theirs:
         this does nothing more. Locks in the stages' order: the device's, then the task's."""
         key = (task.name, task.source_hash)
@@ -177,12 +181,20 @@ class StartsAhead:
                     self.ran_ahead += 1
         finally:
             device_lock.release(trusted=True)
-        with device_lock:  # timed too, while the device has no candidate of the task to time
+        if not TIMES_AHEAD:
+            return
+        # Timed too, once the device is idle: a waiting timing or check goes first (the candidate's timing times the
+        # reference itself if it comes before that), and nobody waits behind a run ahead's compile for it.
+        if not device_lock.acquire_idle(self.limits.build_timeout):
+            return
+        try:
             with self._task_lock(task):
                 ready = self._ready.get(key)
                 if ready is not None and ready[0] is w:  # not taken by a candidate's timing meanwhile
                     self._times_locked(task, configs, prepared, 0)
                     self.timed_ahead += 1
+        finally:
+            device_lock.release()
 
     def _ready_place(self, started: Started) -> bool:
         """Wait (at most the worker's load timeout) until fewer than AHEAD_READY references prepared by a run
