@@ -26,16 +26,6 @@ def timing_cores(threads: int) -> set[int]:
     return set(allowed[-max(1, threads):])
 
 
-def _pin(tid: int, cores: set[int]) -> set[int] | None:
-    """Thread ``tid`` on ``cores``: the cores it had, or None where that failed (it stays where it was)."""
-    try:
-        had = os.sched_getaffinity(tid)
-        os.sched_setaffinity(tid, cores)
-        return had
-    except (OSError, AttributeError):
-        return None
-
-
 def _threads(pid: int) -> list[int]:
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -71,10 +61,7 @@ class Placement:
     @contextlib.contextmanager
     def boosted_here(self):
         """This thread (the one that runs the clock, writes the inputs and reads the outputs) at the timed blocks'
-        priority, and on their cores, while the blocks run: under load its wake-up at a block's end is part of the
-        block's time, and where it wakes is too. Left to the scheduler it stays on one core or another for a whole
-        pairing, and a block's hand-over between it and a worker costs differently on the workers' core and off it:
-        a fixed cost per block on both sides, which moves the speedup from one evaluation to the next."""
+        priority while the block runs: under load its wake-up at a block's end is part of the block's time."""
         tid = threading.get_native_id()
         before = os.getpriority(os.PRIO_PROCESS, tid) if self.boost else None
         try:
@@ -82,12 +69,9 @@ class Placement:
                 os.setpriority(os.PRIO_PROCESS, tid, BOOST)
         except OSError:
             before = None
-        affinity = _pin(tid, self.cores)
         try:
             yield
         finally:
-            if affinity is not None:
-                _pin(tid, affinity)
             if before is not None:
                 os.setpriority(os.PRIO_PROCESS, tid, before)
 
