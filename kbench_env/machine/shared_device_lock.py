@@ -41,6 +41,9 @@ TRUSTED_CAP = 8
 #: How often a shared holder held back by another process's waiting exclusive holder looks at the gate again
 #: (seconds): the other process cannot wake it.
 GATE_POLL_S = 0.005
+#: How often ``acquire_idle`` looks at another process's holders (seconds): it goes after everyone, so it need not
+#: look as often, and a fresh batch has one such waiter per reference run ahead, for the whole of its builds.
+IDLE_POLL_S = 0.05
 
 
 class SharedDeviceLock(DeviceLock):
@@ -93,7 +96,7 @@ class SharedDeviceLock(DeviceLock):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
-                self._cond.wait(min(left, GATE_POLL_S if self._gate is not None else left))
+                self._cond.wait(min(left, IDLE_POLL_S if self._gate is not None else left))  # (this process's: told)
 
     def release(self, trusted: bool = False) -> None:
         """End a hold: the exclusive one, else a shared one (``trusted``: one taken with ``trusted``)."""

@@ -87,11 +87,11 @@ class Baselines(StartsAhead):
             raise
         return w
 
-    def times(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
+    def times(self, task: Task, configs: list[Config], prepared: dict) -> dict:
         """Time the reference (eager, and compiled if asked) in a worker of its own, under the candidate's
         conditions; cached per configuration. Also measures the device's roofline once."""
         with self._task_lock(task):
-            return self._times_locked(task, configs, prepared, seed)
+            return self._times_locked(task, configs, prepared)
 
     def known(self, task: Task, configs: list[Config]) -> dict | None:
         """The reference's timings of every configuration if they are all known already (in memory, or on disk
@@ -133,7 +133,7 @@ class Baselines(StartsAhead):
                 return
             self._ready[key] = (w, ran, prepared)
 
-    def _times_locked(self, task: Task, configs: list[Config], prepared: dict, seed: int) -> dict:
+    def _times_locked(self, task: Task, configs: list[Config], prepared: dict) -> dict:
         if self.calibration is None:
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
         todo = self._missing(task, configs)

@@ -20,6 +20,6 @@ def time_reference(baselines: Baselines, hold: DeviceHold, task: Task, seed: int
         instantiate(task, cfg, seed, i, prepared, baselines.device)
     before = baselines.timed
     with hold.lock, hold.threads():
-        baselines.times(task, configs, prepared, seed)
+        baselines.times(task, configs, prepared)
     timed = baselines.timed - before
     return timed, len(configs) - timed

@@ -191,7 +191,7 @@ class StartsAhead:
             with self._task_lock(task):
                 ready = self._ready.get(key)
                 if ready is not None and ready[0] is w:  # not taken by a candidate's timing meanwhile
-                    self._times_locked(task, configs, prepared, 0)
+                    self._times_locked(task, configs, prepared)
                     self.timed_ahead += 1
         finally:
             device_lock.release()

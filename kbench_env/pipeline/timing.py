@@ -63,7 +63,7 @@ def time_stage(ctx: StageContext) -> list:
         time_paired_stage(ctx)
         return []
     with phase(ctx.result, "reference_timing"):
-        ref_times = ctx.baselines.times(ctx.task, ctx.configs, ctx.prepared, ctx.seed)
+        ref_times = ctx.baselines.times(ctx.task, ctx.configs, ctx.prepared)
     deferred: list = []
     with phase(ctx.result, "timing"):
         time_candidate(ctx, ref_times, deferred)
@@ -159,7 +159,7 @@ def time_paired_stage(ctx: StageContext) -> None:
     with contextlib.ExitStack() as stack:
         with phase(result, "reference_timing"):
             ref_worker = stack.enter_context(base.session(task, configs))
-            compile_ms = base.times(task, configs, ctx.prepared, ctx.seed) if ctx.config.timing.compile_baseline else {}
+            compile_ms = base.times(task, configs, ctx.prepared) if ctx.config.timing.compile_baseline else {}
         stack.enter_context(LIVE.others_stopped([ctx.worker, ref_worker]))
         for cfg, cr in zip(configs, result.configs):
             with phase(result, "reference_timing"):
