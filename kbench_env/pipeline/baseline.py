@@ -250,22 +250,35 @@ class Baselines(StartsAhead):
     def _labels(self) -> list[tuple[str, bool]]:
         return [("eager", False)] + ([("compile", True)] if self.compile_baseline else [])
 
-    def _run_all(self, w: Worker, task: Task, todo: list[Config], prepared: dict) -> set:
+    def _run_all(self, w: Worker, task: Task, todo: list[Config], prepared: dict, hold=None) -> set:
         """Every label of every configuration in ``todo`` run in ``w`` (``_run_reference``): the names run."""
         ran = set()
         for cfg in todo:
             for label, compiled in self._labels():
-                self._run_reference(w, task, cfg, prepared, label, compiled)
+                self._run_reference(w, task, cfg, prepared, label, compiled, hold)
                 ran.add(f"{cfg.name}#{label}")
         return ran
 
-    def _run_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, label: str, compiled: bool) -> None:
-        """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing."""
+    def _run_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, label: str, compiled: bool,
+                       hold=None) -> None:
+        """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing.
+        With ``hold`` (a run ahead's shared hold: reference_start.TrustedHold), a compile lets the hold go while
+        inductor compiles and takes it again before the compiled graph runs (worker/compile_gate.py)."""
         p = prepared[cfg.name]
+        gate = compiled and hold is not None
         w.send({"type": msg.RUN, "config": f"{cfg.name}#{label}", "dtype": cfg.dtype, "init_seed": p.init_seed,
-                "compile": compiled, "backward": task.backward, "reply": "none"},
+                "compile": compiled, "gate": gate, "backward": task.backward, "reply": "none"},
                {"init_inputs": p.init_inputs, "inputs": p.inputs})
-        expect(w.recv(self.limits.run_timeout + (300 if compiled else 0), f"reference run ({label})"), task)
+        what, timeout = f"reference run ({label})", self.limits.run_timeout + (300 if compiled else 0)
+        reply = w.recv(timeout, what)
+        while gate and reply[0].get("type") == msg.READY:
+            if reply[0].get("phase") == msg.COMPILING:
+                hold.release()
+            else:
+                hold.acquire()
+                w.send({"type": msg.GO})
+            reply = w.recv(timeout, what)
+        expect(reply, task)
 
     def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set) -> dict:
         """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it)."""

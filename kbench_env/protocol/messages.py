@@ -8,6 +8,9 @@
                       large inputs come as ``input_slots`` -> READY (where the worker made them), GO (the
                       trusted side wrote them), and a large output stays in the worker's memory (OUTPUT's ``ipc``:
                       where; read before the next request)
+                      a reference's compiled run with ``gate``: READY ``compiling`` (the trusted side may let
+                      the device go while inductor compiles), READY ``compiled`` -> GO (it holds the device again),
+                      per graph compiled (worker/compile_gate.py)
     WALLCLOCK         inputs for a re-timing         -> READY; then GO (the trusted side's clock starts) -> DONE
     CALIBRATE         the device's capacity          -> CALIBRATION (bandwidth, FLOP rates, graph-node gap)
     SLOTS             input buffers for timed blocks -> BUFFERS (their addresses; worker/executor.py)
@@ -37,6 +40,10 @@ RELEASE = "release"
 GPU_SLOTS = "gpu_slots"
 GPU_BLOCK = "gpu_block"
 BUILT = "built"  # the answer to the worker's BUILD
+
+# READY's ``phase`` in a gated compile (worker/compile_gate.py)
+COMPILING = "compiling"
+COMPILED = "compiled"
 
 # replies: worker -> trusted side
 HELLO = "hello"

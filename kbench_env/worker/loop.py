@@ -28,7 +28,7 @@ import torch
 
 from kbench_env.machine.device import Device
 from kbench_env.measure import stats  # noqa: F401  (it captures the clock before candidate code is loaded)
-from kbench_env.worker import allocator, audit, executor, gpu_executor
+from kbench_env.worker import allocator, audit, compile_gate, executor, gpu_executor
 from kbench_env.backends import get_backend
 from kbench_env.builder.errors import trim_compiler_output
 from kbench_env.measure.compare import compare_outputs, flatten_outputs
@@ -193,10 +193,8 @@ def _run(s: _Session, header: dict, payload, grad, send) -> None:
     model = s.mod.ModelNew(*payload["init_inputs"])
     if isinstance(model, torch.nn.Module):
         model = model.to(device=device, dtype=dtype).eval()
-    if header.get("compile"):  # the torch.compile baseline (reference workers only)
-        # Compiled in this process: inductor's default is a pool of one process per core (each importing torch) for
-        # every worker that compiles, while the host's cores build other candidates and compile other references.
-        model = torch.compile(model, options={"compile_threads": 1})
+    if header.get("compile"):  # the torch.compile baseline (reference workers only; compile_gate.py)
+        model = compile_gate.compile_model(model, bool(header.get("gate")), s.conn, send, backend.sync)
     s.models[cfg] = model
     given = payload["inputs"]
     if header.get("input_slots") is not None:  # large inputs: written by the trusted side into this worker's memory

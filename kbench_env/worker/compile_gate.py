@@ -1,0 +1,75 @@
+"""The reference's torch.compile (reference workers only), with the device's hold let go while inductor compiles.
+
+Inductor compiles inside the compiled model's first call: seconds of the host's work during which this process runs
+nothing on the device, yet the trusted side's shared hold of the device (a run ahead: pipeline/reference_start.py)
+would last through it, and every timing waits for a hold to end. With ``gate`` the compile is dynamo's backend
+wrapped in two messages: READY ``compiling`` once this process's device work has finished (the trusted side may let
+its hold go), then READY ``compiled`` and a wait for GO (the trusted side holds the device again) before dynamo
+runs the compiled graph. A benchmark inductor runs on the device while it compiles (its matmul padding pass times
+both shapes) waits for the same GO first, and the rest of that compile stays under the hold. Each graph of a model
+that dynamo splits is compiled between its own pair of messages.
+
+Without ``gate`` it is torch.compile's inductor as is, with the same option: one compile thread (inductor's
+default is a pool of one process per core, each importing torch, in every worker that compiles, while the host's
+cores build other candidates and compile other references).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kbench_env.protocol import messages as msg
+from kbench_env.protocol.wire import unpack
+
+#: Inductor's settings for the reference's compile, gated or not.
+OPTIONS = {"compile_threads": 1}
+
+
+def compile_model(model, gate: bool, conn, send, sync):
+    """``model`` under torch.compile; with ``gate``, its compiles between READY messages (``send``; GO read from
+    ``conn``), ``sync`` (the backend's device synchronisation) run before the device is let go."""
+    if not gate:
+        return torch.compile(model, options=dict(OPTIONS))
+    return torch.compile(model, backend=_Gate(conn, send, sync).backend)
+
+
+class _Gate:
+    def __init__(self, conn, send, sync):
+        self.conn, self.send, self.sync = conn, send, sync
+        self.let_go = False  # READY compiling sent, GO not yet received
+
+    def _let_go(self) -> None:
+        self.sync()  # this process's device work has finished before the trusted side lets the device go
+        self.send({"type": msg.READY, "phase": msg.COMPILING})
+        self.let_go = True
+
+    def _hold(self) -> None:
+        if self.let_go:
+            self.send({"type": msg.READY, "phase": msg.COMPILED})
+            unpack(self.conn.recv_bytes())  # GO: the trusted side holds the device again
+            self.let_go = False
+
+    def backend(self, gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.runtime import benchmarking
+
+        bench = getattr(benchmarking, "benchmarker", None)
+        timed = getattr(bench, "benchmark_gpu", None)
+        if timed is None:  # a torch whose compile-time benchmarks this cannot gate: compiled under the hold
+            return compile_fx(gm, example_inputs, config_patches=dict(OPTIONS))
+
+        def held_first(*args, **kwargs):
+            self._hold()
+            return timed(*args, **kwargs)
+
+        own = vars(bench).get("benchmark_gpu")  # (normally none: the class's method)
+        self._let_go()
+        bench.benchmark_gpu = held_first
+        try:
+            return compile_fx(gm, example_inputs, config_patches=dict(OPTIONS))
+        finally:
+            if own is None:
+                del bench.benchmark_gpu
+            else:
+                bench.benchmark_gpu = own
+            self._hold()
