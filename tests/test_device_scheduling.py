@@ -326,9 +326,9 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
         return real_time(self, w, task, cfg, prepared, ran)
     real_start, real_build = baseline_mod.Baselines.start, evaluator_mod.build
 
-    def run_reference(self, w, task, cfg, prepared, label, compiled):
+    def run_reference(self, w, task, cfg, prepared, label, compiled, hold=None):
         runs.append((threading.current_thread().name, cfg.name, label))
-        return real_run(self, w, task, cfg, prepared, label, compiled)
+        return real_run(self, w, task, cfg, prepared, label, compiled, hold)
 
     def calibrate(self, w, task, configs):
         if w is not None and self.calibration is None:

@@ -53,6 +53,7 @@ class Baselines(StartsAhead):
         # task -> (reference worker, the runs it has done, the inputs it ran): ``prepare``'s, waiting for ``times``
         self._ready: dict = {}
         self._ready_cond = threading.Condition(self._lock)  # told when ``_ready`` shrinks (run_ahead waits on it)
+        self._running: set = set()  # tasks a run ahead runs the reference of (``run_ahead``)
         self._starts: dict = {}  # task -> its reference worker being started (``start``), for the first to take
         self._peek: ReferenceCache | None = None  # the disk cache read before the calibration (``_unknown``)
         self.recalibrations = 0  # calibrations the drift check measured again
@@ -121,7 +122,7 @@ class Baselines(StartsAhead):
             if self.calibration is None and self.disk_root is not None:
                 return  # the disk cache is not checked yet (that needs the exclusive hold): it may hold them all
             todo = self._missing(task, configs)
-            if not todo or key in self._ready:
+            if not todo or key in self._ready or key in self._running:  # (a run ahead's: the timing's if need be)
                 return
             w = None
             try:

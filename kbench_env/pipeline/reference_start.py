@@ -113,6 +113,29 @@ class Started:
         self._thread.join(timeout)
 
 
+class AheadHold:
+    """A run ahead's two locks, taken together in the stages' order (the device's shared hold of the trusted side's
+    places, then the task's lock) and let go together in the reverse order. A compile lets both go while inductor
+    compiles and takes both again before the compiled graph runs (Baselines._run_reference, worker/compile_gate.py):
+    re-taking the device while still holding the task's lock would wait for a timing of the same task that waits for
+    that lock."""
+
+    def __init__(self, device_lock, task_lock):
+        self.device_lock, self.task_lock, self.held = device_lock, task_lock, False
+
+    def acquire(self) -> None:
+        if not self.held:
+            self.device_lock.acquire(shared=True, trusted=True)
+            self.task_lock.acquire()
+            self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.task_lock.release()
+            self.device_lock.release(trusted=True)
+
+
 class StartsAhead:
     """Baselines' reference workers started beside the build, and their runs ahead (a mixin of Baselines, whose
     state it shares: ``_starts``, ``_ready``, the task locks, the calibration)."""
@@ -129,7 +152,7 @@ class StartsAhead:
             return None
         try:
             key = (task.name, task.source_hash)
-            if key in self._ready or key in self._starts or not self._unknown(task, configs):
+            if key in self._ready or key in self._starts or key in self._running or not self._unknown(task, configs):
                 return None
             ahead = device_lock is not None and self.runs_ahead
             then = (lambda s: self.run_ahead(task, configs, device_lock, s)) if ahead else None
@@ -145,7 +168,8 @@ class StartsAhead:
         shared hold of the trusted side's places (shared_device_lock.py), then timed under an exclusive hold taken
         once the device is idle (``acquire_idle``).
         Whatever a candidate's preparation or timing has taken first (the worker, or the task's lock) is theirs:
-        this does nothing more. Locks in the stages' order: the device's, then the task's."""
+        this does nothing more. Locks in the stages' order: the device's, then the task's; a compile lets both go
+        while inductor compiles (``AheadHold``), and a timing of the task that comes meanwhile times it itself."""
         key = (task.name, task.source_hash)
         if self.calibration is None:
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
@@ -154,33 +178,39 @@ class StartsAhead:
                 self._lent(task, started, lambda w: self._calibrate_once(w, task, configs))
         if self.calibration is None or not self._ready_place(started):
             return
-        device_lock.acquire(shared=True, trusted=True)
+        hold, running = AheadHold(device_lock, self._task_lock(task)), False
+        hold.acquire()
         try:
-            with self._task_lock(task):
-                todo = self._missing(task, configs)
-                if not todo or key in self._ready or self._starts.get(key) is not started:
-                    return
-                w = started.take_now()
-                if w is None:
-                    return
-                del self._starts[key]
-                seed = secrets.randbits(62)
-                try:  # the configurations to run only, each with its own place's seeds
-                    run = {c.name for c in todo}
-                    prepared = {c.name: Prepared.made(task, c, seed, i, self.device)
-                                for i, c in enumerate(configs) if c.name in run}
-                    ran = self._run_all(w, task, todo, prepared)
-                except Exception:  # noqa: BLE001 - left to ``times``, which reports it
+            todo = self._missing(task, configs)
+            if not todo or key in self._ready or key in self._running or self._starts.get(key) is not started:
+                return
+            w = started.take_now()
+            if w is None:
+                return
+            del self._starts[key]
+            self._running.add(key)  # while its locks are let go for a compile: ``prepare`` leaves the task to it
+            running = True
+            seed = secrets.randbits(62)
+            try:  # the configurations to run only, each with its own place's seeds
+                run = {c.name for c in todo}
+                prepared = {c.name: Prepared.made(task, c, seed, i, self.device)
+                            for i, c in enumerate(configs) if c.name in run}
+                ran = self._run_all(w, task, todo, prepared, hold)
+                hold.acquire()  # (held again once a compile's graph runs; this only makes sure)
+            except Exception:  # noqa: BLE001 - left to ``times``, which reports it
+                w.close()
+                return
+            with self._lock:
+                # a timing of the task's that came while the locks were let go timed the reference itself
+                if self._closed or key in self._ready or not self._missing(task, configs):
                     w.close()
                     return
-                with self._lock:
-                    if self._closed:
-                        w.close()
-                        return
-                    self._ready[key] = (w, ran, prepared)
-                    self.ran_ahead += 1
+                self._ready[key] = (w, ran, prepared)
+                self.ran_ahead += 1
         finally:
-            device_lock.release(trusted=True)
+            if running:
+                self._running.discard(key)
+            hold.release()
         if not TIMES_AHEAD:
             return
         # Timed too, once the device is idle: a waiting timing or check goes first (the candidate's timing times the
