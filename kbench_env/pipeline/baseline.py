@@ -264,7 +264,7 @@ class Baselines(StartsAhead):
                        hold=None) -> None:
         """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing.
         With ``hold`` (a run ahead's locks: reference_start.AheadHold), a compile lets them go while
-        inductor compiles and takes it again before the compiled graph runs (worker/compile_gate.py)."""
+        inductor compiles and takes them again before the compiled graph runs (worker/compile_gate.py)."""
         p = prepared[cfg.name]
         gate = compiled and hold is not None
         w.send({"type": msg.RUN, "config": f"{cfg.name}#{label}", "dtype": cfg.dtype, "init_seed": p.init_seed,
