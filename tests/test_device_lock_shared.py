@@ -155,6 +155,74 @@ def test_a_hold_taken_when_idle_waits_for_everyone_and_holds_nobody_back(tmp_pat
     lock.release()
 
 
+@pytest.mark.parametrize("which", [0, 1], ids=["file", "threads-only"])
+def test_a_hold_taken_before_the_trusted_side_waits_out_only_its_holders_and_steps_back_for_candidates(tmp_path,
+                                                                                                      which):
+    """``acquire_idle(before_trusted=True)`` (a reference timed ahead while other references run ahead): the trusted
+    side's shared holders are waited out as a waiting writer would (a new trusted holder waits), and it holds the
+    device once they are gone; a candidate's check or timing that comes while it waits goes first (it steps back)."""
+    lock = SharedDeviceLock(_paths(tmp_path)[which])
+    got = []
+
+    def ahead():
+        got.append(lock.acquire_idle(30, before_trusted=True))
+
+    # 1. only the trusted side holds: it queues, a new trusted holder waits, it holds once the first has gone
+    assert lock.acquire(shared=True, trusted=True)
+    t = threading.Thread(target=ahead, daemon=True)
+    t.start()
+    _wait_until(lambda: lock._writers_waiting == 1)  # noqa: SLF001 - it waits as a writer
+    assert not lock.acquire(blocking=False, shared=True, trusted=True)
+    lock.release(trusted=True)
+    t.join(30)
+    assert got == [True]
+    assert not lock.acquire(blocking=False, shared=True, trusted=True)  # held exclusively
+    lock.release()
+
+    # 2. a candidate's check comes while it waits: it steps back, the check is let in beside the trusted holder
+    got.clear()
+    assert lock.acquire(shared=True, trusted=True)
+    t = threading.Thread(target=ahead, daemon=True)
+    t.start()
+    _wait_until(lambda: lock._writers_waiting == 1)  # noqa: SLF001
+    checked = threading.Event()
+    check = threading.Thread(target=lambda: lock.acquire(shared=True) and checked.set(), daemon=True)
+    check.start()
+    assert checked.wait(30), "a candidate's check waited behind a reference timed ahead"
+    assert not got  # still waiting: the check holds the device now
+    lock.release(trusted=True)
+    time.sleep(0.2)
+    assert not got  # the check still holds: a candidate's holder is waited out as it comes, not queued against
+    lock.release()  # the check's
+    t.join(30)
+    assert got == [True]
+    lock.release()
+
+    # 3. a candidate's timing comes while it waits: the timing goes first
+    got.clear()
+    order = []
+    assert lock.acquire(shared=True, trusted=True)
+    t = threading.Thread(target=lambda: ahead() or order.append("ahead"), daemon=True)
+    t.start()
+    _wait_until(lambda: lock._writers_waiting == 1)  # noqa: SLF001
+
+    def timing():
+        with lock:
+            order.append("timing")
+            time.sleep(0.1)
+
+    writer = threading.Thread(target=timing, daemon=True)
+    writer.start()
+    time.sleep(0.2)  # both wait for the trusted holder; the reference's steps back for the timing
+    lock.release(trusted=True)
+    writer.join(30)
+    t.join(30)
+    assert order == ["timing", "ahead"] and got == [True]
+    lock.release()
+    assert lock.acquire(blocking=False, shared=True)
+    lock.release()
+
+
 def test_shared_holders_are_capped():
     lock = SharedDeviceLock(None, max_shared=2)
     assert lock.acquire(blocking=False, shared=True)

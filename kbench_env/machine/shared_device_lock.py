@@ -68,6 +68,7 @@ class SharedDeviceLock(DeviceLock):
         self._trusted = 0  # of them, the trusted side's (their own cap)
         self._exclusive = False  # this process's exclusive holder (also while it waits for the file lock)
         self._writers_waiting = 0
+        self._untrusted_waiting = 0  # candidates' shared holders waiting (``acquire_idle`` goes after them)
         self._file_busy = False  # the first shared holder is taking LOCK_SH: the others wait for it
         self._held_since: float | None = None
         self.held_seconds = 0.0
@@ -77,26 +78,48 @@ class SharedDeviceLock(DeviceLock):
     def acquire(self, blocking: bool = True, shared: bool = False, trusted: bool = False) -> bool:
         return self._acquire_shared(blocking, trusted) if shared else self._acquire_exclusive(blocking)
 
-    def acquire_idle(self, timeout: float) -> bool:
+    def acquire_idle(self, timeout: float, before_trusted: bool = False) -> bool:
         """An exclusive hold taken only while nobody holds the lock or waits for it (in this process; another
         process's holders: its file lock tried, never waited for), by ``timeout`` seconds or not at all (False).
         For the trusted side's work that a candidate's own stage would do anyway when it comes (a reference timed
-        ahead): it never holds back a shared holder nor goes before a waiting exclusive one."""
+        ahead): it never holds back a candidate's shared holder nor goes before a waiting exclusive one.
+        ``before_trusted``: the trusted side's own shared holders (references run ahead) are not waited out as if
+        they were candidates': it waits for them to leave as a waiting writer, holding new shared holders back,
+        but steps out of that wait as soon as a candidate's shared holder or a timing waits (``_ahead_wait``)."""
         deadline = time.monotonic() + timeout
         with self._cond:
             while True:
-                if not (self._exclusive or self._shared or self._file_busy or self._writers_waiting) \
-                        and self._gate_open():
-                    self._exclusive = True  # this process's others wait while the file lock is tried
-                    if self._lock_file(fcntl.LOCK_EX, False):
-                        self._held_since, self._since_ns = time.monotonic(), time.monotonic_ns()
-                        return True
-                    self._exclusive = False
-                    self._cond.notify_all()
+                busy = self._exclusive or self._file_busy or self._writers_waiting or self._untrusted_waiting
+                if not busy and self._gate_open():
+                    if self._shared and before_trusted and self._shared == self._trusted:
+                        self._ahead_wait(deadline)
+                        continue  # (the condition still held: nobody came in between)
+                    if not self._shared:
+                        self._exclusive = True  # this process's others wait while the file lock is tried
+                        if self._lock_file(fcntl.LOCK_EX, False):
+                            self._held_since, self._since_ns = time.monotonic(), time.monotonic_ns()
+                            return True
+                        self._exclusive = False
+                        self._cond.notify_all()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
                 self._cond.wait(min(left, IDLE_POLL_S if self._gate is not None else left))  # (this process's: told)
+
+    def _ahead_wait(self, deadline: float) -> None:
+        """``acquire_idle(before_trusted=True)``'s wait for the trusted side's shared holders to leave, as a waiting
+        writer (new shared holders wait), until they have, a candidate's shared holder or another timing waits
+        too (it goes first: this one steps back), or ``deadline`` (called and left with the condition held)."""
+        self._writers_waiting += 1
+        try:
+            while self._shared and not self._untrusted_waiting and self._writers_waiting == 1:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(min(left, IDLE_POLL_S))
+        finally:
+            self._writers_waiting -= 1
+            self._cond.notify_all()
 
     def release(self, trusted: bool = False) -> None:
         """End a hold: the exclusive one, else a shared one (``trusted``: one taken with ``trusted``)."""
@@ -125,6 +148,7 @@ class SharedDeviceLock(DeviceLock):
     def _acquire_exclusive(self, blocking: bool) -> bool:
         with self._cond:
             self._writers_waiting += 1
+            self._cond.notify_all()  # a reference's timing waiting ahead (``_ahead_wait``) steps back for it
             try:
                 if not self._wait(lambda: not (self._exclusive or self._shared or self._file_busy), blocking):
                     return False
@@ -151,8 +175,14 @@ class SharedDeviceLock(DeviceLock):
                     and places and self._gate_open())
 
         with self._cond:
-            if not self._wait(may_enter, blocking):
-                return False
+            self._untrusted_waiting += not trusted  # (seen by others only while it waits)
+            if not trusted and self._writers_waiting:
+                self._cond.notify_all()  # a reference's timing waiting ahead (``_ahead_wait``) steps back for it
+            try:
+                if not self._wait(may_enter, blocking):
+                    return False
+            finally:
+                self._untrusted_waiting -= not trusted
             if self._shared:  # the process holds LOCK_SH already
                 self._shared += 1
                 self._trusted += trusted

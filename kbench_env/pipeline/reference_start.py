@@ -166,7 +166,7 @@ class StartsAhead:
         candidate of the task is checked: the device calibrated (the disk cache's drift check) under an exclusive
         hold where nobody has, then each configuration not timed run in the worker, on inputs drawn here, under a
         shared hold of the trusted side's places (shared_device_lock.py), then timed under an exclusive hold taken
-        once the device is idle (``acquire_idle``).
+        once no candidate's stage holds or waits for the device (``acquire_idle``, before other runs ahead).
         Whatever a candidate's preparation or timing has taken first (the worker, or the task's lock) is theirs:
         this does nothing more. Locks in the stages' order: the device's, then the task's; a compile lets both go
         while inductor compiles (``AheadHold``), and a timing of the task that comes meanwhile times it itself."""
@@ -213,9 +213,11 @@ class StartsAhead:
             hold.release()
         if not TIMES_AHEAD:
             return
-        # Timed too, once the device is idle: a waiting timing or check goes first (the candidate's timing times the
-        # reference itself if it comes before that), and nobody waits behind a run ahead's compile for it.
-        if not device_lock.acquire_idle(self.limits.build_timeout):
+        # Timed too, once no candidate's stage holds or waits for the device: a waiting timing or check goes first
+        # (the candidate's timing times the reference itself if it comes before that). Other runs ahead's shared
+        # holds wait for it (their runs; their compiles hold nothing): while candidates build, the device is never
+        # idle between them, so waiting for idle would leave the timing to the candidate, on its critical path.
+        if not device_lock.acquire_idle(self.limits.build_timeout, before_trusted=True):
             return
         try:
             with self._task_lock(task):
