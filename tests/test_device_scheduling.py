@@ -176,8 +176,9 @@ def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusi
     try:
         first = ev.evaluate(task, good, seed=3)
         assert first.correct and first.speedup, first.feedback()
-        assert "reference_prepare" in first.phase_seconds
+        assert "reference_prepare" in first.phase_seconds and "reference_wait" in first.phase_seconds
         n = len(first.configs)
+        _a_timing_waits_for_the_run_ahead(ev.baselines, task)
         assert ev.baselines.timed == n and not ev.baselines._ready  # noqa: SLF001 - timed once, nothing left waiting
         second = ev.evaluate(task, good, seed=4)
         assert second.correct and ev.baselines.timed == n  # cached: nothing prepared, nothing timed again
@@ -195,6 +196,30 @@ def test_under_shared_checks_the_reference_is_started_and_run_before_the_exclusi
         ev.close()
     w.proc.join(10)
     assert w.proc.exitcode is not None  # closed with the evaluator
+
+
+def _a_timing_waits_for_the_run_ahead(baselines, task) -> None:
+    """``wait_run_ahead``: while the task is being run ahead it waits (returning once the run ahead has left,
+    told by the condition), and by its timeout when the run ahead does not end."""
+    import threading
+    key, events = (task.name, task.source_hash), []
+    baselines._running.add(key)  # noqa: SLF001 - a run ahead under way
+
+    def ends():
+        events.append("run ahead over")
+        with baselines._ready_cond:  # noqa: SLF001
+            baselines._running.discard(key)  # noqa: SLF001
+            baselines._ready_cond.notify_all()  # noqa: SLF001
+
+    timer = threading.Timer(0.3, ends)
+    timer.start()
+    baselines.wait_run_ahead(task, 60)
+    assert events == ["run ahead over"]  # it returned only once the run ahead was over
+    timer.join(10)
+    baselines._running.add(key)  # noqa: SLF001 - one that does not end
+    baselines.wait_run_ahead(task, 0.2)
+    assert key in baselines._running  # noqa: SLF001 - given up by its timeout
+    baselines._running.discard(key)  # noqa: SLF001
 
 
 def test_the_references_worker_starts_beside_the_build_and_one_not_taken_is_closed(tmp_path, monkeypatch):

@@ -261,6 +261,9 @@ class Evaluator:
                     set_up_ahead(ctx)
         if not result.correct or not timed:
             return
+        if prepares:
+            with phase(result, "reference_wait"):  # its run ahead's compiles, not again under the timing's hold
+                self.baselines.wait_run_ahead(task, self.limits.build_timeout)
         with hold.timing(result), hold.threads():
             deferred = time_stage(ctx)
             if result.stage == "timed" and not result.integrity_flags:

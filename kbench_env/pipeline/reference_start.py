@@ -209,7 +209,9 @@ class StartsAhead:
                 self.ran_ahead += 1
         finally:
             if running:
-                self._running.discard(key)
+                with self._ready_cond:
+                    self._running.discard(key)
+                    self._ready_cond.notify_all()  # a timing waiting for it (``wait_run_ahead``)
             hold.release()
         if not TIMES_AHEAD:
             return
@@ -227,6 +229,19 @@ class StartsAhead:
                     self.timed_ahead += 1
         finally:
             device_lock.release()
+
+    def wait_run_ahead(self, task: Task, timeout: float) -> None:
+        """Wait, holding nothing, while the task's reference is being run ahead (from ``run_ahead`` taking its
+        worker until the runs are done and left for the timing), at most ``timeout`` seconds: a candidate's timing
+        that came meanwhile would run and compile the reference again, under its exclusive hold of the device."""
+        key = (task.name, task.source_hash)
+        deadline = time.monotonic() + timeout
+        with self._ready_cond:
+            while key in self._running and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._ready_cond.wait(min(1.0, left))
 
     def _ready_place(self, started: Started) -> bool:
         """Wait (at most the worker's load timeout) until fewer than AHEAD_READY references prepared by a run

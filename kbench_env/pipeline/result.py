@@ -87,13 +87,13 @@ class EvalResult:
     # check_recv (the worker's runs and their outputs read), reference_outputs, check_judge (the comparison)),
     # reference_prepare and timing_prepare (on a GPU under shared checks: the reference run, unless its worker,
     # started beside the build, ran it ahead there; the candidate's timed blocks set up; beside other checks),
-    # reference_timing (its own worker, with the device calibration on first use), timing (candidate, with the
-    # timed_output_checks, timing_set_up, the timed blocks' set-up where not made ahead, and timing_again, the
-    # timings after the first: on a GPU a bound paid or a short run, on the CPU a pairing whose reference ran
-    # disturbed), plausibility; worker_audit: of check, the worker's time starting, stopping and reading its forward
-    # audit's profiler; worker_warmup: of build, the worker's warm-up before the candidate loads (its message
-    # framing; on a GPU, the start of CUDA and of the audit's profiler; worker_cuda_start: of it, CUDA's context and
-    # first kernel).
+    # reference_wait (for the reference's run ahead to end, nothing held: its compiles not run twice), reference_timing
+    # (its own worker, with the device calibration on first use), timing (candidate, with the timed_output_checks,
+    # timing_set_up, the timed blocks' set-up where not made ahead, and timing_again, the timings after the first: on a
+    # GPU a bound paid or a short run, on the CPU a pairing whose reference ran disturbed), plausibility; worker_audit:
+    # of check, the worker's time starting, stopping and reading its forward audit's profiler; worker_warmup: of build,
+    # the worker's warm-up before the candidate loads (its message framing; on a GPU, the start of CUDA and of the
+    # audit's profiler; worker_cuda_start: of it, CUDA's context and first kernel).
     phase_seconds: dict = field(default_factory=dict)
     log_tail: str | None = None  # the worker's own output (compiler, prints), trimmed
 
