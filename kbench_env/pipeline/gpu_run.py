@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from kbench_env.measure.inputs import input_stds
+from kbench_env.measure.inputs import FILL_CHUNK_BYTES, input_stds
 from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
 from kbench_env.pipeline.deferred_checks import DeferredChecks, Pool
 from kbench_env.protocol import messages as msg
@@ -53,9 +53,20 @@ class BlockInputs:
             elif std is None:
                 out.append(x.unsqueeze(0).expand(self.block, *x.shape).contiguous())
             else:
-                wide = x if x.dtype == torch.float64 else x.float()
-                noise = torch.randn((self.block, *x.shape), generator=self.gen, device=x.device, dtype=wide.dtype)
-                out.append(noise.mul_(self.noise * std).add_(wide).to(x.dtype))
+                out.append(self._perturbed(x, std))
+        return out
+
+    def _perturbed(self, x: torch.Tensor, std: float) -> torch.Tensor:
+        """``[block, *shape]`` copies of ``x``, each with its own noise, drawn a chunk of rows at a time
+        (FILL_CHUNK_BYTES): a block's inputs take up to gigabytes, and drawing the noise of all its rows at once in
+        float32 took twice a half-precision block's bytes more, on a device the other workers' memory fills."""
+        wide = x if x.dtype == torch.float64 else x.float()
+        out = torch.empty((self.block, *x.shape), device=x.device, dtype=x.dtype)
+        rows = max(1, FILL_CHUNK_BYTES // max(1, wide.element_size() * x.numel()))
+        for r0 in range(0, self.block, rows):
+            part = out[r0:r0 + rows]
+            noise = torch.randn(part.shape, generator=self.gen, device=x.device, dtype=wide.dtype)
+            part.copy_(noise.mul_(self.noise * std).add_(wide))
         return out
 
     def call(self, staged: list, b: int) -> list:
@@ -180,7 +191,11 @@ class _Run:
     def block(self, b: int) -> tuple[float, float, str, list, float]:
         """One block: (wall ms by this side's clock, reported ms, method, the staged inputs, ms of this side's
         staging by its own device events: the copy of the inputs and the L2 flush)."""
-        staged = self.inputs.draw()
+        try:
+            staged = self.inputs.draw()
+        except torch.OutOfMemoryError:  # this long-lived process's cached free blocks given back, then once more
+            torch.cuda.empty_cache()
+            staged = self.inputs.draw()
         stream = torch.cuda.current_stream(self.device)
         ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(self.device)
