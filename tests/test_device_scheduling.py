@@ -351,13 +351,17 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
         return real_time(self, w, task, cfg, prepared, ran)
     real_start, real_build = baseline_mod.Baselines.start, evaluator_mod.build
 
+    order = []
+
     def run_reference(self, w, task, cfg, prepared, label, compiled, hold=None):
         runs.append((threading.current_thread().name, cfg.name, label))
+        order.append("run")
         return real_run(self, w, task, cfg, prepared, label, compiled, hold)
 
     def calibrate(self, w, task, configs):
         if w is not None and self.calibration is None:
             calibrations.append(threading.current_thread().name)
+            order.append("calibration")
         return real_cal(self, w, task, configs)
 
     def start(self, *args, **kwargs):
@@ -387,6 +391,8 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
         assert r.correct and r.speedup, r.feedback()
         n = len(r.configs)
         assert calibrations == ["kbench-reference-start"], calibrations
+        # the runs (and their compiles) first, holding the device shared; the calibration, alone on it, after them
+        assert order == ["run"] * n + ["calibration"], order
         assert len(runs) == n and {name for name, _, _ in runs} == {"kbench-reference-start"}, runs
         assert ev.baselines.ran_ahead == ev.baselines.timed_ahead == 1 and ev.baselines.timed == n
         assert len(timings) == n and {name for name, _ in timings} == {"kbench-reference-start"}, timings

@@ -163,25 +163,26 @@ class StartsAhead:
 
     def run_ahead(self, task: Task, configs: list[Config], device_lock, started: Started) -> None:
         """What ``prepare`` and ``times`` do, done by ``started``'s thread once its worker is up, before any
-        candidate of the task is checked: the device calibrated (the disk cache's drift check) under an exclusive
-        hold where nobody has, then each configuration not timed run in the worker, on inputs drawn here, under a
-        shared hold of the trusted side's places (shared_device_lock.py), then timed under an exclusive hold taken
-        once no candidate's stage holds or waits for the device (``acquire_idle``, before other runs ahead).
+        candidate of the task is checked: each configuration not timed (before the device's calibration: not
+        stored on disk, as far as its files say) run in the worker, on inputs drawn here, under a shared hold of the
+        trusted side's places (shared_device_lock.py), then timed under an exclusive hold taken once no candidate's
+        stage holds or waits for the device (``acquire_idle``, before other runs ahead), the device calibrated
+        first where nobody has (the disk cache's drift check, in ``_times_locked``). Calibrated after the runs, not
+        before: its measurements hold the device alone for seconds, and every run ahead's compile (the host's work,
+        nothing held) would wait for them.
         Whatever a candidate's preparation or timing has taken first (the worker, or the task's lock) is theirs:
         this does nothing more. Locks in the stages' order: the device's, then the task's; a compile lets both go
-        while inductor compiles (``AheadHold``), and a timing of the task that comes meanwhile times it itself."""
+        while inductor compiles (``AheadHold``), and a timing of the task that comes meanwhile waits for it
+        (``wait_run_ahead``)."""
         key = (task.name, task.source_hash)
         if self.calibration is None:
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
-        if self.calibration is None:
-            with device_lock:
-                self._lent(task, started, lambda w: self._calibrate_once(w, task, configs))
-        if self.calibration is None or not self._ready_place(started):
+        if not self._ready_place(started):
             return
         hold, running = AheadHold(device_lock, self._task_lock(task)), False
         hold.acquire()
         try:
-            todo = self._missing(task, configs)
+            todo = self._missing(task, configs) if self._unknown(task, configs) else []
             if not todo or key in self._ready or key in self._running or self._starts.get(key) is not started:
                 return
             w = started.take_now()
@@ -255,17 +256,6 @@ class StartsAhead:
             while not free() and time.monotonic() < deadline:
                 self._ready_cond.wait(min(1.0, max(0.0, deadline - time.monotonic())))  # a drop is not told
             return len(self._ready) < AHEAD_READY and not (self._closed or started.dropped)
-
-    def _lent(self, task: Task, started: Started, use) -> None:
-        """``use(worker)`` with ``started``'s worker, under the task's lock, unless a taker has it; handed back."""
-        with self._task_lock(task):
-            w = started.take_now()
-            if w is None:
-                return
-            try:
-                use(w)
-            finally:
-                started.offer(w)
 
     def _unknown(self, task: Task, configs: list[Config]) -> bool:
         """Whether a configuration's reference will be timed here: ``_missing``'s once the calibration is known,
