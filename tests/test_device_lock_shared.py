@@ -222,6 +222,18 @@ def test_a_hold_taken_before_the_trusted_side_waits_out_only_its_holders_and_ste
     assert lock.acquire(blocking=False, shared=True)
     lock.release()
 
+    # 4. the trusted holder stays: it gives up by its timeout, and holds nothing back after
+    assert lock.acquire(shared=True, trusted=True)
+    gave_up = []
+    t = threading.Thread(target=lambda: gave_up.append(lock.acquire_idle(0.2, before_trusted=True)), daemon=True)
+    t.start()
+    t.join(30)
+    assert gave_up == [False], "it did not give up by its timeout"
+    assert lock.acquire(blocking=False, shared=True, trusted=True) and lock.acquire(blocking=False, shared=True)
+    lock.release()
+    lock.release(trusted=True)
+    lock.release(trusted=True)
+
 
 def test_shared_holders_are_capped():
     lock = SharedDeviceLock(None, max_shared=2)

@@ -93,7 +93,9 @@ class SharedDeviceLock(DeviceLock):
                 if not busy and self._gate_open():
                     if self._shared and before_trusted and self._shared == self._trusted:
                         self._ahead_wait(deadline)
-                        continue  # (the condition still held: nobody came in between)
+                        if time.monotonic() < deadline:
+                            continue  # (the condition still held: nobody came in between)
+                        return False
                     if not self._shared:
                         self._exclusive = True  # this process's others wait while the file lock is tried
                         if self._lock_file(fcntl.LOCK_EX, False):
