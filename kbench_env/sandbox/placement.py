@@ -7,7 +7,8 @@ the scheduler can sit on different cores for seconds), and, when the trusted
 side may raise priorities (root, or CAP_SYS_NICE), a nice value of ``BOOST``, so that a block takes its cores from
 background jobs rather than sharing them. The worker, without capabilities, cannot raise its own priority further;
 it can move its threads to other cores during its own block (sched_setaffinity), which only changes its side's
-conditions: the next block places it again.
+conditions: the next block places it again. The trusted thread that runs the pairing's clock is on the same cores
+for the pairing, real-time where allowed (``Placement.boosted_here``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,36 @@ import threading
 
 #: The nice value a timed block's threads get where this process may set it (-20 is the highest priority).
 BOOST = -10
+#: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): the lowest, above every
+#: thread of the default policy and below the kernel's own real-time threads.
+REALTIME_PRIORITY = 1
 
 
 def timing_cores(threads: int) -> set[int]:
     """The cores a timed block runs on: the last ``threads`` of those this process may use."""
     allowed = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     return set(allowed[-max(1, threads):])
+
+
+def _pin(tid: int, cores: set[int]) -> set[int] | None:
+    """Thread ``tid`` on ``cores``: the cores it had, or None where that failed (it stays where it was)."""
+    try:
+        had = os.sched_getaffinity(tid)
+        os.sched_setaffinity(tid, cores)
+        return had
+    except (OSError, AttributeError):
+        return None
+
+
+def _realtime(tid: int) -> bool:
+    """Thread ``tid`` at REALTIME_PRIORITY under SCHED_FIFO (threads and processes it starts at the default
+    policy); False where this process may not (no root nor CAP_SYS_NICE, no real-time budget, another system)."""
+    try:
+        os.sched_setscheduler(tid, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0),
+                              os.sched_param(REALTIME_PRIORITY))
+        return True
+    except (OSError, AttributeError):
+        return False
 
 
 def _threads(pid: int) -> list[int]:
@@ -60,20 +85,34 @@ class Placement:
 
     @contextlib.contextmanager
     def boosted_here(self):
-        """This thread (the one that runs the clock, writes the inputs and reads the outputs) at the timed blocks'
-        priority while the block runs: under load its wake-up at a block's end is part of the block's time."""
+        """This thread (the one that runs the clock, writes the inputs and reads the outputs) on the timed blocks'
+        cores and ahead of the machine's other work while the pairing runs: real-time (SCHED_FIFO at the lowest
+        real-time priority, its children reset to the default) where this process may, else at the blocks' nice
+        value. Left to the scheduler it stays on one core or another for a whole pairing, and a block's hand-over
+        between it and a worker costs differently on the workers' core and off it: a fixed cost per block that
+        moved the speedup from one evaluation to the next. On the workers' core at a nice value it waited behind
+        the machine's other work for its wake-up at a block's end, inside the block's time; real-time, it does
+        not (the freeze's wait sleeps rather than yields, so the stopping worker on its core can run: memory.py).
+        The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile."""
         tid = threading.get_native_id()
-        before = os.getpriority(os.PRIO_PROCESS, tid) if self.boost else None
-        try:
-            if before is not None:
+        had = _pin(tid, self.cores)
+        rt = self.boost and _realtime(tid)
+        before = None
+        if self.boost and not rt:
+            try:
+                before = os.getpriority(os.PRIO_PROCESS, tid)
                 os.setpriority(os.PRIO_PROCESS, tid, BOOST)
-        except OSError:
-            before = None
+            except OSError:
+                before = None
         try:
             yield
         finally:
+            if rt:
+                os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
             if before is not None:
                 os.setpriority(os.PRIO_PROCESS, tid, before)
+            if had is not None:
+                _pin(tid, had)
 
     def restore(self, pids: list[int]) -> None:
         """The threads of ``pids`` back on every core this process may use, at the default priority."""

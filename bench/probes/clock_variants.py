@@ -1,0 +1,54 @@
+"""Issue 37 probe: where, and at what priority, the trusted thread that runs a CPU pairing's clock runs, as variants
+of the library's ``Placement.boosted_here``, measured by bench/cpu_noise.py's own loop (its arguments after the
+variant).
+
+    python bench/probes/clock_variants.py nice --load idle --tasks level1/rms_norm,level1/relu --evals 8 \
+        --burner-rounds 0 --out /tmp/cv_nice
+
+Variants: ``nice`` (the thread left where the scheduler puts it, at the blocks' nice value: the library before
+the real-time clock), ``pinned_nice`` (on the timing cores for the pairing at the nice value: branch
+wip/clock-core), ``library`` (as shipped: on the timing cores for the pairing, real-time where allowed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import runpy
+import sys
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from kbench_env.sandbox import placement  # noqa: E402
+
+variant = sys.argv.pop(1)
+
+
+def _niced(pin: bool):
+    @contextlib.contextmanager
+    def boosted_here(self):
+        tid = threading.get_native_id()
+        had = placement._pin(tid, self.cores) if pin else None  # noqa: SLF001
+        before = os.getpriority(os.PRIO_PROCESS, tid) if self.boost else None
+        if before is not None:
+            os.setpriority(os.PRIO_PROCESS, tid, placement.BOOST)
+        try:
+            yield
+        finally:
+            if before is not None:
+                os.setpriority(os.PRIO_PROCESS, tid, before)
+            if had is not None:
+                placement._pin(tid, had)  # noqa: SLF001
+    return boosted_here
+
+
+if variant in ("nice", "pinned_nice"):
+    placement.Placement.boosted_here = _niced(variant == "pinned_nice")
+elif variant != "library":
+    raise SystemExit(f"unknown variant {variant!r}")
+
+sys.argv[0] = str(ROOT / "bench/cpu_noise.py")
+runpy.run_path(sys.argv[0], run_name="__main__")

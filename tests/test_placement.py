@@ -1,0 +1,46 @@
+"""sandbox/placement.py: where the trusted thread that runs a CPU pairing's clock runs, and at what priority."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from kbench_env.sandbox import placement
+from kbench_env.sandbox.placement import Placement, timing_cores
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no thread affinity on this system")
+
+
+def _may_be_realtime() -> bool:
+    tid = threading.get_native_id()
+    if not placement._realtime(tid):  # noqa: SLF001
+        return False
+    os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+    return True
+
+
+def test_the_clock_thread_is_on_the_timing_cores_and_ahead_of_other_work_for_the_pairing_only():
+    allowed, nice = os.sched_getaffinity(0), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    cores, rt = timing_cores(1), _may_be_realtime()
+    with Placement(cores).boosted_here():
+        assert os.sched_getaffinity(0) == cores
+        if rt:  # real-time, its children not
+            assert os.sched_getscheduler(0) & ~getattr(os, "SCHED_RESET_ON_FORK", 0) == os.SCHED_FIFO
+            assert os.sched_getparam(0).sched_priority == placement.REALTIME_PRIORITY
+    assert os.sched_getaffinity(0) == allowed
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == nice
+    with pytest.raises(RuntimeError):
+        with Placement(cores).boosted_here():
+            raise RuntimeError("a failed block")
+    assert os.sched_getaffinity(0) == allowed and os.sched_getscheduler(0) == os.SCHED_OTHER  # back after it too
+
+
+def test_without_the_boost_the_thread_is_pinned_only():
+    cores = timing_cores(1)
+    with Placement(cores, boost=False).boosted_here():
+        assert os.sched_getaffinity(0) == cores
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
