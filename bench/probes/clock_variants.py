@@ -7,7 +7,8 @@ variant).
 
 Variants: ``nice`` (the thread left where the scheduler puts it, at the blocks' nice value: the library before
 the real-time clock), ``pinned_nice`` (on the timing cores for the pairing at the nice value: branch
-wip/clock-core), ``library`` (as shipped: on the timing cores for the pairing, real-time where allowed).
+wip/clock-core), ``library`` (as shipped: on the timing cores for the pairing, real-time where allowed),
+``library_naps`` (the freeze's wait napping from its first look, as shipped since; before it, 64 yields first).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import os
 import runpy
 import sys
 import threading
+import time as _time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from kbench_env.sandbox import placement  # noqa: E402
+from kbench_env.sandbox import memory, placement  # noqa: E402
 
 variant = sys.argv.pop(1)
 
@@ -45,9 +47,22 @@ def _niced(pin: bool):
     return boosted_here
 
 
-if variant in ("nice", "pinned_nice"):
+class _NappingTime:
+    """``time`` for sandbox/memory.py whose ``sleep(0)`` naps 50 us: the freeze's wait never yields only."""
+
+    def __getattr__(self, name):
+        return getattr(_time, name)
+
+    @staticmethod
+    def sleep(s):
+        _time.sleep(s if s else 50e-6)
+
+
+if variant == "library_naps":
+    memory.time = _NappingTime()
+elif variant in ("nice", "pinned_nice"):
     placement.Placement.boosted_here = _niced(variant == "pinned_nice")
-elif variant != "library":
+elif variant not in ("library", "library_naps"):
     raise SystemExit(f"unknown variant {variant!r}")
 
 sys.argv[0] = str(ROOT / "bench/cpu_noise.py")

@@ -30,9 +30,7 @@ _PIDFD_GETFD = 438  # the same number on x86_64 and aarch64
 
 #: How long ``freeze`` waits for every thread to stop before it gives up (a thread in uninterruptible sleep).
 FREEZE_TIMEOUT_S = 10.0
-#: Looks at a stopping worker's threads that only yield the core before the freeze's wait sleeps between looks.
-FREEZE_YIELDS = 64
-#: That sleep (seconds).
+#: How long the freeze's wait sleeps between two looks at a stopping worker's threads (seconds).
 FREEZE_NAP_S = 50e-6
 #: ``Freezer.settle``: how long it waits at most for stopped threads to be off their CPUs, and how often it looks.
 SETTLE_TIMEOUT_S, SETTLE_POLL_S = 0.02, 50e-6
@@ -205,15 +203,14 @@ class Freezer:
                     os.kill(pid, signal.SIGSTOP)
                 except ProcessLookupError:
                     pass
-        deadline, looks = time.monotonic() + FREEZE_TIMEOUT_S, 0
+        deadline = time.monotonic() + FREEZE_TIMEOUT_S
         for pid in pids:
             while any(s not in "Tt" for s in _thread_states(pid) if s not in "ZX"):
                 if time.monotonic() > deadline:
                     raise MemoryError_(f"the worker's process {pid} did not stop within {FREEZE_TIMEOUT_S:.0f} s")
-                # a yield first; then a real sleep: a stopping thread must run to stop, and this one may be on
-                # its core at a raised priority (the clock thread on the timing cores: placement.py)
-                looks += 1
-                time.sleep(0 if looks < FREEZE_YIELDS else FREEZE_NAP_S)
+                # a real sleep, not a yield: a stopping thread must run to stop, and this one is on its core
+                # (a pairing's clock thread, real-time where allowed: placement.py), where a yield gives it nothing
+                time.sleep(FREEZE_NAP_S)
         if self.group is not None:
             try:
                 self.group.freeze(max(0.0, deadline - time.monotonic()))
