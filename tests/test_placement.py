@@ -44,3 +44,27 @@ def test_without_the_boost_the_thread_is_pinned_only():
         assert os.sched_getaffinity(0) == cores
         assert os.sched_getscheduler(0) == os.SCHED_OTHER
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+def test_a_placed_workers_threads_are_below_the_clock_thread_and_back_to_the_default_after():
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.2)
+        cores, rt = timing_cores(1), _may_be_realtime()
+        p = Placement(cores)
+        p.apply([child.pid])
+        for tid in (int(t) for t in os.listdir(f"/proc/{child.pid}/task")):
+            assert os.sched_getaffinity(tid) == cores
+            if rt and placement.WORKERS_REALTIME:
+                assert os.sched_getscheduler(tid) & ~getattr(os, "SCHED_RESET_ON_FORK", 0) == os.SCHED_FIFO
+                assert os.sched_getparam(tid).sched_priority == placement.WORKER_PRIORITY < placement.REALTIME_PRIORITY
+        p.restore([child.pid])
+        for tid in (int(t) for t in os.listdir(f"/proc/{child.pid}/task")):
+            assert os.sched_getscheduler(tid) == os.SCHED_OTHER and os.getpriority(os.PRIO_PROCESS, tid) == 0
+    finally:
+        child.kill()
+        child.wait(10)

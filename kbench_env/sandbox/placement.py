@@ -21,7 +21,11 @@ import threading
 BOOST = -10
 #: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): the lowest, above every
 #: thread of the default policy and below the kernel's own real-time threads.
-REALTIME_PRIORITY = 1
+REALTIME_PRIORITY = 2
+#: A timed block's worker threads real-time too (below the clock thread, whose timeout must always be able to stop
+#: them), their children reset to the default policy: the timing core the block's alone while it runs.
+WORKERS_REALTIME = True
+WORKER_PRIORITY = 1
 
 
 def timing_cores(threads: int) -> set[int]:
@@ -40,12 +44,12 @@ def _pin(tid: int, cores: set[int]) -> set[int] | None:
         return None
 
 
-def _realtime(tid: int) -> bool:
+def _realtime(tid: int, priority: int = None) -> bool:
     """Thread ``tid`` at REALTIME_PRIORITY under SCHED_FIFO (threads and processes it starts at the default
     policy); False where this process may not (no root nor CAP_SYS_NICE, no real-time budget, another system)."""
     try:
         os.sched_setscheduler(tid, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0),
-                              os.sched_param(REALTIME_PRIORITY))
+                              os.sched_param(REALTIME_PRIORITY if priority is None else priority))
         return True
     except (OSError, AttributeError):
         return False
@@ -74,7 +78,9 @@ class Placement:
                     os.sched_setaffinity(tid, self.cores)
                 except OSError:
                     pass  # the thread ended
-                if self.boost:
+                if self.boost and WORKERS_REALTIME and _realtime(tid, WORKER_PRIORITY):
+                    self._boosted.add(tid)
+                elif self.boost:
                     try:
                         os.setpriority(os.PRIO_PROCESS, tid, BOOST)
                         self._boosted.add(tid)
@@ -122,6 +128,7 @@ class Placement:
                 try:
                     os.sched_setaffinity(tid, allowed)
                     if tid in self._boosted:
+                        os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
                         os.setpriority(os.PRIO_PROCESS, tid, 0)
                 except OSError:
                     pass
