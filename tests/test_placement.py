@@ -56,6 +56,7 @@ def test_a_placed_workers_threads_are_below_the_clock_thread_and_back_to_the_def
         time.sleep(0.2)
         cores, rt = timing_cores(1), _may_be_realtime()
         p = Placement(cores)
+        p.workers_rt = True  # (as boosted_here sets it where the timing cores carry other work)
         p.apply([child.pid])
         for tid in (int(t) for t in os.listdir(f"/proc/{child.pid}/task")):
             assert os.sched_getaffinity(tid) == cores

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 
 #: The nice value a timed block's threads get where this process may set it (-20 is the highest priority).
 BOOST = -10
@@ -26,6 +27,9 @@ REALTIME_PRIORITY = 2
 #: them), their children reset to the default policy: the timing core the block's alone while it runs.
 WORKERS_REALTIME = True
 WORKER_PRIORITY = 1
+#: The share of a short look at the timing cores they spent busy above which they count as loaded: the workers
+#: real-time then only.
+LOADED_SHARE = 0.5
 
 
 def timing_cores(threads: int) -> set[int]:
@@ -55,6 +59,30 @@ def _realtime(tid: int, priority: int = None) -> bool:
         return False
 
 
+def _busy(cores: set[int], seconds: float = 0.05) -> float:
+    """The share of ``seconds`` that ``cores`` spent running anything (``/proc/stat``), this thread asleep on them
+    meanwhile; 0 where it cannot be read."""
+    def ticks() -> dict:
+        out = {}
+        try:
+            with open("/proc/stat") as f:
+                for line in f:
+                    name, *vals = line.split()
+                    if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cores:
+                        v = [int(x) for x in vals[:8]]
+                        out[name] = (sum(v) - v[3] - v[4], sum(v))  # (busy, all): idle and iowait apart
+        except OSError:
+            pass
+        return out
+
+    a = ticks()
+    time.sleep(seconds)
+    b = ticks()
+    busy = sum(b[k][0] - a[k][0] for k in b if k in a)
+    total = sum(b[k][1] - a[k][1] for k in b if k in a)
+    return busy / total if total > 0 else 0.0
+
+
 def _threads(pid: int) -> list[int]:
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -70,6 +98,7 @@ class Placement:
         self.cores = set(cores)
         self.boost = boost and hasattr(os, "setpriority")
         self._boosted: set[int] = set()
+        self.workers_rt = False  # (``boosted_here``: whether the timing cores carry other work)
 
     def apply(self, pids: list[int]) -> None:
         for pid in pids:
@@ -78,7 +107,7 @@ class Placement:
                     os.sched_setaffinity(tid, self.cores)
                 except OSError:
                     pass  # the thread ended
-                if self.boost and WORKERS_REALTIME and _realtime(tid, WORKER_PRIORITY):
+                if self.boost and self.workers_rt and _realtime(tid, WORKER_PRIORITY):
                     self._boosted.add(tid)
                 elif self.boost:
                     try:
@@ -102,6 +131,7 @@ class Placement:
         The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile."""
         tid = threading.get_native_id()
         had = _pin(tid, self.cores)
+        self.workers_rt = WORKERS_REALTIME and self.boost and _busy(self.cores) > LOADED_SHARE
         rt = self.boost and _realtime(tid)
         before = None
         if self.boost and not rt:
