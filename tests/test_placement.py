@@ -69,3 +69,36 @@ def test_a_placed_workers_threads_are_below_the_clock_thread_and_back_to_the_def
     finally:
         child.kill()
         child.wait(10)
+
+
+def test_the_workers_are_real_time_only_where_the_timing_core_carries_other_work():
+    """A spinner pinned to the timing core makes it busy for all of the look (a core cannot be idle while a
+    runnable thread is on it), so the workers go real-time where the clock thread may; without the boost never."""
+    import subprocess
+    import sys
+
+    cores = timing_cores(1)
+    spin = subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, %r)\n"
+                             "end = time.monotonic() + 30\nwhile time.monotonic() < end:\n    pass\n" % (cores,)])
+    try:
+        import time
+        time.sleep(0.3)  # (its interpreter started and spinning)
+        assert placement._busy(cores) > placement.LOADED_SHARE  # noqa: SLF001
+        p = Placement(cores)
+        with p.boosted_here():
+            assert p.workers_rt == (_may_be_realtime_elsewhere() and placement.WORKERS_REALTIME)
+        q = Placement(cores, boost=False)
+        with q.boosted_here():
+            assert not q.workers_rt
+    finally:
+        spin.kill()
+        spin.wait(10)
+
+
+def _may_be_realtime_elsewhere() -> bool:
+    """Whether a thread other than a real-time one may be made real-time (asked from a fresh thread)."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(_may_be_realtime()))
+    t.start()
+    t.join(10)
+    return bool(out and out[0])

@@ -8,7 +8,8 @@ side may raise priorities (root, or CAP_SYS_NICE), a nice value of ``BOOST``, so
 background jobs rather than sharing them. The worker, without capabilities, cannot raise its own priority further;
 it can move its threads to other cores during its own block (sched_setaffinity), which only changes its side's
 conditions: the next block places it again. The trusted thread that runs the pairing's clock is on the same cores
-for the pairing, real-time where allowed (``Placement.boosted_here``).
+for the pairing, real-time where allowed (``Placement.boosted_here``), and where those cores carry other work the
+workers' blocks are real-time too, below it.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ import time
 
 #: The nice value a timed block's threads get where this process may set it (-20 is the highest priority).
 BOOST = -10
-#: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): the lowest, above every
-#: thread of the default policy and below the kernel's own real-time threads.
+#: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): just above the workers', above
+#: every thread of the default policy and below the kernel's own real-time threads.
 REALTIME_PRIORITY = 2
-#: A timed block's worker threads real-time too (below the clock thread, whose timeout must always be able to stop
-#: them), their children reset to the default policy: the timing core the block's alone while it runs.
+#: A timed block's worker threads real-time too where the timing cores carry other work (busy over LOADED_SHARE of a
+#: short look as the pairing starts), below the clock thread, whose timeout must always be able to stop them, their
+#: children reset to the default policy: the timing core is the block's alone while it runs. On an idle core the
+#: nice value serves, and a core real-time for nearly all of a pairing measured worse there.
 WORKERS_REALTIME = True
 WORKER_PRIORITY = 1
-#: The share of a short look at the timing cores they spent busy above which they count as loaded: the workers
-#: real-time then only.
 LOADED_SHARE = 0.5
 
 
@@ -48,9 +49,10 @@ def _pin(tid: int, cores: set[int]) -> set[int] | None:
         return None
 
 
-def _realtime(tid: int, priority: int = None) -> bool:
-    """Thread ``tid`` at REALTIME_PRIORITY under SCHED_FIFO (threads and processes it starts at the default
-    policy); False where this process may not (no root nor CAP_SYS_NICE, no real-time budget, another system)."""
+def _realtime(tid: int, priority: int | None = None) -> bool:
+    """Thread ``tid`` at ``priority`` (REALTIME_PRIORITY by default) under SCHED_FIFO (threads and processes it
+    starts at the default policy); False where this process may not (no root nor CAP_SYS_NICE, no real-time
+    budget, another system)."""
     try:
         os.sched_setscheduler(tid, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0),
                               os.sched_param(REALTIME_PRIORITY if priority is None else priority))
@@ -128,11 +130,13 @@ class Placement:
         moved the speedup from one evaluation to the next. On the workers' core at a nice value it waited behind
         the machine's other work for its wake-up at a block's end, inside the block's time; real-time, it does
         not (the freeze's wait sleeps rather than yields, so the stopping worker on its core can run: memory.py).
-        The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile."""
+        The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile; where
+        the core carries other work as the pairing starts, the workers' blocks are real-time too (``apply``)."""
         tid = threading.get_native_id()
         had = _pin(tid, self.cores)
-        self.workers_rt = WORKERS_REALTIME and self.boost and _busy(self.cores) > LOADED_SHARE
         rt = self.boost and _realtime(tid)
+        # (only below a real-time clock thread: a real-time worker that never blocks would keep a lesser one out)
+        self.workers_rt = rt and WORKERS_REALTIME and _busy(self.cores) > LOADED_SHARE
         before = None
         if self.boost and not rt:
             try:
