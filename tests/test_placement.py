@@ -44,3 +44,61 @@ def test_without_the_boost_the_thread_is_pinned_only():
         assert os.sched_getaffinity(0) == cores
         assert os.sched_getscheduler(0) == os.SCHED_OTHER
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+def test_a_placed_workers_threads_are_below_the_clock_thread_and_back_to_the_default_after():
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        time.sleep(0.2)
+        cores, rt = timing_cores(1), _may_be_realtime()
+        p = Placement(cores)
+        p.workers_rt = True  # (as boosted_here sets it where the timing cores carry other work)
+        p.apply([child.pid])
+        for tid in (int(t) for t in os.listdir(f"/proc/{child.pid}/task")):
+            assert os.sched_getaffinity(tid) == cores
+            if rt and placement.WORKERS_REALTIME:
+                assert os.sched_getscheduler(tid) & ~getattr(os, "SCHED_RESET_ON_FORK", 0) == os.SCHED_FIFO
+                assert os.sched_getparam(tid).sched_priority == placement.WORKER_PRIORITY < placement.REALTIME_PRIORITY
+        p.restore([child.pid])
+        for tid in (int(t) for t in os.listdir(f"/proc/{child.pid}/task")):
+            assert os.sched_getscheduler(tid) == os.SCHED_OTHER and os.getpriority(os.PRIO_PROCESS, tid) == 0
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_the_workers_are_real_time_only_where_the_timing_core_carries_other_work():
+    """A spinner pinned to the timing core makes it busy for all of the look (a core cannot be idle while a
+    runnable thread is on it), so the workers go real-time where the clock thread may; without the boost never."""
+    import subprocess
+    import sys
+
+    cores = timing_cores(1)
+    spin = subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, %r)\n"
+                             "end = time.monotonic() + 30\nwhile time.monotonic() < end:\n    pass\n" % (cores,)])
+    try:
+        import time
+        time.sleep(0.3)  # (its interpreter started and spinning)
+        assert placement._busy(cores) > placement.LOADED_SHARE  # noqa: SLF001
+        p = Placement(cores)
+        with p.boosted_here():
+            assert p.workers_rt == (_may_be_realtime_elsewhere() and placement.WORKERS_REALTIME)
+        q = Placement(cores, boost=False)
+        with q.boosted_here():
+            assert not q.workers_rt
+    finally:
+        spin.kill()
+        spin.wait(10)
+
+
+def _may_be_realtime_elsewhere() -> bool:
+    """Whether a thread other than a real-time one may be made real-time (asked from a fresh thread)."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(_may_be_realtime()))
+    t.start()
+    t.join(10)
+    return bool(out and out[0])

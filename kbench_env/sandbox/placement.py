@@ -8,7 +8,8 @@ side may raise priorities (root, or CAP_SYS_NICE), a nice value of ``BOOST``, so
 background jobs rather than sharing them. The worker, without capabilities, cannot raise its own priority further;
 it can move its threads to other cores during its own block (sched_setaffinity), which only changes its side's
 conditions: the next block places it again. The trusted thread that runs the pairing's clock is on the same cores
-for the pairing, real-time where allowed (``Placement.boosted_here``).
+for the pairing, real-time where allowed (``Placement.boosted_here``), and where those cores carry other work the
+workers' blocks are real-time too, below it.
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 
 #: The nice value a timed block's threads get where this process may set it (-20 is the highest priority).
 BOOST = -10
-#: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): the lowest, above every
-#: thread of the default policy and below the kernel's own real-time threads.
-REALTIME_PRIORITY = 1
+#: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): just above the workers', above
+#: every thread of the default policy and below the kernel's own real-time threads.
+REALTIME_PRIORITY = 2
+#: A timed block's worker threads real-time too where the timing cores carry other work (busy over LOADED_SHARE of a
+#: short look as the pairing starts), below the clock thread, whose timeout must always be able to stop them, their
+#: children reset to the default policy: the timing core is the block's alone while it runs. On an idle core the
+#: nice value serves, and a core real-time for nearly all of a pairing measured worse there.
+WORKERS_REALTIME = True
+WORKER_PRIORITY = 1
+LOADED_SHARE = 0.5
 
 
 def timing_cores(threads: int) -> set[int]:
@@ -40,15 +49,40 @@ def _pin(tid: int, cores: set[int]) -> set[int] | None:
         return None
 
 
-def _realtime(tid: int) -> bool:
-    """Thread ``tid`` at REALTIME_PRIORITY under SCHED_FIFO (threads and processes it starts at the default
-    policy); False where this process may not (no root nor CAP_SYS_NICE, no real-time budget, another system)."""
+def _realtime(tid: int, priority: int | None = None) -> bool:
+    """Thread ``tid`` at ``priority`` (REALTIME_PRIORITY by default) under SCHED_FIFO (threads and processes it
+    starts at the default policy); False where this process may not (no root nor CAP_SYS_NICE, no real-time
+    budget, another system)."""
     try:
         os.sched_setscheduler(tid, os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0),
-                              os.sched_param(REALTIME_PRIORITY))
+                              os.sched_param(REALTIME_PRIORITY if priority is None else priority))
         return True
     except (OSError, AttributeError):
         return False
+
+
+def _busy(cores: set[int], seconds: float = 0.05) -> float:
+    """The share of ``seconds`` that ``cores`` spent running anything (``/proc/stat``), this thread asleep on them
+    meanwhile; 0 where it cannot be read."""
+    def ticks() -> dict:
+        out = {}
+        try:
+            with open("/proc/stat") as f:
+                for line in f:
+                    name, *vals = line.split()
+                    if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cores:
+                        v = [int(x) for x in vals[:8]]
+                        out[name] = (sum(v) - v[3] - v[4], sum(v))  # (busy, all): idle and iowait apart
+        except OSError:
+            pass
+        return out
+
+    a = ticks()
+    time.sleep(seconds)
+    b = ticks()
+    busy = sum(b[k][0] - a[k][0] for k in b if k in a)
+    total = sum(b[k][1] - a[k][1] for k in b if k in a)
+    return busy / total if total > 0 else 0.0
 
 
 def _threads(pid: int) -> list[int]:
@@ -66,6 +100,7 @@ class Placement:
         self.cores = set(cores)
         self.boost = boost and hasattr(os, "setpriority")
         self._boosted: set[int] = set()
+        self.workers_rt = False  # (``boosted_here``: whether the timing cores carry other work)
 
     def apply(self, pids: list[int]) -> None:
         for pid in pids:
@@ -74,7 +109,9 @@ class Placement:
                     os.sched_setaffinity(tid, self.cores)
                 except OSError:
                     pass  # the thread ended
-                if self.boost:
+                if self.boost and self.workers_rt and _realtime(tid, WORKER_PRIORITY):
+                    self._boosted.add(tid)
+                elif self.boost:
                     try:
                         os.setpriority(os.PRIO_PROCESS, tid, BOOST)
                         self._boosted.add(tid)
@@ -93,10 +130,13 @@ class Placement:
         moved the speedup from one evaluation to the next. On the workers' core at a nice value it waited behind
         the machine's other work for its wake-up at a block's end, inside the block's time; real-time, it does
         not (the freeze's wait sleeps rather than yields, so the stopping worker on its core can run: memory.py).
-        The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile."""
+        The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile; where
+        the core carries other work as the pairing starts, the workers' blocks are real-time too (``apply``)."""
         tid = threading.get_native_id()
         had = _pin(tid, self.cores)
         rt = self.boost and _realtime(tid)
+        # (only below a real-time clock thread: a real-time worker that never blocks would keep a lesser one out)
+        self.workers_rt = rt and WORKERS_REALTIME and _busy(self.cores) > LOADED_SHARE
         before = None
         if self.boost and not rt:
             try:
@@ -122,6 +162,7 @@ class Placement:
                 try:
                     os.sched_setaffinity(tid, allowed)
                     if tid in self._boosted:
+                        os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
                         os.setpriority(os.PRIO_PROCESS, tid, 0)
                 except OSError:
                     pass
