@@ -233,7 +233,6 @@ def reference_figures(evaluators: list) -> dict:
             "recalibrations": sum(ev.baselines.recalibrations for ev in evaluators),
             "ran_ahead": sum(ev.baselines.ran_ahead for ev in evaluators),
             "timed_ahead": sum(ev.baselines.timed_ahead for ev in evaluators),
-            "eager_ahead": sum(ev.baselines.eager_ahead for ev in evaluators),
             "spares_served": sum(p.served for p in spares) if spares else None}
 
 
@@ -389,7 +388,6 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("calibrations measured again by the drift check", "recalibrations"),
                ("tasks whose reference ran ahead beside the build (so far)", "ran_ahead"),
                ("of them, timed there too", "timed_ahead"),
-               ("of them, the eager reference timed there before its compiles", "eager_ahead"),
                ("candidates served by a spare worker", "spares_served"),
                ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle"),
                ("GPU idle while a candidate waits for it (hold log)", "gpu_idle_waiting")]

@@ -346,9 +346,9 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
     real_run, real_cal = baseline_mod.Baselines._run_reference, baseline_mod.Baselines._calibrate_once
     real_time = baseline_mod.Baselines._time_reference
 
-    def time_reference(self, w, task, cfg, prepared, ran, *args, **kwargs):
+    def time_reference(self, w, task, cfg, prepared, ran):
         timings.append((threading.current_thread().name, cfg.name))
-        return real_time(self, w, task, cfg, prepared, ran, *args, **kwargs)
+        return real_time(self, w, task, cfg, prepared, ran)
     real_start, real_build = baseline_mod.Baselines.start, evaluator_mod.build
 
     order = []
@@ -408,75 +408,6 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
         good = ev.evaluate(gelu, gelu_source, seed=5)
         assert good.correct and good.speedup, good.feedback()
         assert len(runs) == len(gelu.configs_for("cpu")) and ev.baselines.timed == n + len(gelu.configs_for("cpu"))
-    finally:
-        ev.close()
-
-
-def test_with_the_compile_reference_a_run_ahead_times_the_eager_reference_before_its_compiles(tmp_path, monkeypatch):
-    """A run ahead with the torch.compile reference: every configuration's eager run, then (the device calibrated)
-    their eager timings, then the compiles, then the compiled timings, all in the run ahead's thread; the eager
-    figures timed ahead are the result's, never timed again. (The compiled runs are eager ones here: inductor's
-    compile is not what this is about.)"""
-    from conftest import ROOT, cpu_evaluator
-    from kbench_env.pipeline import baseline as baseline_mod, evaluator as evaluator_mod
-    from kbench_env.pipeline.evaluator import Evaluator
-    from kbench_env.tasks.suite import resolve_task
-
-    events, starts = [], []
-    real_run, real_cal = baseline_mod.Baselines._run_reference, baseline_mod.Baselines._calibrate_once
-    real_time, real_start, real_build = (baseline_mod.Baselines._time_reference, baseline_mod.Baselines.start,
-                                         evaluator_mod.build)
-
-    def run_reference(self, w, task, cfg, prepared, label, compiled, hold=None):
-        events.append((threading.current_thread().name, "run", label, cfg.name))
-        return real_run(self, w, task, cfg, prepared, label, False, None)
-
-    def calibrate(self, w, task, configs):
-        if w is not None and self.calibration is None:
-            events.append((threading.current_thread().name, "calibration", None, None))
-        return real_cal(self, w, task, configs)
-
-    def time_reference(self, w, task, cfg, prepared, ran, labels=None, early=None):
-        for label, _ in self._labels() if labels is None else labels:
-            if not (early and label == "eager"):
-                events.append((threading.current_thread().name, "time", label, cfg.name))
-        return real_time(self, w, task, cfg, prepared, ran, labels, early)
-
-    def start(self, *args, **kwargs):
-        starts.append(real_start(self, *args, **kwargs))
-        return starts[-1]
-
-    def build(*args, **kwargs):  # the run ahead ends before the build
-        for s in starts:
-            if s is not None:
-                s.join(120)
-        return real_build(*args, **kwargs)
-
-    for name, f in (("_run_reference", run_reference), ("_calibrate_once", calibrate),
-                    ("_time_reference", time_reference), ("start", start)):
-        monkeypatch.setattr(baseline_mod.Baselines, name, f)
-    monkeypatch.setattr(evaluator_mod, "build", build)
-    like = cpu_evaluator()
-    like.close()
-    ev = Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False, shared_checks=True,
-                   reference_cache=tmp_path / "references", cache_dir=tmp_path, compile_baseline=True)
-    ev.baselines.runs_ahead = True
-    try:
-        task = resolve_task("level1/relu")
-        r = ev.evaluate(task, (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text(), seed=3)
-        assert r.correct and r.speedup, r.feedback()
-        names = [c.name for c in r.configs]
-        n = len(names)
-        assert {thread for thread, *_ in events} == {"kbench-reference-start"}, events
-        assert [e[1:] for e in events] == ([("run", "eager", c) for c in names] + [("calibration", None, None)]
-                                           + [("time", "eager", c) for c in names]
-                                           + [("run", "compile", c) for c in names]
-                                           + [("time", "compile", c) for c in names]), events
-        b = ev.baselines
-        assert b.ran_ahead == b.timed_ahead == b.eager_ahead == 1 and b.timed == n and not b._early  # noqa: SLF001
-        for c in r.configs:
-            stored = b.times_by_key[b.key(task, next(x for x in task.configs_for("cpu") if x.name == c.name))]
-            assert stored["median_ms"] > 0 and stored["compile_ms"] > 0 and c.compile_ms == stored["compile_ms"]
     finally:
         ev.close()
 

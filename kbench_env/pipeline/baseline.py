@@ -61,8 +61,6 @@ class Baselines(StartsAhead):
         self.invalidated = False  # the drift check dropped the cache's entries
         self.ran_ahead = 0  # tasks whose reference ``run_ahead`` prepared
         self.timed_ahead = 0  # of them, timed there too
-        self.eager_ahead = 0  # tasks whose eager reference a run ahead timed before its compiles
-        self._early: dict = {}  # configuration key -> its eager reference's figures timed ahead (``_time_eager``)
         # A GPU's only: on the CPU the calibration and the compiles would run on the cores the builds take
         self.runs_ahead = Device.parse(device).is_cuda
         self._closed = False
@@ -151,9 +149,7 @@ class Baselines(StartsAhead):
                 self._calibrate_once(w, task, configs)
                 for cfg in self._missing(task, todo):
                     names = {f"{cfg.name}#{label}" for label, _ in self._labels()}
-                    early = self._early.pop(self.key(task, cfg), None)
-                    times = self._time_reference(w, task, cfg, ran_with if names <= ran else prepared, ran,
-                                                 early=early)
+                    times = self._time_reference(w, task, cfg, ran_with if names <= ran else prepared, ran)
                     self.times_by_key[self.key(task, cfg)] = times
                     self.timed += 1
                     self._store(task, cfg)
@@ -255,13 +251,11 @@ class Baselines(StartsAhead):
     def _labels(self) -> list[tuple[str, bool]]:
         return [("eager", False)] + ([("compile", True)] if self.compile_baseline else [])
 
-    def _run_all(self, w: Worker, task: Task, todo: list[Config], prepared: dict, hold=None,
-                 labels: list | None = None) -> set:
-        """Every label (of ``labels``, default all) of every configuration in ``todo`` run in ``w``
-        (``_run_reference``), a label's configurations one after another: the names run."""
+    def _run_all(self, w: Worker, task: Task, todo: list[Config], prepared: dict, hold=None) -> set:
+        """Every label of every configuration in ``todo`` run in ``w`` (``_run_reference``): the names run."""
         ran = set()
-        for label, compiled in self._labels() if labels is None else labels:
-            for cfg in todo:
+        for cfg in todo:
+            for label, compiled in self._labels():
                 self._run_reference(w, task, cfg, prepared, label, compiled, hold)
                 ran.add(f"{cfg.name}#{label}")
         return ran
@@ -287,16 +281,11 @@ class Baselines(StartsAhead):
             reply = w.recv(timeout, what)
         expect(reply, task)
 
-    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set,
-                        labels: list | None = None, early: dict | None = None) -> dict:
-        """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it): the labels of
-        ``labels`` (default all); ``early``, the eager figures a run ahead timed (``_time_eager``), is not timed
-        again."""
+    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set) -> dict:
+        """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it)."""
         inputs = prepared[cfg.name].inputs
-        out = dict(early or {})
-        for label, compiled in self._labels() if labels is None else labels:
-            if early and not compiled:
-                continue
+        out = {}
+        for label, compiled in self._labels():
             name = f"{cfg.name}#{label}"
             if name not in ran:
                 self._run_reference(w, task, cfg, prepared, label, compiled)

@@ -37,10 +37,6 @@ AHEAD_READY = 8
 #: Whether a run ahead also times the reference once the device is idle (else the task's first timing does it);
 #: bench/rl_batch.py's ``--no-time-ahead`` turns it off to compare.
 TIMES_AHEAD = True
-#: Seconds a run ahead waits for the device to time its eager reference before its compiles (``_time_eager``): in a
-#: fresh batch's first seconds it waits for other runs ahead's runs and timings; later, for candidates' checks, and
-#: the compiles it holds back are on the task's critical path.
-EAGER_AHEAD_WAIT_S = 15.0
 
 
 class Started:
@@ -200,11 +196,7 @@ class StartsAhead:
                 run = {c.name for c in todo}
                 prepared = {c.name: Prepared.made(task, c, seed, i, self.device)
                             for i, c in enumerate(configs) if c.name in run}
-                labels = self._labels()
-                ran = self._run_all(w, task, todo, prepared, hold, labels[:1])
-                if len(labels) > 1 and TIMES_AHEAD:
-                    self._time_eager(task, configs, todo, device_lock, hold, w, prepared, ran)
-                ran |= self._run_all(w, task, todo, prepared, hold, labels[1:])
+                ran = self._run_all(w, task, todo, prepared, hold)
                 hold.acquire()  # (held again once a compile's graph runs; this only makes sure)
             except Exception:  # noqa: BLE001 - left to ``times``, which reports it
                 w.close()
@@ -238,31 +230,6 @@ class StartsAhead:
                     self.timed_ahead += 1
         finally:
             device_lock.release()
-
-    def _time_eager(self, task: Task, configs: list[Config], todo: list[Config], device_lock, hold: AheadHold,
-                    w: Worker, prepared: dict, ran: set) -> None:
-        """A run ahead's eager reference timed between its eager runs and its compiles, under an exclusive hold
-        taken as ``run_ahead``'s timing takes it (``acquire_idle``), the device calibrated first where nobody has:
-        its figures wait in ``_early`` for the task's timing, which then times the compiled reference only. The
-        compiles end tens of seconds into a fresh batch, on a host whose cores the builds take, by when the
-        candidates' checks keep the device and the reference's whole timing falls to each task's first candidate,
-        under its exclusive hold; the eager half is timed while the device has nothing else to do. Not taken by
-        EAGER_AHEAD_WAIT_S: left to that timing, and the compiles go on."""
-        hold.release()
-        if not device_lock.acquire_idle(EAGER_AHEAD_WAIT_S, before_trusted=True):
-            hold.acquire()
-            return
-        try:
-            with self._task_lock(task):
-                self._calibrate_once(w, task, configs)
-                for cfg in self._missing(task, todo):
-                    k = self.key(task, cfg)
-                    if k not in self._early:
-                        self._early[k] = self._time_reference(w, task, cfg, prepared, ran, self._labels()[:1])
-                self.eager_ahead += 1
-        finally:
-            device_lock.release()
-        hold.acquire()
 
     def wait_run_ahead(self, task: Task, timeout: float) -> None:
         """Wait, holding nothing, while the task's reference is being run ahead (from ``run_ahead`` taking its
