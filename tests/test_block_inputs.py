@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import torch
 
-from kbench_env.pipeline import gpu_run
+from kbench_env.measure import inputs as measure_inputs
 from kbench_env.pipeline.gpu_run import BlockInputs
 
 
 def test_a_blocks_rows_are_each_perturbed_alike_in_chunks(monkeypatch):
     x = torch.randn(6, 5).to(torch.float16)
-    monkeypatch.setattr(gpu_run, "FILL_CHUNK_BYTES", 4 * x.numel() * 3)  # three rows a chunk: 17 rows, 6 chunks
+    monkeypatch.setattr(measure_inputs, "FILL_CHUNK_BYTES", 4 * x.numel() * 3)  # three rows a chunk: 17 rows, 6 chunks
     inputs = BlockInputs([x, torch.arange(3)], 0.5, 17, "cpu")
     big, ints = inputs.draw()
     assert big.shape == (17, 6, 5) and big.dtype == torch.float16
@@ -33,3 +33,13 @@ def test_without_noise_each_row_is_the_input():
     x = torch.randn(4, 3, dtype=torch.float64)
     (big,) = BlockInputs([x], 0.0, 5, "cpu").draw()
     assert big.dtype == torch.float64 and torch.equal(big, x.expand(5, 4, 3))
+
+
+def test_a_float64_input_keeps_its_precision_under_small_noise():
+    # the input copied, then its noise added in its place: a float64 row differs from the input by the noise alone
+    # (at most ~6 sigma of 1e-12 x its std here, a false failure under 1e-8), never by float32's rounding of the
+    # input (~6e-8 of its values), which the bound below is far under
+    x = torch.randn(8, 16, dtype=torch.float64) * 3
+    (big,) = BlockInputs([x], 1e-12, 4, "cpu").draw()
+    diff = (big - x).abs()
+    assert big.dtype == torch.float64 and diff.max().item() < 1e-10 and diff.max().item() > 0

@@ -43,6 +43,19 @@ def test_the_worker_says_when_it_compiles_and_waits_for_go_before_the_compiled_g
     assert len(sent) == 2 and conn.read == 1
 
 
+def test_a_torch_whose_compile_benchmarks_cannot_be_gated_compiles_under_the_hold(monkeypatch):
+    # no ``benchmark_gpu`` to wait for GO: the device is never let go (no READY), and the compile still serves
+    from torch._inductor.runtime import benchmarking
+
+    monkeypatch.setattr(benchmarking, "benchmarker", object())
+    sent, conn = [], _Conn()
+    model = compile_gate.compile_model(torch.nn.Sigmoid(), True, conn, lambda h, p=None: sent.append(h),
+                                       lambda: None)
+    x = torch.randn(16, 7)
+    torch.testing.assert_close(model(x), torch.sigmoid(x))
+    assert not sent and conn.read == 0
+
+
 def test_without_the_gate_the_compile_sends_nothing():
     sent = []
     model = compile_gate.compile_model(torch.nn.Tanh(), False, _Conn(), lambda h, p=None: sent.append(h), lambda: None)

@@ -8,7 +8,9 @@ variant).
 Variants: ``nice`` (the thread left where the scheduler puts it, at the blocks' nice value: the library before
 the real-time clock), ``pinned_nice`` (on the timing cores for the pairing at the nice value: branch
 wip/clock-core), ``library`` (as shipped: on the timing cores for the pairing, real-time where allowed),
-``library_naps`` (the freeze's wait napping from its first look, as shipped since; before it, 64 yields first).
+``library_naps`` (the freeze's wait napping from its first look, as shipped since; before it, 64 yields first),
+``library_looks`` (as shipped, each pairing's look at the timing cores' load written to $BUSY_LOG), ``no_worker_rt``
+(as shipped but the workers never real-time: the clock thread's real-time alone).
 """
 
 from __future__ import annotations
@@ -58,11 +60,23 @@ class _NappingTime:
         _time.sleep(s if s else 50e-6)
 
 
-if variant == "library_naps":
+def _logged_busy(real):
+    def busy(cores, seconds=0.05):
+        share = real(cores, seconds)
+        with open(os.environ.get("BUSY_LOG", "/tmp/busy_looks.txt"), "a") as f:
+            f.write(f"{share:.3f}\n")
+        return share
+    return busy
+
+
+if variant in ("library_looks", "no_worker_rt"):  # as shipped, each look's busy share written to $BUSY_LOG; or
+    placement._busy = _logged_busy(placement._busy)  # noqa: SLF001 - the workers never real-time (nor a look taken)
+    placement.WORKERS_REALTIME = variant == "library_looks"
+elif variant == "library_naps":
     memory.time = _NappingTime()
 elif variant in ("nice", "pinned_nice"):
     placement.Placement.boosted_here = _niced(variant == "pinned_nice")
-elif variant not in ("library", "library_naps"):
+elif variant not in ("library", "library_naps", "library_looks", "no_worker_rt"):
     raise SystemExit(f"unknown variant {variant!r}")
 
 sys.argv[0] = str(ROOT / "bench/cpu_noise.py")

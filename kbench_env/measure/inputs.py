@@ -81,7 +81,8 @@ def fill_perturbed(big: list, originals: list, seed: int, scale: float = 1e-2, s
                 part = t[r0:r0 + rows]
                 noise = _noise((seed * 1000003 + i) * 65537 + k, -1, torch.empty(part.shape, device=t.device,
                                                                                   dtype=torch.float32))
-                part.copy_(noise.mul_(scale * stds[i]).add_(x))
+                # the input copied first and the noise added in its place: a float64 input keeps its precision
+                part.copy_(x.unsqueeze(0).expand_as(part)).add_(noise.mul_(scale * stds[i]))
 
 
 def copy_into(dst: list, src: list) -> None:

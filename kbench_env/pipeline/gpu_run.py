@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from kbench_env.measure.inputs import FILL_CHUNK_BYTES, input_stds
+from kbench_env.measure.inputs import fill_perturbed, input_stds
 from kbench_env.pipeline.blocks import _DTYPES, TimedCallFailed
 from kbench_env.pipeline.deferred_checks import DeferredChecks, Pool
 from kbench_env.protocol import messages as msg
@@ -57,16 +57,10 @@ class BlockInputs:
         return out
 
     def _perturbed(self, x: torch.Tensor, std: float) -> torch.Tensor:
-        """``[block, *shape]`` copies of ``x``, each with its own noise, drawn a chunk of rows at a time
-        (FILL_CHUNK_BYTES): a block's inputs take up to gigabytes, and drawing the noise of all its rows at once in
-        float32 took twice a half-precision block's bytes more, on a device the other workers' memory fills."""
-        wide = x if x.dtype == torch.float64 else x.float()
+        """``[block, *shape]`` copies of ``x``, each with its own noise (inputs.fill_perturbed: drawn a chunk of
+        rows at a time, as a block's inputs take up to gigabytes on a device the other workers' memory fills)."""
         out = torch.empty((self.block, *x.shape), device=x.device, dtype=x.dtype)
-        rows = max(1, FILL_CHUNK_BYTES // max(1, wide.element_size() * x.numel()))
-        for r0 in range(0, self.block, rows):
-            part = out[r0:r0 + rows]
-            noise = torch.randn(part.shape, generator=self.gen, device=x.device, dtype=wide.dtype)
-            part.copy_(noise.mul_(self.noise * std).add_(wide))
+        fill_perturbed([out], [x], secrets.randbits(62), self.noise, [std])
         return out
 
     def call(self, staged: list, b: int) -> list:
