@@ -10,7 +10,8 @@ the real-time clock), ``pinned_nice`` (on the timing cores for the pairing at th
 wip/clock-core), ``library`` (as shipped: on the timing cores for the pairing, real-time where allowed),
 ``library_naps`` (the freeze's wait napping from its first look, as shipped since; before it, 64 yields first),
 ``library_looks`` (as shipped, each pairing's look at the timing cores' load written to $BUSY_LOG), ``no_worker_rt``
-(as shipped but the workers never real-time: the clock thread's real-time alone).
+(as shipped but the workers never real-time: the clock thread's real-time alone), ``pace<N>`` (as shipped, a pairing
+timed again where its reference ran past N/100 times its recent per-call median: reference_pace.DISTURBED).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from kbench_env.pipeline import reference_pace  # noqa: E402
 from kbench_env.sandbox import memory, placement  # noqa: E402
 
 variant = sys.argv.pop(1)
@@ -69,14 +71,16 @@ def _logged_busy(real):
     return busy
 
 
-if variant in ("library_looks", "no_worker_rt"):  # as shipped, each look's busy share written to $BUSY_LOG; or
+if variant.startswith("pace"):  # as shipped, a pairing timed again where its reference ran past DISTURBED = pace<N>/100
+    reference_pace.DISTURBED = int(variant[4:]) / 100  # times its recent per-call median (library: 2.0)
+elif variant in ("library_looks", "no_worker_rt"):  # as shipped, each look's busy share written to $BUSY_LOG; or
     placement._busy = _logged_busy(placement._busy)  # noqa: SLF001 - the workers never real-time (nor a look taken)
     placement.WORKERS_REALTIME = variant == "library_looks"
 elif variant == "library_naps":
     memory.time = _NappingTime()
 elif variant in ("nice", "pinned_nice"):
     placement.Placement.boosted_here = _niced(variant == "pinned_nice")
-elif variant not in ("library", "library_naps", "library_looks", "no_worker_rt"):
+elif variant not in ("library", "library_naps", "library_looks", "no_worker_rt") and not variant.startswith("pace"):
     raise SystemExit(f"unknown variant {variant!r}")
 
 sys.argv[0] = str(ROOT / "bench/cpu_noise.py")
