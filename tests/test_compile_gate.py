@@ -56,6 +56,22 @@ def test_a_torch_whose_compile_benchmarks_cannot_be_gated_compiles_under_the_hol
     assert not sent and conn.read == 0
 
 
+def test_each_configuration_is_compiled_for_its_own_shapes():
+    # a reference worker compiles a task's configurations one after another in one process: the third shape must get
+    # a graph of its own, not the dynamic-shape graph that dynamo's automatic dynamic shapes make at the second
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    frames = torch._dynamo.utils.counters["frames"]
+    for gate in (False, True):
+        for shape in ((16, 40), (7, 31), (2, 131)):
+            before = frames["ok"]
+            model = compile_gate.compile_model(torch.nn.ReLU(), gate, _Conn(), lambda h, p=None: None, lambda: None)
+            x = torch.randn(*shape)
+            torch.testing.assert_close(model(x), torch.relu(x))
+            assert frames["ok"] == before + 1, (gate, shape)  # compiled anew, for this shape
+
+
 def test_without_the_gate_the_compile_sends_nothing():
     sent = []
     model = compile_gate.compile_model(torch.nn.Tanh(), False, _Conn(), lambda h, p=None: sent.append(h), lambda: None)

@@ -12,6 +12,12 @@ that dynamo splits is compiled between its own pair of messages.
 Without ``gate`` it is torch.compile's inductor as is, with the same option: one compile thread (inductor's
 default is a pool of one process per core, each importing torch, in every worker that compiles, while the host's
 cores build other candidates and compile other references).
+
+Gated or not, each configuration is compiled for its own shapes (``dynamic=False``): a reference worker compiles a
+task's configurations one after another in one process, and dynamo's automatic dynamic shapes would compile the
+second shape it meets as a graph over symbolic sizes and serve every later configuration of the same dtype from it,
+so the compiled reference timed for them would be a dynamic-shape graph, not what compiling that program for that
+shape gives (KernelBench's torch.compile baseline: one shape, compiled for it).
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ def compile_model(model, gate: bool, conn, send, sync):
     """``model`` under torch.compile; with ``gate``, its compiles between READY messages (``send``; GO read from
     ``conn``), ``sync`` (the backend's device synchronisation) run before the device is let go."""
     if not gate:
-        return torch.compile(model, options=dict(OPTIONS))
-    return torch.compile(model, backend=_Gate(conn, send, sync).backend)
+        return torch.compile(model, options=dict(OPTIONS), dynamic=False)
+    return torch.compile(model, backend=_Gate(conn, send, sync).backend, dynamic=False)
 
 
 class _Gate:
