@@ -58,13 +58,15 @@ def test_a_torch_whose_compile_benchmarks_cannot_be_gated_compiles_under_the_hol
 
 def test_each_configuration_is_compiled_for_its_own_shapes():
     # a reference worker compiles a task's configurations one after another in one process: the third shape must get
-    # a graph of its own, not the dynamic-shape graph that dynamo's automatic dynamic shapes make at the second
+    # a graph of its own, not the dynamic-shape graph that dynamo's automatic dynamic shapes make at the second, and
+    # the ninth too, not an eager run past dynamo's recompile limit
     import torch._dynamo
 
     torch._dynamo.reset()
     frames = torch._dynamo.utils.counters["frames"]
+    shapes = [(16, 40), (7, 31), (2, 131)] + [(3, 50 + k) for k in range(7)]  # past dynamo's default limit of 8
     for gate in (False, True):
-        for shape in ((16, 40), (7, 31), (2, 131)):
+        for shape in shapes:
             before = frames["ok"]
             model = compile_gate.compile_model(torch.nn.ReLU(), gate, _Conn(), lambda h, p=None: None, lambda: None)
             x = torch.randn(*shape)

@@ -11,7 +11,8 @@ wip/clock-core), ``library`` (as shipped: on the timing cores for the pairing, r
 ``library_naps`` (the freeze's wait napping from its first look, as shipped since; before it, 64 yields first),
 ``library_looks`` (as shipped, each pairing's look at the timing cores' load written to $BUSY_LOG), ``no_worker_rt``
 (as shipped but the workers never real-time: the clock thread's real-time alone), ``pace<N>`` (as shipped, a pairing
-timed again where its reference ran past N/100 times its recent per-call median: reference_pace.DISTURBED).
+timed again where its reference ran past N/100 times its recent per-call median: reference_pace.DISTURBED),
+``rt_always`` (as shipped, the workers' blocks real-time whether or not the timing core carries other work).
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ def _logged_busy(real):
     return busy
 
 
-if variant.startswith("pace"):  # as shipped, a pairing timed again where its reference ran past DISTURBED = pace<N>/100
+if variant == "rt_always":  # as shipped, but the workers' blocks real-time whatever the look finds
+    placement.LOADED_SHARE = -1.0
+elif variant.startswith("pace"):  # as shipped, a pairing timed again where its reference ran past DISTURBED = pace<N>/100
     reference_pace.DISTURBED = int(variant[4:]) / 100  # times its recent per-call median (library: 2.0)
 elif variant in ("library_looks", "no_worker_rt"):  # as shipped, each look's busy share written to $BUSY_LOG; or
     placement._busy = _logged_busy(placement._busy)  # noqa: SLF001 - the workers never real-time (nor a look taken)
@@ -80,7 +83,8 @@ elif variant == "library_naps":
     memory.time = _NappingTime()
 elif variant in ("nice", "pinned_nice"):
     placement.Placement.boosted_here = _niced(variant == "pinned_nice")
-elif variant not in ("library", "library_naps", "library_looks", "no_worker_rt") and not variant.startswith("pace"):
+elif variant not in ("library", "library_naps", "library_looks", "no_worker_rt", "rt_always") \
+        and not variant.startswith("pace"):
     raise SystemExit(f"unknown variant {variant!r}")
 
 sys.argv[0] = str(ROOT / "bench/cpu_noise.py")

@@ -29,14 +29,28 @@ from kbench_env.protocol.wire import unpack
 
 #: Inductor's settings for the reference's compile, gated or not.
 OPTIONS = {"compile_threads": 1}
+#: Graphs dynamo may compile for one forward before it runs the rest eagerly (its default: 8): compiled for each
+#: configuration's shapes and dtype, a task of many configurations would otherwise have its later ones timed eager
+#: under the compiled reference's name.
+RECOMPILE_LIMIT = 64
 
 
 def compile_model(model, gate: bool, conn, send, sync):
     """``model`` under torch.compile; with ``gate``, its compiles between READY messages (``send``; GO read from
     ``conn``), ``sync`` (the backend's device synchronisation) run before the device is let go."""
+    _room_for_every_configuration()
     if not gate:
         return torch.compile(model, options=dict(OPTIONS), dynamic=False)
     return torch.compile(model, backend=_Gate(conn, send, sync).backend, dynamic=False)
+
+
+def _room_for_every_configuration() -> None:
+    """Dynamo's recompile limit raised to RECOMPILE_LIMIT in this process (its name differs between torch versions;
+    where both exist they are one setting)."""
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if getattr(config, name, RECOMPILE_LIMIT) < RECOMPILE_LIMIT:
+            setattr(config, name, RECOMPILE_LIMIT)
 
 
 class _Gate:
