@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -47,9 +50,6 @@ def test_without_the_boost_the_thread_is_pinned_only():
 
 
 def test_a_placed_workers_threads_are_below_the_clock_thread_and_back_to_the_default_after():
-    import subprocess
-    import sys
-    import time
 
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
@@ -74,14 +74,11 @@ def test_a_placed_workers_threads_are_below_the_clock_thread_and_back_to_the_def
 def test_the_workers_are_real_time_only_where_the_timing_core_carries_other_work():
     """A spinner pinned to the timing core makes it busy for all of the look (a core cannot be idle while a
     runnable thread is on it), so the workers go real-time where the clock thread may; without the boost never."""
-    import subprocess
-    import sys
 
     cores = timing_cores(1)
     spin = subprocess.Popen([sys.executable, "-c", "import os, time\nos.sched_setaffinity(0, %r)\n"
                              "end = time.monotonic() + 30\nwhile time.monotonic() < end:\n    pass\n" % (cores,)])
     try:
-        import time
         time.sleep(0.3)  # (its interpreter started and spinning)
         assert placement._busy(cores) > placement.LOADED_SHARE  # noqa: SLF001
         p = Placement(cores)
