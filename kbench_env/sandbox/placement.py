@@ -8,8 +8,8 @@ side may raise priorities (root, or CAP_SYS_NICE), a nice value of ``BOOST``, so
 background jobs rather than sharing them. The worker, without capabilities, cannot raise its own priority further;
 it can move its threads to other cores during its own block (sched_setaffinity), which only changes its side's
 conditions: the next block places it again. The trusted thread that runs the pairing's clock is on the same cores
-for the pairing, real-time where allowed (``Placement.boosted_here``), and where those cores carry other work the
-workers' blocks are real-time too, below it.
+for the pairing, real-time where allowed (``Placement.boosted_here``), and the workers' blocks are then real-time
+too, below it.
 """
 
 from __future__ import annotations
@@ -17,20 +17,18 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 
 #: The nice value a timed block's threads get where this process may set it (-20 is the highest priority).
 BOOST = -10
 #: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): just above the workers', above
 #: every thread of the default policy and below the kernel's own real-time threads.
 REALTIME_PRIORITY = 2
-#: A timed block's worker threads real-time too where the timing cores carry other work (busy over LOADED_SHARE of a
-#: short look as the pairing starts), below the clock thread, whose timeout must always be able to stop them, their
-#: children reset to the default policy: the timing core is the block's alone while it runs. On an idle core the
-#: nice value serves, and a core real-time for nearly all of a pairing measured worse there.
+#: A timed block's worker threads real-time too wherever the clock thread is, below it (its timeout must always be
+#: able to stop them), their children reset to the default policy: the timing core is the block's alone while it
+#: runs, whatever else the machine runs. Deciding by a short look at the core's load as the pairing starts left an
+#: idle machine's blocks at the nice value, open to whatever woke on the core later: the speedup spread wider there.
 WORKERS_REALTIME = True
 WORKER_PRIORITY = 1
-LOADED_SHARE = 0.5
 
 
 def timing_cores(threads: int) -> set[int]:
@@ -61,30 +59,6 @@ def _realtime(tid: int, priority: int | None = None) -> bool:
         return False
 
 
-def _busy(cores: set[int], seconds: float = 0.05) -> float:
-    """The share of ``seconds`` that ``cores`` spent running anything (``/proc/stat``), this thread asleep on them
-    meanwhile; 0 where it cannot be read."""
-    def ticks() -> dict:
-        out = {}
-        try:
-            with open("/proc/stat") as f:
-                for line in f:
-                    name, *vals = line.split()
-                    if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cores:
-                        v = [int(x) for x in vals[:8]]
-                        out[name] = (sum(v) - v[3] - v[4], sum(v))  # (busy, all): idle and iowait apart
-        except OSError:
-            pass
-        return out
-
-    a = ticks()
-    time.sleep(seconds)
-    b = ticks()
-    busy = sum(b[k][0] - a[k][0] for k in b if k in a)
-    total = sum(b[k][1] - a[k][1] for k in b if k in a)
-    return busy / total if total > 0 else 0.0
-
-
 def _threads(pid: int) -> list[int]:
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -100,7 +74,7 @@ class Placement:
         self.cores = set(cores)
         self.boost = boost and hasattr(os, "setpriority")
         self._boosted: set[int] = set()
-        self.workers_rt = False  # (``boosted_here``: whether the timing cores carry other work)
+        self.workers_rt = False  # (``boosted_here``: whether its clock thread is real-time)
 
     def apply(self, pids: list[int]) -> None:
         for pid in pids:
@@ -130,13 +104,13 @@ class Placement:
         moved the speedup from one evaluation to the next. On the workers' core at a nice value it waited behind
         the machine's other work for its wake-up at a block's end, inside the block's time; real-time, it does
         not (the freeze's wait sleeps rather than yields, so the stopping worker on its core can run: memory.py).
-        The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile; where
-        the core carries other work as the pairing starts, the workers' blocks are real-time too (``apply``)."""
+        The workers it waits for are frozen whenever it runs, so the core is the timing's alone meanwhile; where it
+        is real-time, the workers' blocks are real-time too, below it (``apply``)."""
         tid = threading.get_native_id()
         had = _pin(tid, self.cores)
         rt = self.boost and _realtime(tid)
         # (only below a real-time clock thread: a real-time worker that never blocks would keep a lesser one out)
-        self.workers_rt = rt and WORKERS_REALTIME and _busy(self.cores) > LOADED_SHARE
+        self.workers_rt = rt and WORKERS_REALTIME
         before = None
         if self.boost and not rt:
             try:
