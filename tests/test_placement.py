@@ -99,6 +99,72 @@ def test_the_workers_are_real_time_wherever_the_clock_thread_is():
         child.wait(10)
 
 
+#: A worker stand-in: its main thread answers each line it reads; another thread hashes a large buffer without end
+#: (hashlib lets go of the interpreter's lock while it hashes: a thread that never blocks, as a candidate's native
+#: threads can be).
+SPINNING_WORKER = """
+import hashlib, sys, threading
+buf = bytes(32 << 20)
+def spin():
+    while True:
+        hashlib.sha256(buf).digest()
+threading.Thread(target=spin, daemon=True).start()
+print("ready", flush=True)
+for line in sys.stdin:
+    print("got " + line.strip(), flush=True)
+"""
+
+
+ANYWHERE = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+
+
+def _answer(child, text: str | None, timeout: float) -> str | None:
+    """``child``'s answer to ``text`` (None: its next line) within ``timeout`` seconds, or None."""
+    out = []
+
+    def read():  # (off the timing core this thread may be pinned to: there the spinning thread would hold it back)
+        os.sched_setaffinity(0, ANYWHERE)
+        out.append(child.stdout.readline())
+
+    reader = threading.Thread(target=read, daemon=True)
+    if text is not None:
+        child.stdin.write(text + "\n")
+        child.stdin.flush()
+    reader.start()
+    reader.join(timeout)
+    return out[0].strip() if out else None
+
+
+@pytest.mark.skipif(not _may_be_realtime(), reason="real-time scheduling not allowed here")
+@pytest.mark.parametrize("lifted", [True, False])
+def test_a_workers_thread_that_never_blocks_cannot_keep_its_main_thread_off_the_core(lifted):
+    """Placed for a block, real-time on one core with a thread of its own that never blocks, the worker's main
+    thread still answers at once: it is a step above its other threads. At one priority (``lifted`` False, the
+    placement before) real-time threads do not preempt each other and the answer never comes."""
+    cores = timing_cores(1)
+    child = subprocess.Popen([sys.executable, "-c", SPINNING_WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert _answer(child, None, 60) == "ready"  # (its threads started, before they are made real-time)
+        p = Placement(cores)
+        with p.boosted_here():
+            assert p.workers_rt
+            p.apply([child.pid], main=child.pid if lifted else None)
+            tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+            priorities = {t: os.sched_getparam(t).sched_priority for t in tids}
+            answers = [_answer(child, str(i), 10) for i in range(3)]
+            p.restore([child.pid])
+        assert sorted(priorities.values()).count(placement.WORKER_MAIN_PRIORITY) == (1 if lifted else 0)
+        assert priorities[child.pid] == (placement.WORKER_MAIN_PRIORITY if lifted else placement.WORKER_PRIORITY)
+        if lifted:
+            assert answers == ["got 0", "got 1", "got 2"]
+        else:
+            assert answers[0] is None  # starved for 10 s behind its own spinning thread
+    finally:
+        child.kill()
+        child.wait(10)
+
+
 def _may_be_realtime_elsewhere() -> bool:
     """Whether a thread other than a real-time one may be made real-time (asked from a fresh thread)."""
     out = []

@@ -12,6 +12,7 @@ step run on the whole input, and the outputs compared (cudafe++'s host source, l
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -40,7 +41,10 @@ def _capture():
     def planned(argv, cwd, keep, timeout):
         steps = plan(argv, cwd, keep, timeout)
         src = next(a for a in argv if a.endswith(".cu"))
-        KEPT.append((src if os.path.isabs(src) else os.path.join(cwd, src), steps, keep, cwd))
+        src = src if os.path.isabs(src) else os.path.join(cwd, src)
+        with open(src) as f:  # (the build's directory is gone after it)
+            text = f.read()
+        KEPT.append((text, steps, keep, keep))
         return steps
 
     class _Keep:
@@ -80,9 +84,11 @@ def split_input(path: str, lines: int, header: str) -> str | None:
 
 
 def with_input(command: str, old: str, new: str, extra: list) -> str:
-    tokens = shlex.split(command)
-    tokens = [new if t == old else t for t in tokens]
-    return shlex.join(tokens[:1] + extra + tokens[1:])
+    """``command`` (nvcc's text, its program perhaps a shell variable) reading ``new`` for ``old``, ``extra`` after
+    its program."""
+    program, rest = command.split(" ", 1)
+    assert f'"{old}"' in rest or old in rest
+    return " ".join([program, shlex.join(extra), rest.replace(old, new)])
 
 
 def strip_markers(text: str) -> str:
@@ -105,7 +111,7 @@ def probe_step(name: str, index_of, kept: list, pchdir: str, lines: list) -> Non
         header = os.path.join(pchdir, f"{name}_start_{k}.h")
         rest = split_input(inp, n, header)
         if rest is None:
-            print(f"{name} {Path(src).parent.name}: no split")
+            print(f"{name} build {k}: no split")
             continue
         flag = ["--create_pch", pch] if k == 0 else ["--use_pch", pch]
         split = timed(steps, with_input(command, inp, rest, flag), pchdir)
@@ -118,6 +124,29 @@ def probe_step(name: str, index_of, kept: list, pchdir: str, lines: list) -> Non
         if k == 0 and not split[2]:
             plain = timed(steps, with_input(command, inp, rest, []), pchdir)
             print(f"    split without a pch: {plain[0]:.2f} CPU s rc {plain[2]}")
+
+
+def one_command(name: str, index_of, kept: list, pchdir: str, norandom: bool) -> None:
+    """The first compile's own split command makes the .pch and then reads it, on its own input and on the second
+    source's rest put at its path (the header line kept): nothing differs but the text after the header stop.
+    ``norandom``: both under ``setarch -R`` (EDG maps a .pch at the addresses it was made at)."""
+    pch = os.path.join(pchdir, f"{name}-one.pch")
+    (_, steps, keep, _), (_, _, keep1, _) = kept[0], kept[1]
+    command = steps.commands[index_of(steps)]
+    inp = next(t for t in shlex.split(command) if t.endswith(".ii"))
+    rest, rest1 = inp + ".rest.ii", inp.replace(keep, keep1) + ".rest.ii"
+    own = open(rest).read()
+    wrap = "setarch x86_64 -R " if norandom else ""
+    runs = [("create", ["--create_pch", pch], own), ("use, own input", ["--use_pch", pch], own),
+            ("use, the other's rest", ["--use_pch", pch], own.split("\n", 1)[0] + "\n" + open(rest1).read().split("\n", 1)[1])]
+    for what, flag, text in runs:
+        with open(rest, "w") as f:
+            f.write(text)
+        cpu, wall, rc, out = timed(steps, wrap + with_input(command, inp, rest, flag), keep)
+        said = " | ".join(ln for ln in out.splitlines() if "pch" in ln or "precompiled" in ln or "fault" in ln)
+        print(f"{name} one command{' (setarch -R)' if norandom else ''}, {what}: {cpu:.2f} CPU s rc {rc}: {said}")
+    with open(rest, "w") as f:
+        f.write(own)
 
 
 def main() -> int:
@@ -133,13 +162,20 @@ def main() -> int:
     if len(kept) < 2:
         print(f"only {len(kept)} stepped compiles kept: {KEPT}")
         return 1
-    lines = [nvcc_steps.shared_lines(open(k[0]).read()) for k in kept]
+    lines = [nvcc_steps.shared_lines(k[0]) for k in kept]
     print("shared lines:", lines)
+    with open(work / "steps.json", "w") as f:
+        json.dump([{"env": k[1].env, "commands": k[1].commands, "keep": k[2], "lines": n} for k, n in zip(kept, lines)],
+                  f, indent=1)
     pchdir = str(work / "pch")
     os.makedirs(pchdir)
     probe_step("cudafe", lambda s: s.cudafe, kept, pchdir, lines)
     probe_step("cicc", lambda s: next(i for i, c in enumerate(s.commands)
                                       if os.path.basename(shlex.split(c)[0]) == "cicc"), kept, pchdir, lines)
+    for norandom in (False, True):
+        one_command("cudafe", lambda s: s.cudafe, kept, pchdir, norandom)
+        one_command("cicc", lambda s: next(i for i, c in enumerate(s.commands)
+                                           if os.path.basename(shlex.split(c)[0]) == "cicc"), kept, pchdir, norandom)
     print("work dir:", work)
     return 0
 

@@ -179,7 +179,7 @@ class _Run:
             self.sampler.attach()  # threads started since the last block (the worker is stopped)
         self.worker.send({"type": msg.BLOCK, "config": self.config, "calls": calls})
         if self.placement is not None:
-            self.placement.apply(self.freezer.pids())
+            self.placement.apply(self.freezer.pids(), main=self.freezer.pid)
         t0 = time.perf_counter()
         self.freezer.thaw()
         header, payload = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")

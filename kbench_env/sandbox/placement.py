@@ -20,15 +20,19 @@ import threading
 
 #: The nice value a timed block's threads get where this process may set it (-20 is the highest priority).
 BOOST = -10
-#: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): just above the workers', above
+#: The real-time priority of the thread that runs a pairing's clock (``boosted_here``): above the workers', above
 #: every thread of the default policy and below the kernel's own real-time threads.
-REALTIME_PRIORITY = 2
+REALTIME_PRIORITY = 3
 #: A timed block's worker threads real-time too wherever the clock thread is, below it (its timeout must always be
 #: able to stop them), their children reset to the default policy: the timing core is the block's alone while it
 #: runs, whatever else the machine runs. Deciding by a short look at the core's load as the pairing starts left an
 #: idle machine's blocks at the nice value, open to whatever woke on the core later: the speedup spread wider there.
+#: The worker's main thread (the one that takes the requests and makes the calls) is one step above its other
+#: threads: real-time threads of one priority do not preempt each other, so a thread of the candidate's that never
+#: blocks would otherwise keep the main thread off the core for good, and the block would only end at its timeout.
 WORKERS_REALTIME = True
 WORKER_PRIORITY = 1
+WORKER_MAIN_PRIORITY = 2
 
 
 def timing_cores(threads: int) -> set[int]:
@@ -76,14 +80,17 @@ class Placement:
         self._boosted: set[int] = set()
         self.workers_rt = False  # (``boosted_here``: whether its clock thread is real-time)
 
-    def apply(self, pids: list[int]) -> None:
+    def apply(self, pids: list[int], main: int | None = None) -> None:
+        """Every thread of ``pids`` on the timing cores at the block's priority; the main thread of process ``main``
+        (the worker's own) one step above the rest where they are real-time (WORKER_MAIN_PRIORITY)."""
         for pid in pids:
             for tid in _threads(pid):
                 try:
                     os.sched_setaffinity(tid, self.cores)
                 except OSError:
                     pass  # the thread ended
-                if self.boost and self.workers_rt and _realtime(tid, WORKER_PRIORITY):
+                priority = WORKER_MAIN_PRIORITY if tid == main else WORKER_PRIORITY
+                if self.boost and self.workers_rt and _realtime(tid, priority):
                     self._boosted.add(tid)
                 elif self.boost:
                     try:
