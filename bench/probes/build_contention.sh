@@ -4,13 +4,13 @@
 # candidate where bench/build_cost.py alone measured 22.9: is it the builds' contention for the memory system, or
 # something else the batch counts? For each N in $NS: N bench/build_cost.py processes side by side, each on
 # another shipped CUDA solution (levels 1 and 2), each a cold build then a distinct candidate (--warm --renamed
-# --wall); the distinct candidates' CPU s and wall s, per process and their median.
+# --wall; $SOLS: other solutions, a glob); the distinct candidates' CPU s and wall s, per process and their median.
 #
 #   NS="1 8 16" bash bench/probes/build_contention.sh    # on the GPU host, from the repo root; writes $OUT
 set -u
 OUT=${OUT:-/tmp/build_contention}
 mkdir -p "$OUT"
-sols=(tasks/solutions/cuda/level1/*.py tasks/solutions/cuda/level2/*.py)
+sols=(${SOLS:-tasks/solutions/cuda/level1/*.py tasks/solutions/cuda/level2/*.py})
 summary="$OUT/build_contention.txt"
 echo "# $(date -u '+%F %T') $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')" | tee -a "$summary"
 for n in ${NS:-1 8 16}; do
