@@ -37,8 +37,9 @@ CI_WIDTH = 0.04
 #: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs. A pair's ratio
 #: moves by about a tenth on a small virtual machine (a core's speed changes within tens of milliseconds, which
 #: pairing cannot cancel): the speedup's spread between evaluations falls with the square root of the pairs, and
-#: the pairs in this time are what it costs (bench/cpu_noise.py measures both).
-PAIR_SECONDS = 3.0
+#: the pairs in this time are what it costs (bench/cpu_noise.py measures both). Most pairings of an idle machine
+#: reach ``ci_width`` well before it; the ones that do not are those whose pairs scatter, and they made the spread.
+PAIR_SECONDS = 6.0
 #: Bytes of the candidate's checked outputs kept to judge after the pairs past which they are judged at once.
 KEPT_BYTES = 64 << 20
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
