@@ -37,14 +37,17 @@ CI_WIDTH = 0.04
 #: Seconds a configuration's pairing may go on for once it has the fewest pairs the interval needs. A pair's ratio
 #: moves by about a tenth on a small virtual machine (a core's speed changes within tens of milliseconds, which
 #: pairing cannot cancel): the speedup's spread between evaluations falls with the square root of the pairs, and
-#: the pairs in this time are what it costs (bench/cpu_noise.py measures both).
-PAIR_SECONDS = 3.0
+#: the pairs in this time are what it costs (bench/cpu_noise.py measures both). Most pairings of an idle machine
+#: reach ``ci_width`` well before it; the ones that do not are those whose pairs scatter, and they made the spread.
+PAIR_SECONDS = 6.0
 #: Bytes of the candidate's checked outputs kept to judge after the pairs past which they are judged at once.
 KEPT_BYTES = 64 << 20
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
-#: write than its blocks take to run, so shorter blocks make more pairs in the
-#: same time.
-PAIRED_BLOCK_SECONDS = 0.025
+#: write than its blocks take to run, so shorter blocks make more pairs in the same time; but each block carries a
+#: fixed cost of its hand-overs whose own variation moves a short block's time, and with the blocks real-time
+#: (sandbox/placement.py) load no longer stretches a longer one: twice the earlier length spread the speedup less
+#: between evaluations on an idle machine for as many seconds of pairing.
+PAIRED_BLOCK_SECONDS = 0.05
 
 
 @dataclass
