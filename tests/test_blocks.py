@@ -153,15 +153,16 @@ def test_read_outputs_refuses_impossible_layouts(child):
 def test_an_honest_candidate_is_timed_by_this_sides_clock(evaluator, monkeypatch):
     """Every configuration timed in blocks of calls counted here, paired with the reference's blocks
     (pipeline/paired.py); the times are this side's clock (a worker that sent times would not be read: the DONE
-    reply carries none)."""
+    reply carries none). A configuration whose reference ran disturbed is paired once more and the pairing whose
+    reference ran faster counts (pipeline/reference_pace.py): on a loaded machine that happens."""
     from kbench_env.pipeline import pair_stats, paired
 
-    seen = []
+    seen = {}
     real = paired.time_paired
 
     def spy(*a, **k):
         pt = real(*a, **k)
-        seen.append(pt)
+        seen.setdefault(a[2], []).append(pt)  # (a[2]: the configuration's name)
         return pt
 
     monkeypatch.setattr(paired, "time_paired", spy)
@@ -169,10 +170,14 @@ def test_an_honest_candidate_is_timed_by_this_sides_clock(evaluator, monkeypatch
     r = evaluator.evaluate(task, solution_path(task, "cpu").read_text(), seed=3)
     assert r.correct and not r.integrity_flags, r.feedback()
     need = pair_stats.min_pairs(pair_stats.config_confidence(len(r.configs)))
-    assert len(seen) == len(r.configs) and all(pt.candidate is not None and pt.pairs >= need for pt in seen)
-    assert [c.candidate_ms for c in r.configs] == [pt.candidate.median_ms for pt in seen]
-    assert [c.reference_ms for c in r.configs] == [pt.reference.median_ms for pt in seen]
-    assert [c.speedup for c in r.configs] == [pt.speedup for pt in seen]
+    assert sorted(seen) == sorted(c.name for c in r.configs)
+    assert (sum(len(v) for v in seen.values()) > len(r.configs)) == (r.phase_seconds.get("timing_again", 0) > 0)
+    for c in r.configs:
+        assert 1 <= len(seen[c.name]) <= 2
+        assert all(pt.candidate is not None and pt.pairs >= need for pt in seen[c.name])
+        kept = min(seen[c.name], key=lambda pt: pt.reference.median_ms)  # (the first where they are equal)
+        assert (c.candidate_ms, c.reference_ms, c.speedup) == (kept.candidate.median_ms, kept.reference.median_ms,
+                                                               kept.speedup)
 
 
 _STALE = r'''
