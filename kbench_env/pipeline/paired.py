@@ -45,8 +45,8 @@ KEPT_BYTES = 64 << 20
 #: A paired block's target length (blocks.py's default is longer): under load a pair's inputs cost more to make and
 #: write than its blocks take to run, so shorter blocks make more pairs in the same time; but each block carries a
 #: fixed cost of its hand-overs whose own variation moves a short block's time, and with the blocks real-time
-#: (sandbox/placement.py) load no longer stretches a longer one: twice the earlier length spread the speedup less
-#: between evaluations on an idle machine for as many seconds of pairing.
+#: (sandbox/placement.py) load does not stretch a longer one: blocks of this length spread the speedup less between
+#: evaluations on an idle machine than shorter ones for as many seconds of pairing (bench/cpu_noise.py).
 PAIRED_BLOCK_SECONDS = 0.05
 
 
