@@ -171,7 +171,6 @@ def test_an_honest_candidate_is_timed_by_this_sides_clock(evaluator, monkeypatch
     assert r.correct and not r.integrity_flags, r.feedback()
     need = pair_stats.min_pairs(pair_stats.config_confidence(len(r.configs)))
     assert sorted(seen) == sorted(c.name for c in r.configs)
-    assert (sum(len(v) for v in seen.values()) > len(r.configs)) == (r.phase_seconds.get("timing_again", 0) > 0)
     for c in r.configs:
         assert 1 <= len(seen[c.name]) <= 2
         assert all(pt.candidate is not None and pt.pairs >= need for pt in seen[c.name])
