@@ -4,6 +4,7 @@ started for the candidate, and never be the reason an evaluation fails (a spare 
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import time
@@ -134,3 +135,36 @@ def test_the_pool_cap_has_a_default_and_a_setting(monkeypatch):
     monkeypatch.delenv("KBENCH_SPARE_WORKERS")
     cap = spares.default_cap("cpu")
     assert 1 <= cap <= min(spares.MAX_SPARES, os.cpu_count() or 1)
+
+
+def test_a_gpu_pool_is_bound_by_memory_not_by_the_cores(monkeypatch):
+    """A trainer's batch on a GPU host is larger than its cores: the GPU pool's cap follows device and host memory
+    (a batch whose candidates found no spare started their workers beside its compilers), the CPU's stays at the
+    cores."""
+    from types import SimpleNamespace
+
+    from kbench_env.sandbox import spares
+
+    monkeypatch.delenv("KBENCH_SPARE_WORKERS", raising=False)
+    monkeypatch.setattr(spares.os, "cpu_count", lambda: 4)
+    gib = 1 << 30
+    monkeypatch.setattr(spares.torch.cuda, "get_device_properties",
+                        lambda idx: SimpleNamespace(total_memory=140 * gib))
+    real_open = open
+
+    def meminfo(total_gib):
+        def fake_open(path, *a, **k):
+            if path == "/proc/meminfo":
+                return io.StringIO(f"MemAvailable: {total_gib * 1024 * 1024} kB\n")
+            return real_open(path, *a, **k)
+        return fake_open
+
+    monkeypatch.setattr(spares, "open", meminfo(120), raising=False)  # (the module's own name)
+    assert spares.default_cap("cuda:0") == 140 // 4  # the device's memory, not the host's 4 cores
+    assert spares.default_cap("cpu") == 4  # the CPU's pool: the cores
+    monkeypatch.setattr(spares, "open", meminfo(20))
+    assert spares.default_cap("cuda:0") == 10  # the host's memory, 2 GiB a spare
+    monkeypatch.setattr(spares.torch.cuda, "get_device_properties",
+                        lambda idx: SimpleNamespace(total_memory=1024 * gib))
+    monkeypatch.setattr(spares, "open", meminfo(1024))
+    assert spares.default_cap("cuda:0") == spares.MAX_GPU_SPARES

@@ -21,8 +21,12 @@ from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.worker_process import Worker
 
 #: Spares at most by default: a spare is an idle process (the CPU's is cheap; a GPU's holds a CUDA context, about
-#: 0.5 GB of device memory, and about 1 GB of host memory with torch and CUDA loaded).
+#: 0.5 GB of device memory, and about 1 GB of host memory with torch and CUDA loaded). On the CPU no more than the
+#: cores as well: a CPU spare starts beside the timed runs of the others, and the cores are what evaluations are
+#: bound by there. A GPU pool is bound by memory alone (below): a trainer's batch is larger than the host's cores, and
+#: a candidate that finds no spare starts its worker (torch's import, CUDA's context) beside the batch's compilers.
 MAX_SPARES = 16
+MAX_GPU_SPARES = 64
 #: Host memory (MemAvailable) left per spare, and device memory per GPU spare, when the pool's cap is worked out.
 HOST_BYTES_PER_SPARE = 2 << 30
 GPU_BYTES_PER_SPARE = 4 << 30
@@ -41,18 +45,20 @@ def peak_window_s() -> float:
 
 def default_cap(device: str) -> int:
     """How many spares a pool on ``device`` may keep: ``KBENCH_SPARE_WORKERS`` if set, else the smallest of
-    MAX_SPARES, the cores, MemAvailable / HOST_BYTES_PER_SPARE and (a GPU) its memory / GPU_BYTES_PER_SPARE."""
+    MemAvailable / HOST_BYTES_PER_SPARE and, on the CPU, MAX_SPARES and the cores, on a GPU, MAX_GPU_SPARES and its
+    memory / GPU_BYTES_PER_SPARE."""
     given = environ.get("KBENCH_SPARE_WORKERS")
     if given is not None:
         return given
-    cap = min(MAX_SPARES, os.cpu_count() or 1)
+    cuda = Device.parse(device).is_cuda
+    cap = MAX_GPU_SPARES if cuda else min(MAX_SPARES, os.cpu_count() or 1)
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
         cap = min(cap, max(1, avail // HOST_BYTES_PER_SPARE))
     except (OSError, StopIteration, ValueError, IndexError):
         pass
-    if Device.parse(device).is_cuda:
+    if cuda:
         try:
             idx = Device.parse(device).index or 0
             cap = min(cap, max(1, torch.cuda.get_device_properties(idx).total_memory // GPU_BYTES_PER_SPARE))
