@@ -972,3 +972,29 @@ def test_large_check_inputs_and_outputs_go_through_the_workers_memory_and_are_ju
     assert len(read) > n_good and not bad.correct and bad.error_stage == "correctness", bad.feedback()
     assert all(c.correct is False and "could not be read" not in (c.error or "") for c in bad.configs), [
         (c.name, c.correct, c.error) for c in bad.configs]
+
+
+def test_a_reference_whose_launches_the_host_delays_gets_blocks_sized_by_its_device_time():
+    """A reference of several short kernels whose thread loses its core between launches (a host with builds on
+    every core) spans milliseconds between events around one eager call. Its block must still be sized by the
+    device's time (hundreds of calls), not by those gaps: a block of one call is all fixed cost, and the bound a
+    candidate's timing is held to on it was a jitter that flagged honest kernels (device_time_outside_trusted_bound
+    on rms_norm's smallest configuration in a fresh batch). Here the gap is a sleep between the two launches."""
+    import time
+
+    from kbench_env.backends.cuda import CudaBackend
+    from kbench_env.worker.gpu_executor import BLOCK_BYTES, BLOCK_TARGET_MS, MAX_BLOCK
+
+    def fn(a):
+        b = a * 2.0
+        time.sleep(0.004)  # (the host's gap: not in a graph, which the device replays without the host)
+        return b + 1.0
+
+    def make(j):
+        g = torch.Generator(device="cuda").manual_seed(1000 + j)
+        return [torch.randn(16, 64, device="cuda", generator=g)]
+
+    probe = make(-100)
+    handed = [probe]
+    block = CudaBackend()._block_size(fn, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK, BLOCK_BYTES)
+    assert block >= 64, block  # two kernels of a few microseconds: 5 ms of them is hundreds of calls
