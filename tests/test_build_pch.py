@@ -150,9 +150,9 @@ def test_a_binding_object_serves_a_module_named_anew(tmp_path):
 
 
 def test_the_confined_builder_reuses_a_binding_object_for_a_module_named_anew(tmp_path):
-    """Through the builder process (Landlock, limits: nm and objcopy run there): once the head is made, a build's
-    binding object serves the next candidate's module of another name, renamed; the library imports and runs under
-    its own name."""
+    """Through the builder process (Landlock, limits: nm and objcopy run there): the first build's binding object
+    (compiled before the head was made) serves the next candidates' modules of other names, renamed, the head made
+    or not; the library imports and runs under its own name."""
     import importlib.util
 
     from kbench_env.builder.client import Builder
@@ -170,9 +170,43 @@ def test_the_confined_builder_reuses_a_binding_object_for_a_module_named_anew(tm
     finally:
         builder.close()
     assert with_head["ok"] and renamed["ok"], (with_head.get("message"), renamed.get("message"))
-    assert "build main.o" in (Path(with_head["path"]).parent / "build.ninja").read_text()
-    assert "build main.o" not in (Path(renamed["path"]).parent / "build.ninja").read_text()  # reused
+    for later in (with_head, renamed):  # reused, though the first compiled it without the head
+        assert "build main.o" not in (Path(later["path"]).parent / "build.ninja").read_text()
     spec = importlib.util.spec_from_file_location("kb_conf_c", renamed["path"])
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.__name__ == "kb_conf_c" and module.f(40) == 42
+
+
+def test_a_binding_compiled_before_the_head_was_made_serves_the_builds_that_have_it(tmp_path):
+    """The head the builder precompiles is the text the binding file starts with: an object compiled with it is the
+    object compiled without it, so a build that finds the head made reuses the binding an earlier build compiled
+    before it was (a trainer's first step after a cold batch compiled every binding again); an ``-include`` of
+    anything else still keys an object apart."""
+    import importlib.util
+
+    store, headers = Store(str(tmp_path / "store")), pch.BindingHeaders(str(tmp_path / "pch"))
+    made = headers.header_for
+    headers.header_for = lambda head, flags, timeout: None  # the cold build: no head yet
+    first = torch_ext.build(_cpu_request("kb_before_a", "return x + 3;"), CpuBackend(), store, {}, 600.0, 1 << 30,
+                            pch=headers)
+    headers.header_for = made
+    second = torch_ext.build(_cpu_request("kb_before_b", "return x + 3;"), CpuBackend(), store, {}, 600.0, 1 << 30,
+                             pch=headers)
+    ninja = (Path(second["path"]).parent / "build.ninja").read_text()
+    assert headers.made == 1 and "-include " in ninja  # the second build has the head
+    assert headers.objects_reused == 1 and "build main.o" not in ninja  # and the first's binding object
+    spec = importlib.util.spec_from_file_location("kb_before_b", second["path"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.f(39) == 42 and first["unit"] != second["unit"]
+
+    other = tmp_path / "other.ninja"
+    header = next(line for line in ninja.splitlines() if line.startswith("cflags = ")).split("-include ")[1].strip()
+    other.write_text(ninja.replace(f"-include {header}", "-include /tmp/elsewhere/kb_binding.h"))
+    text = "int64_t f(int64_t x);"
+    plain = tmp_path / "plain.ninja"
+    plain.write_text(ninja.replace(f" -include {header}", ""))
+    assert pch.binding_key(str(plain), text) == pch.binding_key(
+        str(Path(second["path"]).parent / "build.ninja"), text, header)
+    assert pch.binding_key(str(plain), text) != pch.binding_key(str(other), text, header)

@@ -48,17 +48,21 @@ def head_of(text: str) -> str | None:
     return next((h for h in HEADS if text.startswith(h)), None)
 
 
-def binding_key(ninja_file: str, text: str) -> str:
+def binding_key(ninja_file: str, text: str, head: str | None = None) -> str:
     """What the binding object of a torch build.ninja's C++ compile depends on: the compiler, its whole flag lines
-    (the precompiled head's path and the include paths among them; the module's name unless ``text`` is
-    name_free) and the file's text; the torch and compiler versions are the builder's (its build store's units
-    name them too)."""
+    (the include paths among them; the module's name unless ``text`` is name_free) and the file's text; the torch
+    and compiler versions are the builder's (its build store's units name them too). ``head``: the precompiled
+    head the builder put in the flags (``-include``), left out of the key: it is the text the file starts with
+    (header_for), so an object compiled with it is the object compiled without it, and a build that finds the
+    head made reuses the binding an earlier build compiled before it was."""
     free = name_free(text)
     values = {}
     with open(ninja_file) as f:
         for line in f:
             key, eq, value = line.partition(" = ")
             if eq and key in ("cxx", "cflags", "post_cflags"):
+                if head is not None and key == "cflags":
+                    value = re.sub(rf"(?<!\S)-include {re.escape(head)}(?!\S)", "", value)
                 values[key] = _EXTENSION_NAME.sub("", value).strip() if free else value.strip()
     spec = "\n".join([values.get("cxx", ""), values.get("cflags", ""), values.get("post_cflags", ""),
                       f"name-free: {free}", text])

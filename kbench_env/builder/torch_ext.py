@@ -68,7 +68,7 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
     header = _precompiled_head(sources, ninja_file, pch, timeout) if pch is not None else None
     if header is not None:
         write(cflags + ["-include", header])
-    kept = (_reuse_binding(name, sources, ninja_file, directory, pch, deadline - time.monotonic())
+    kept = (_reuse_binding(name, sources, ninja_file, directory, pch, deadline - time.monotonic(), header)
             if pch is not None else None)
     jobs = os.environ.get("MAX_JOBS", "")
     ninja = ["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else [])
@@ -134,18 +134,18 @@ def _finished(directory: str, target: str) -> bool:
 
 
 def _reuse_binding(name: str, sources: list, ninja_file: str, directory: str, pch: BindingHeaders,
-                   timeout: float) -> str | None:
+                   timeout: float, head: str | None = None) -> str | None:
     """Put the binding object (main.cpp's) compiled before with the same text and flags in the build directory
     and take its compile out of the ninja file (distinct candidates of one task often share their binding file,
     and may name their modules anew: an object of a file that uses the name only to name the module is reused
     with its init function renamed, pch.name_free); returns None then, or the key to keep the object under once
-    built."""
+    built. ``head``: the precompiled head in the ninja file's flags, not in the key (pch.binding_key)."""
     main = next((s for s in sources if os.path.basename(s) == "main.cpp"), None)
     if main is None:
         return None
     with open(main) as f:
         binding = f.read()
-    key = pch_heads.binding_key(ninja_file, binding)
+    key = pch_heads.binding_key(ninja_file, binding, head)
     found = pch.binding_object(key)
     if found is None:
         return key
