@@ -86,7 +86,7 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     Variable("KBENCH_THREADS", int, 0,
              "threads of candidate and reference (unset or 0: half the cores; Limits.threads)", _TRUSTED),
     Variable("KBENCH_SPARE_WORKERS", _count, None,
-             "how many spare workers a pool may keep (unset: what cores and memory allow; spares.default_cap)",
+             "how many spare workers a pool may keep (unset: memory, and on the CPU the cores; spares.default_cap)",
              _TRUSTED),
     Variable("KBENCH_REFERENCE_TOLERANCE", _fraction, None, "drift of the device calibration (a fraction) that "
              "invalidates the reference cache (unset: reference_cache.DEFAULT_TOLERANCE)", _TRUSTED),
