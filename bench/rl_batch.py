@@ -105,6 +105,27 @@ class BuilderCPU:
         return sum(s - self.before.get(pid, 0.0) for pid, s in self.seen.items())
 
 
+def builder_caches(evaluators: list) -> dict:
+    """The builders' cache counters so far (builder/pch.COUNTS, summed over the evaluators): what the last reply of
+    each builder said (its process's own count: a builder restarted after idling counts from 0 again)."""
+    total: dict = {}
+    for ev in evaluators:
+        last = next((h["pch"] for h in reversed(ev.builder.history) if h.get("pch")), {})
+        for k, v in last.items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def _served(before: dict, after: dict) -> str | None:
+    """The pass's own counts (a counter that fell: the builder restarted, its count is the pass's), as one line."""
+    if not after:
+        return None
+    names = {"made": "heads made", "reused": "heads reused", "objects_reused": "binding objects reused",
+             "host_made": "host starts made", "host_reused": "host starts reused"}
+    return ", ".join(f"{names.get(k, k)} {v - before.get(k, 0) if v >= before.get(k, 0) else v}"
+                     for k, v in after.items())
+
+
 def pct(xs: list, q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
@@ -159,6 +180,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     ex = executor or make_executor(devices, cache_dir, options, processes)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
     cpus = [BuilderCPU(ev.builder) for ev in evaluators]
+    caches0 = builder_caches(evaluators)
     # (a training run's executor carries its locks from step to step: each pass counts its own time held)
     held0 = [getattr(getattr(ev, "_device_lock", None), "held_seconds", None) or 0.0 for ev in evaluators]
     rows, t0 = [], time.perf_counter()
@@ -199,6 +221,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     own_cpu = _cpu_s(resource.RUSAGE_SELF) - self0
     return {**pass_summary(label, rows, devices, wall, held), **refs,
             "gpu_idle_waiting": idle_waiting((t0_ns, time.monotonic_ns())),
+            "builder_caches": _served(caches0, builder_caches(evaluators)),
             "build_cpu_s": None if build_cpu is None else round(build_cpu, 2),
             "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
             "children_cpu_s": round(child_cpu, 2), "trusted_cpu_s": round(own_cpu, 2),
@@ -379,6 +402,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                 "timing_again_s"),
                ("correctness checks per candidate, median (s)", "check_p50_s"),
                ("build CPU-seconds, builder and compilers", "build_cpu_s"),
+               ("the builder's caches (builder/pch.py)", "builder_caches"),
                ("build CPU-seconds per candidate", "build_cpu_per_candidate_s"),
                ("CPU-seconds of reaped children (getrusage)", "children_cpu_s"),
                ("CPU-seconds of this process, the trusted side (getrusage)", "trusted_cpu_s"),

@@ -45,6 +45,8 @@ def test_rl_batch_benchmark_small(tmp_path):
     assert all(r["correct"] and not r["flags"] for r in rows), rows
     assert len({r["candidate"] for r in rows}) == 2 and len({r["task"] for r in rows}) == 1  # two distinct kernels
     assert summary["cold"]["build_cpu_s"] > summary["warm"]["build_cpu_s"]  # the warm pass finds its builds cached
+    # the builder's replies carry its caches' counters: the cold pass's two builds share one binding head
+    assert "heads made" in summary["cold"]["builder_caches"] and "the builder's caches" in text
     assert list((tmp_path / "cache" / "reference").glob("*/entries/*.json"))  # references kept for the warm pass
     assert {r["device"] for r in rows} == {"cpu"}
     served = summary["warm, served"]  # the same batch through kbench serve's /batch, same caches
@@ -317,3 +319,16 @@ def test_profile_summary_counts_a_function_once_per_stack_and_filters_by_a_frame
     assert main([str(folded), "--under", "h (c.py"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("3 samples through") and "`f (a.py)`" not in out
+
+
+def test_rl_batch_counts_the_builders_caches_per_pass_and_across_a_restart():
+    """A pass's cache figures are the counters' change over it; a builder restarted after idling counts from 0
+    again, and its count is then the pass's own."""
+    from bench.rl_batch import _served
+
+    before = {"made": 1, "reused": 3, "objects_reused": 0, "host_made": 1, "host_reused": 2}
+    after = {"made": 1, "reused": 9, "objects_reused": 4, "host_made": 0, "host_reused": 5}
+    line = _served(before, after)
+    assert line == ("heads made 0, heads reused 6, binding objects reused 4, host starts made 0, "
+                    "host starts reused 3")
+    assert _served(before, {}) is None

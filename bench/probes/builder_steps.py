@@ -33,7 +33,7 @@ from kbench_env.backends.cuda import CudaBackend  # noqa: E402
 from kbench_env.builder import pch, torch_ext  # noqa: E402
 from kbench_env.builder.store import Store  # noqa: E402
 
-COUNTERS = ("made", "reused", "objects_reused", "host_made", "host_reused")
+COUNTERS = pch.COUNTS
 
 
 def _children_cpu() -> tuple[float, float]:

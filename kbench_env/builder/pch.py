@@ -31,6 +31,9 @@ import threading
 from kbench_env.builder.compiler import CompileError, run
 
 HEADER = "kb_binding.h"
+#: BindingHeaders' counters: binding heads made and reused, binding objects reused, host compiles' shared starts made
+#: and reused.
+COUNTS = ("made", "reused", "objects_reused", "host_made", "host_reused")
 MAX_HEADERS = 4
 OBJECTS = "objects"
 MAX_OBJECTS = 256  # binding objects kept (a few MB each)
@@ -272,6 +275,11 @@ class BindingHeaders:
             os.rename(tmp, header + ".gch")
             self._count("made")
             return True
+
+    def counts(self) -> dict:
+        """What the heads and objects served so far (COUNTS): a build's reply carries them (builder/server.py)."""
+        with self._lock:
+            return {k: getattr(self, k) for k in COUNTS}
 
     def _count(self, what: str) -> None:
         with self._lock:

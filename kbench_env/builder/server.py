@@ -135,7 +135,7 @@ class _Server:
         except Exception as exc:  # noqa: BLE001 - a builder bug is reported, not a hang
             traceback.print_exc()
             reply = {"ok": False, "internal": True, "message": f"internal builder error: {type(exc).__name__}: {exc}"}
-        reply.update(id=header.get("id"), seconds=round(time.perf_counter() - t0, 4))
+        reply.update(id=header.get("id"), seconds=round(time.perf_counter() - t0, 4), pch=self.pch.counts())
         print(json.dumps({k: reply.get(k) for k in ("id", "ok", "unit", "cached", "seconds")}), flush=True)
         with self.send_lock:
             self.conn.send_bytes(pack(reply))
