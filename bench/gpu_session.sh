@@ -48,7 +48,8 @@
 #                                     # PASSES=cold in one call then PASSES=steady in the next: the same cache
 #                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process;
 #                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor;
-#                                     # CAP=N: N checks on the device at once; NO_TIME_AHEAD=1: a reference
+#                                     # CAP=N: N checks on the device at once; BUILDS=N: N builds at once;
+#                                     # NO_TIME_AHEAD=1: a reference
 #                                     # run ahead is not timed there; AHEAD / DEFER: the memory shares of
 #                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
 #                                     # process sampled (py-spy)
@@ -244,7 +245,7 @@ survive)  # issue #36: does the reference cache survive 5 consecutive processes 
   ;;
 steady)  # issue #36: cold, then the steady state of a training run (references timed, every source new)
   # PROCS=N: the process executor, N trusted processes sharing the GPU (its lock: checks side by side, timing alone)
-  tag=${CAP:+_cap$CAP}${PROCS:+_p$PROCS}
+  tag=${CAP:+_cap$CAP}${PROCS:+_p$PROCS}${BUILDS:+_b$BUILDS}
   stamp "rl_batch ${PASSES:-cold,steady}: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, ${PROCS:-1} process(es), holds logged"
   # PROFILE=idle (every thread, waiting or not) or gil (the thread holding the interpreter): the trusted process
   # sampled by py-spy at $RATE a second (default 20), its stacks folded into $OUT/profile$tag.txt
@@ -261,6 +262,7 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
     ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
     ${AHEAD:+--ahead-share $AHEAD} ${DEFER:+--defer-share $DEFER} ${NO_TIME_AHEAD:+--no-time-ahead} \
+    ${BUILDS:+--build-workers $BUILDS} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40

@@ -426,6 +426,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --shared-cap {args.shared_cap}' if args.shared_cap else ''}"
                   f"{f' --ahead-share {args.ahead_share}' if args.ahead_share else ''}"
                   f"{' --no-time-ahead' if args.no_time_ahead else ''}"
+                  f"{f' --build-workers {args.build_workers}' if args.build_workers else ''}"
                   f"{f' --defer-share {args.defer_share}' if args.defer_share else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
@@ -489,6 +490,9 @@ def main(argv=None) -> int:
                     "also timed there (the task's first timing times it): to compare")
     ap.add_argument("--defer-share", type=float, default=None, help="the device's memory share of the kept timed-"
                     "output checks (pipeline/deferred_checks.DEFER_SHARE; default: the library's)")
+    ap.add_argument("--build-workers", type=int, default=None, help="builds at once in each evaluator's builder "
+                    "(the Evaluator's build_workers; default: the host's cores): fewer, each with more cores, finish "
+                    "one after another and feed the device sooner than as many as the cores finishing together")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -532,6 +536,8 @@ def main(argv=None) -> int:
         from kbench_env.pipeline import deferred_checks
 
         deferred_checks.DEFER_SHARE = args.defer_share
+    if args.build_workers:
+        options["build_workers"] = args.build_workers
     options["backend"], options["format"] = backend, args.format
     if args.consecutive:
         from rl_batch_consecutive import consecutive
