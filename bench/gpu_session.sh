@@ -257,6 +257,9 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   nvidia-smi --query-gpu=index,memory.used,memory.total,utilization.gpu --format=csv,noheader,nounits -lms 500 \
     > "$OUT/gpu_memory$tag.csv" 2>/dev/null &
   SMI=$!
+  # the host's CPU each second (run queue, user / system / idle %): whether a step's builds had the cores they could use
+  (command -v vmstat >/dev/null && vmstat -n -t 1 > "$OUT/vmstat$tag.txt" 2>/dev/null) &
+  VMSTAT=$!
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) $spy python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
@@ -266,7 +269,9 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40
-  kill $SMI 2>/dev/null
+  kill $SMI 2>/dev/null; pkill -P $VMSTAT 2>/dev/null; kill $VMSTAT 2>/dev/null
+  awk 'NR > 3 && $15 ~ /^[0-9]+$/ {n++; r+=$1; id+=$15} END {if (n) printf "host CPU: idle %.1f %% of %d s, run queue %.1f (means)\n", id/n, n, r/n}' \
+    "$OUT/vmstat$tag.txt" 2>/dev/null
   python3 bench/hold_overlap.py "$OUT/holds_steady$tag.jsonl" | tee "$OUT/holds_steady$tag.txt"
   sort -t, -k2 -n "$OUT/gpu_memory$tag.csv" | tail -1 | awk -F', *' '{printf "device memory in use at most: %d of %d MiB\n", $2, $3}'
   awk -F', *' '{n++; u+=$4; if ($4 == 0) z++} END {if (n) printf "device utilisation: mean %.1f %%, 0 %% in %d of %d samples\n", u/n, z, n}' \
