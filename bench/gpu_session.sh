@@ -54,7 +54,7 @@
 #                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
 #                                     # process sampled (py-spy)
 #   bash bench/gpu_session.sh trainer # #36: the cold pass, then a trainer's steps once per word of $VARIANTS
-#                                     # (base, gil, idle, spares<N>, cap<N>, ahead<share>, defer<share>, both
+#                                     # (base, gil, idle, spares<N>, cap<N>, builds<N>, ahead<share>, defer<share>, both
 #                                     # joined by +; default "base gil spares26"), all in
 #                                     # $OUT/trainer.tgz
 #
@@ -280,7 +280,8 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
 trainer)  # issue #36: a trainer's steps under several settings in one call, after one cold pass
   # The cold pass ($FORMAT, $TASKS x 2: the references timed into the cache folder), then per word of $VARIANTS a
   # process of PASSES=train STEPS=${STEPS:-2} GAP=${GAP:-5} on $TASKS x ${PER:-3} with that setting: base (as
-  # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N).
+  # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N),
+  # builds<N> (BUILDS=N: builds at once).
   # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
   root=$OUT variants=${VARIANTS:-base gil spares26}
   export START  # (one deadline for every part: each ends by $END, default 570 s from the call's start)
@@ -291,6 +292,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
       gil|idle) env OUT=$root/$part END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PROFILE=$part PASSES=train PER=${PER:-3} bash "$0" steady ;;
       spares*) env OUT=$root/$part KBENCH_SPARE_WORKERS=${part#spares} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       cap*) env OUT=$root/$part CAP=${part#cap} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      builds*) env OUT=$root/$part BUILDS=${part#builds} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       ahead*|defer*)  # AHEAD / DEFER shares, one or both: ahead0.4, defer0.16, ahead0.4+defer0.16
         a=$(tr '+' '\n' <<< "$part" | sed -n 's/^ahead//p'); d=$(tr '+' '\n' <<< "$part" | sed -n 's/^defer//p')
         env OUT=$root/$part AHEAD=$a DEFER=$d END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
