@@ -491,8 +491,8 @@ def main(argv=None) -> int:
     ap.add_argument("--defer-share", type=float, default=None, help="the device's memory share of the kept timed-"
                     "output checks (pipeline/deferred_checks.DEFER_SHARE; default: the library's)")
     ap.add_argument("--build-workers", type=int, default=None, help="builds at once in each evaluator's builder "
-                    "(the Evaluator's build_workers; default: the host's cores): fewer, each with more cores, finish "
-                    "one after another and feed the device sooner than as many as the cores finishing together")
+                    "(the Evaluator's build_workers; default: the host's cores), to compare: whether fewer at once, "
+                    "each with more cores, finish one after another and feed the device sooner")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)

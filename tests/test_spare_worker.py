@@ -150,14 +150,9 @@ def test_a_gpu_pool_is_bound_by_memory_not_by_the_cores(monkeypatch):
     gib = 1 << 30
     monkeypatch.setattr(spares.torch.cuda, "get_device_properties",
                         lambda idx: SimpleNamespace(total_memory=140 * gib))
-    real_open = open
 
-    def meminfo(total_gib):
-        def fake_open(path, *a, **k):
-            if path == "/proc/meminfo":
-                return io.StringIO(f"MemAvailable: {total_gib * 1024 * 1024} kB\n")
-            return real_open(path, *a, **k)
-        return fake_open
+    def meminfo(gib):  # (default_cap opens /proc/meminfo only)
+        return lambda path, *a, **k: io.StringIO(f"MemAvailable: {gib * 1024 * 1024} kB\n")
 
     monkeypatch.setattr(spares, "open", meminfo(120), raising=False)  # (the module's own name)
     assert spares.default_cap("cuda:0") == 140 // 4  # the device's memory, not the host's 4 cores

@@ -27,25 +27,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 import build_cost  # noqa: E402
-from rl_batch import step_source  # noqa: E402
+from rl_batch import _cpu_s, step_source  # noqa: E402
 
 from kbench_env.backends.cuda import CudaBackend  # noqa: E402
 from kbench_env.builder import pch, torch_ext  # noqa: E402
 from kbench_env.builder.store import Store  # noqa: E402
 
-COUNTERS = pch.COUNTS
-
 
 def _children_cpu() -> tuple[float, float]:
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime, ru.ru_stime
-
-
-def _own_cpu() -> float:
-    """This process's CPU-seconds: the builder's own Python (reading, splitting and hashing the compilers' files),
-    which one builder process runs for all its builds under one interpreter lock."""
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
 
 
 def main(argv=None) -> int:
@@ -75,9 +66,9 @@ def main(argv=None) -> int:
         return time.perf_counter() - t0
 
     for step in range(a.steps + 1):
-        before = {k: getattr(headers, k) for k in COUNTERS}
+        before = headers.counts()
         u0, s0 = _children_cpu()
-        own0 = _own_cpu()
+        own0 = _cpu_s(resource.RUSAGE_SELF)  # the builder's own Python: one interpreter for all its builds
         t0 = time.perf_counter()
         with ThreadPoolExecutor(a.jobs) as pool:
             walls = list(pool.map(lambda p: build(p, step), paths))
@@ -85,8 +76,8 @@ def main(argv=None) -> int:
         row = {"pass": "cold" if step == 0 else f"step {step}", "builds": len(paths), "wall_s": round(
             time.perf_counter() - t0, 1), "user_s_per_build": round((u1 - u0) / len(paths), 2),
             "sys_s_per_build": round((s1 - s0) / len(paths), 2), "build_wall_max_s": round(max(walls), 1),
-            "own_s_per_build": round((_own_cpu() - own0) / len(paths), 2),
-            **{k: getattr(headers, k) - before[k] for k in COUNTERS}}
+            "own_s_per_build": round((_cpu_s(resource.RUSAGE_SELF) - own0) / len(paths), 2),
+            **{k: v - before[k] for k, v in headers.counts().items()}}
         print(json.dumps(row), flush=True)
         if a.out:
             with open(a.out, "a") as f:

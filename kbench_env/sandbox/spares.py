@@ -50,18 +50,18 @@ def default_cap(device: str) -> int:
     given = environ.get("KBENCH_SPARE_WORKERS")
     if given is not None:
         return given
-    cuda = Device.parse(device).is_cuda
-    cap = MAX_GPU_SPARES if cuda else min(MAX_SPARES, os.cpu_count() or 1)
+    dev = Device.parse(device)
+    cap = MAX_GPU_SPARES if dev.is_cuda else min(MAX_SPARES, os.cpu_count() or 1)
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
         cap = min(cap, max(1, avail // HOST_BYTES_PER_SPARE))
     except (OSError, StopIteration, ValueError, IndexError):
         pass
-    if cuda:
+    if dev.is_cuda:
         try:
-            idx = Device.parse(device).index or 0
-            cap = min(cap, max(1, torch.cuda.get_device_properties(idx).total_memory // GPU_BYTES_PER_SPARE))
+            cap = min(cap, max(1, torch.cuda.get_device_properties(dev.index or 0).total_memory
+                               // GPU_BYTES_PER_SPARE))
         except Exception:  # noqa: BLE001 - no figure: the other bounds hold
             pass
     return max(1, cap)
