@@ -260,6 +260,11 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   # the host's CPU each second (run queue, user / system / idle %): whether a step's builds had the cores they could use
   (command -v vmstat >/dev/null && vmstat -n -t 1 > "$OUT/vmstat$tag.txt" 2>/dev/null) &
   VMSTAT=$!
+  # which processes had the cores: top's ten busiest each second (compilers, workers starting, the trusted process)
+  lscpu | grep -E "^(CPU\(s\)|Thread|Core|Socket|Model name)" > "$OUT/top$tag.txt" 2>/dev/null
+  (command -v top >/dev/null && top -b -d 1 -w 160 -o %CPU | awk '/^top -/ {n=0; print; next} /^ *PID/ {n=1; next} n && n++ <= 10' \
+    >> "$OUT/top$tag.txt" 2>/dev/null) &
+  TOP=$!
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) $spy python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
@@ -269,9 +274,11 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40
-  kill $SMI 2>/dev/null; pkill -P $VMSTAT 2>/dev/null; kill $VMSTAT 2>/dev/null
+  kill $SMI 2>/dev/null; pkill -P $VMSTAT 2>/dev/null; kill $VMSTAT 2>/dev/null; pkill -P $TOP 2>/dev/null; kill $TOP 2>/dev/null
   awk 'NR > 3 && $15 ~ /^[0-9]+$/ {n++; r+=$1; id+=$15} END {if (n) printf "host CPU: idle %.1f %% of %d s, run queue %.1f (means)\n", id/n, n, r/n}' \
     "$OUT/vmstat$tag.txt" 2>/dev/null
+  awk '$1 ~ /^[0-9]+$/ && NF >= 12 {c[$12] += $9} END {for (k in c) printf "%.0f %s\n", c[k] / 100, k}' "$OUT/top$tag.txt" \
+    | sort -rn | head -8 | tr '\n' ';' | sed 's/^/host CPU-s by command (top, busiest ten each second): /; s/;$/\n/'
   python3 bench/hold_overlap.py "$OUT/holds_steady$tag.jsonl" | tee "$OUT/holds_steady$tag.txt"
   sort -t, -k2 -n "$OUT/gpu_memory$tag.csv" | tail -1 | awk -F', *' '{printf "device memory in use at most: %d of %d MiB\n", $2, $3}'
   awk -F', *' '{n++; u+=$4; if ($4 == 0) z++} END {if (n) printf "device utilisation: mean %.1f %%, 0 %% in %d of %d samples\n", u/n, z, n}' \
