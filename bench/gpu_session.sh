@@ -76,10 +76,22 @@ export KBENCH_GPU_ONLY="level1/relu,level1/gelu,level1/softmax_rows,level1/layer
 AGENT_TASKS=robust/layernorm_forward,robust/rmsnorm_forward,robust/softmax_cross_entropy_forward
 gpu_tests() {  # tests/test_gpu.py (checks side by side, each timing with the GPU alone), ending by $1 seconds from the start
   stamp "GPU test suite (checks side by side, each timing alone)"
+  host_sched
   KBENCH_COMPILE_BASELINE=0 KBENCH_GPU_WORKERS=${KBENCH_GPU_WORKERS:-8} \
     KBENCH_GPU_RECORD="$OUT/gpu_tests.jsonl" timeout $(left $1) python3 -m pytest -q -m gpu tests/test_gpu.py ${K:+-k "$K"} \
     -p no:cacheprovider -rA 2>&1 | tee "$OUT/gpu_tests.txt" | tail -25
   python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
+}
+
+host_sched() {  # what decides the host's CPU shares between the builder, the trusted side and the workers: the
+  # autogroups (a session each: the builder and every worker call setsid) and the cgroup v2 controllers (workers in
+  # kbench's pids cgroups: with cpu enabled at the root, their group has one weight against the root's processes)
+  { echo "sched_autogroup_enabled: $(cat /proc/sys/kernel/sched_autogroup_enabled 2>&1)"
+    echo "this shell's cgroup: $(cat /proc/self/cgroup 2>&1 | tr '\n' ' ')"
+    echo "cgroup2 root controllers: $(cat /sys/fs/cgroup/cgroup.controllers 2>&1)"
+    echo "cgroup2 root subtree_control: $(cat /sys/fs/cgroup/cgroup.subtree_control 2>&1)"
+    echo "kbench cgroup subtree_control: $(cat /sys/fs/cgroup/kbench/cgroup.subtree_control 2>&1)"
+  } | tee "$OUT/host_sched.txt"
 }
 
 fidelity() {  # bench/timing_fidelity.py, at most $1 seconds
@@ -246,6 +258,7 @@ survive)  # issue #36: does the reference cache survive 5 consecutive processes 
 steady)  # issue #36: cold, then the steady state of a training run (references timed, every source new)
   # PROCS=N: the process executor, N trusted processes sharing the GPU (its lock: checks side by side, timing alone)
   tag=${CAP:+_cap$CAP}${PROCS:+_p$PROCS}${BUILDS:+_b$BUILDS}
+  host_sched
   stamp "rl_batch ${PASSES:-cold,steady}: ${TASKS:-24} tasks x ${PER:-2}, ${FORMAT:-kernelbench} format, ${PROCS:-1} process(es), holds logged"
   # PROFILE=idle (every thread, waiting or not) or gil (the thread holding the interpreter): the trusted process
   # sampled by py-spy at $RATE a second (default 20), its stacks folded into $OUT/profile$tag.txt

@@ -113,9 +113,6 @@ def builder_caches(evaluators: list) -> dict:
         last = next((h["pch"] for h in reversed(ev.builder.history) if h.get("pch")), {})
         for k, v in last.items():
             total[k] = total.get(k, 0) + v
-        lowered = sum(1 for h in ev.builder.history if h.get("nice"))  # (compiler.Tiers: past the build slots)
-        if last:
-            total["lowered"] = total.get("lowered", 0) + lowered
     return total
 
 
@@ -125,8 +122,7 @@ def _served(before: dict, after: dict) -> str | None:
         return None
     names = {"made": "heads made", "reused": "heads reused", "waited": "of them waited for",
              "objects_reused": "binding objects reused", "host_made": "host starts made",
-             "host_reused": "host starts reused", "host_waited": "of them waited for",
-             "lowered": "builds lowered past the slots"}
+             "host_reused": "host starts reused", "host_waited": "of them waited for"}
     return ", ".join(f"{names.get(k, k)} {v - before.get(k, 0) if v >= before.get(k, 0) else v}"
                      for k, v in after.items())
 

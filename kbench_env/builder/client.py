@@ -176,7 +176,7 @@ class Builder:
                     self._idle.daemon = True
                     self._idle.start()
             if fut is not None:
-                self.history.append({k: reply.get(k) for k in ("unit", "ok", "cached", "seconds", "bytes", "pch", "nice")})
+                self.history.append({k: reply.get(k) for k in ("unit", "ok", "cached", "seconds", "bytes", "pch")})
                 fut.set_result(reply)
         proc.join(timeout=1)
         self._fail_all(f"the builder process exited (exit code {proc.exitcode}); its log: "

@@ -27,7 +27,6 @@ How the build stays what nvcc makes of the source:
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import os
 import re
@@ -242,8 +241,7 @@ def compile_cu(argv: list, source: str, cwd: str, headers, timeout: float, what:
                         f.write(name)
                     command = re.sub(r"(?<=\s)--gen_module_id_file(?=\s|$)", "", command)
                     seen = files_of(parts[0])
-                    beside = pool.submit(contextvars.copy_context().run, run, steps.script(command), cwd,
-                                         deadline - time.monotonic(), what)  # (in the build's tier: compiler.py)
+                    beside = pool.submit(run, steps.script(command), cwd, deadline - time.monotonic(), what)
                     continue
             if i == len(steps.commands) - 1:
                 if beside is not None:

@@ -160,7 +160,7 @@ class BindingHeaders:
             return header
         if not self.background:
             return header if self._make(key, head, flags, timeout) else None
-        with self._lock:  # (its thread is in no build's tier, compiler.Tiers: the builds that wait for it come first)
+        with self._lock:
             if key not in self._making and len(self._making) < MAX_HEADERS:
                 self._making[key] = threading.Thread(target=self._make, args=(key, head, flags, self.MAKE_TIMEOUT_S),
                                                      daemon=True, name="kbench-pch")

@@ -8,9 +8,8 @@ the machine allows one, Landlock (reads from system, Python, CUDA and CUTLASS di
 cache and its scratch directory only), no capabilities, seccomp (no sockets), no core files, killed with its parent.
 So a source that includes /etc/shadow or a user's key, or inline assembly that ``.incbin``s one, fails to build.
 
-Requests are served concurrently (a thread each, up to OVERFLOW times ``workers``, each at a priority graded by the
-builds ahead of it: compiler.Tiers; the compilers are processes of their own), one build of a unit at a time
-(store.Store). Each request and its reply are framed as the worker protocol's messages
+Requests are served concurrently (a thread each, up to ``workers``; the compilers are processes of their own), one
+build of a unit at a time (store.Store). Each request and its reply are framed as the worker protocol's messages
 (protocol/wire.py): {"id", "request", "timeout", "max_bytes", "light_headers"} -> {"id", "ok", ...}.
 """
 
@@ -30,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kbench_env.backends import get_backend
 from kbench_env.builder import fast, requests, torch_ext
-from kbench_env.builder.compiler import CompileError, Tiers
+from kbench_env.builder.compiler import CompileError
 from kbench_env.builder.errors import BuildRefused, trim_compiler_output
 from kbench_env.builder.pch import BindingHeaders
 from kbench_env.builder.store import Store
@@ -46,8 +45,6 @@ from kbench_env.sandbox.confine.paths import allowed_paths
 #: block, and a CPU timing's blocks share the cores with whatever runs beside them. Lowering a priority needs no
 #: privilege.
 BUILD_NICE = 10
-#: Builds at once per build slot (``workers``), graded in priority by the builds ahead of them (compiler.Tiers).
-OVERFLOW = 2
 
 _PR_SET_PDEATHSIG = 1
 
@@ -117,7 +114,6 @@ class _Server:
         # The builder's own directory (no worker writes it); made in the background, so cold builds do not wait.
         self.pch = BindingHeaders(os.path.join(config["scratch"], "pch"), background=True)
         self.context = torch_ext.build_context(self.backend, config.get("build_env", {}))
-        self.tiers = Tiers(int(config.get("workers", 1)))
 
     def build(self, header: dict) -> dict:
         req = requests.normalise(header.get("request"))
@@ -129,10 +125,9 @@ class _Server:
                                light_headers=bool(header.get("light_headers", True)), pch=self.pch)
 
     def serve(self, header: dict) -> None:
-        t0, tier = time.perf_counter(), {"nice": 0}
+        t0 = time.perf_counter()
         try:
-            with self.tiers.ticket() as tier:
-                reply = {"ok": True, **self.build(header)}
+            reply = {"ok": True, **self.build(header)}
         except BuildRefused as exc:
             reply = {"ok": False, "refused": True, "message": str(exc)}
         except CompileError as exc:
@@ -140,8 +135,7 @@ class _Server:
         except Exception as exc:  # noqa: BLE001 - a builder bug is reported, not a hang
             traceback.print_exc()
             reply = {"ok": False, "internal": True, "message": f"internal builder error: {type(exc).__name__}: {exc}"}
-        reply.update(id=header.get("id"), seconds=round(time.perf_counter() - t0, 4), pch=self.pch.counts(),
-                     nice=tier["nice"])
+        reply.update(id=header.get("id"), seconds=round(time.perf_counter() - t0, 4), pch=self.pch.counts())
         print(json.dumps({k: reply.get(k) for k in ("id", "ok", "unit", "cached", "seconds")}), flush=True)
         with self.send_lock:
             self.conn.send_bytes(pack(reply))
@@ -164,7 +158,7 @@ def main(conn, config: dict) -> None:
     status = _confine(config, conn)
     server = _Server(conn, config)
     conn.send_bytes(pack({"id": None, "ok": True, "protections": status, "pid": os.getpid()}))
-    with ThreadPoolExecutor(max_workers=OVERFLOW * max(1, int(config.get("workers", 1))),
+    with ThreadPoolExecutor(max_workers=max(1, int(config.get("workers", 1))),
                             thread_name_prefix="kbench-build") as pool:
         while True:
             try:

@@ -14,7 +14,6 @@ checked before any of that (flags.py).
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 import os
 import re
@@ -130,8 +129,7 @@ def _device_code_in_steps(name: str, ninja_file: str, directory: str, pch: Bindi
         except CompileError as exc:
             failed.append(exc)
 
-    others = (threading.Thread(target=contextvars.copy_context().run, args=(compile_objects,), daemon=True,
-                               name="kbench-ninja-objects") if objects else None)  # in the build's tier (compiler.py)
+    others = threading.Thread(target=compile_objects, daemon=True, name="kbench-ninja-objects") if objects else None
     if others is not None:
         others.start()
     try:
