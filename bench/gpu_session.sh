@@ -49,6 +49,7 @@
 #                                     # folder ($KBENCH_CACHE-steady-$FORMAT), the references from another process;
 #                                     # PASSES=cold,train STEPS=3 GAP=20: a trainer's steps through one executor;
 #                                     # CAP=N: N checks on the device at once; BUILDS=N: N builds at once;
+#                                     # INFLIGHT=16,24: the train steps' candidates in flight, in turn;
 #                                     # NO_TIME_AHEAD=1: a reference
 #                                     # run ahead is not timed there; AHEAD / DEFER: the memory shares of
 #                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
@@ -283,7 +284,7 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
     ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
     ${AHEAD:+--ahead-share $AHEAD} ${DEFER:+--defer-share $DEFER} ${NO_TIME_AHEAD:+--no-time-ahead} \
-    ${BUILDS:+--build-workers $BUILDS} \
+    ${BUILDS:+--build-workers $BUILDS} ${INFLIGHT:+--in-flight $INFLIGHT} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40

@@ -167,12 +167,13 @@ def make_executor(devices: list[str], cache_dir: Path, options: dict, processes:
 
 
 def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed: int, options: dict,
-             log: RowLog, processes: bool = False, executor=None) -> dict:
+             log: RowLog, processes: bool = False, executor=None, in_flight: int | None = None) -> dict:
     """One pass of the batch through the local executor: one Evaluator per device (its own builder and device
     lock, the build and reference caches shared on disk), every candidate in flight at once. ``processes``: the
     process executor instead (one process per device, executors/processes.py), whose builders this process
     cannot see: no build CPU-seconds then. ``executor``: one made already (``make_executor``) and kept open after
-    the pass (a training run's next step: its spare workers, builder and references in memory carry over)."""
+    the pass (a training run's next step: its spare workers, builder and references in memory carry over).
+    ``in_flight``: candidates in flight at once (default: all of the pass's)."""
     from kbench_env.tasks.suite import resolve_task
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
@@ -186,7 +187,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     held0 = [getattr(getattr(ev, "_device_lock", None), "held_seconds", None) or 0.0 for ev in evaluators]
     rows, t0 = [], time.perf_counter()
     try:
-        for i, r in ex.evaluate_iter([(tasks[t], src) for t, _, src in items], max_workers=len(items), seed=seed):
+        for i, r in ex.evaluate_iter([(tasks[t], src) for t, _, src in items], max_workers=in_flight or len(items),
+                                     seed=seed):
             for c in cpus:
                 c.sample()
             task, cand, _ = items[i]
@@ -428,6 +430,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --ahead-share {args.ahead_share}' if args.ahead_share else ''}"
                   f"{' --no-time-ahead' if args.no_time_ahead else ''}"
                   f"{f' --build-workers {args.build_workers}' if args.build_workers else ''}"
+                  f"{f' --in-flight {args.in_flight}' if args.in_flight else ''}"
                   f"{f' --defer-share {args.defer_share}' if args.defer_share else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
@@ -494,6 +497,9 @@ def main(argv=None) -> int:
     ap.add_argument("--build-workers", type=int, default=None, help="builds at once in each evaluator's builder "
                     "(the Evaluator's build_workers; default: the host's cores), to compare: whether fewer at once, "
                     "each with more cores, finish one after another and feed the device sooner")
+    ap.add_argument("--in-flight", default=None, help="comma-separated candidates in flight at once for the train "
+                    "pass's steps, taken in turn (16,24: steps 1, 3, ... 16, steps 2, 4, ... 24; default: all of a "
+                    "step's): with --build-workers at least the largest, an A/B of the builds at once on one host")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -629,6 +635,7 @@ class Run:
         workers refilled between steps to the last batch's peak, the references in memory (from the cache folder's
         reference cache at the first step, where the cold pass kept one), every build cold (an empty build folder)."""
         a = self.args
+        in_flight = [int(n) for n in a.in_flight.split(",") if n] if a.in_flight else []
         where = Path(tempfile.mkdtemp(prefix="kbench-rl-train-"))
         options = dict(self.options)
         if (cache / "reference").is_dir():  # (the cold pass kept its references: on a GPU by default)
@@ -639,9 +646,11 @@ class Run:
                 if k > 1:
                     time.sleep(a.gap)
                 items = [(t, cand, step_source(src, k)) for t, cand, src in self.items]
-                with self.stage(f"train {k}"):
-                    self.add(run_pass(f"train {k}", items, self.devices, where, a.seed, options, self.log,
-                                      processes=a.processes, executor=ex))
+                flying = in_flight[(k - 1) % len(in_flight)] if in_flight else None
+                label = f"train {k}" + (f" ({flying} in flight)" if flying else "")
+                with self.stage(label):
+                    self.add(run_pass(label, items, self.devices, where, a.seed, options, self.log,
+                                      processes=a.processes, executor=ex, in_flight=flying))
         finally:
             ex.close()
 
