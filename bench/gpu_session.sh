@@ -84,9 +84,9 @@ gpu_tests() {  # tests/test_gpu.py (checks side by side, each timing with the GP
   python3 bench/gpu_tests_verdict.py "$OUT/gpu_tests.jsonl" | tee "$OUT/gpu_tests_verdict.txt" | tail -8
 }
 
-host_sched() {  # what decides the host's CPU shares between the builder, the trusted side and the workers: the
-  # autogroups (a session each: the builder and every worker call setsid) and the cgroup v2 controllers (workers in
-  # kbench's pids cgroups: with cpu enabled at the root, their group has one weight against the root's processes)
+host_sched() {  # what may decide the host's CPU shares between the builder, the trusted side and the workers: the
+  # autogroups (a session each: the builder and every worker call setsid; they apply in the root cgroup only), the
+  # shell's cgroup and the cgroup v2 controllers at the root (the workers go into kbench's pids cgroups under it)
   { echo "sched_autogroup_enabled: $(cat /proc/sys/kernel/sched_autogroup_enabled 2>&1)"
     echo "this shell's cgroup: $(cat /proc/self/cgroup 2>&1 | tr '\n' ' ')"
     echo "cgroup2 root controllers: $(cat /sys/fs/cgroup/cgroup.controllers 2>&1)"

@@ -120,9 +120,8 @@ def _served(before: dict, after: dict) -> str | None:
     """The pass's own counts (a counter that fell: the builder restarted, its count is the pass's), as one line."""
     if not after:
         return None
-    names = {"made": "heads made", "reused": "heads reused", "waited": "of them waited for",
-             "objects_reused": "binding objects reused", "host_made": "host starts made",
-             "host_reused": "host starts reused", "host_waited": "of them waited for"}
+    names = {"made": "heads made", "reused": "heads reused", "objects_reused": "binding objects reused",
+             "host_made": "host starts made", "host_reused": "host starts reused"}
     return ", ".join(f"{names.get(k, k)} {v - before.get(k, 0) if v >= before.get(k, 0) else v}"
                      for k, v in after.items())
 
