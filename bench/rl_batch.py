@@ -120,8 +120,9 @@ def _served(before: dict, after: dict) -> str | None:
     """The pass's own counts (a counter that fell: the builder restarted, its count is the pass's), as one line."""
     if not after:
         return None
-    names = {"made": "heads made", "reused": "heads reused", "objects_reused": "binding objects reused",
-             "host_made": "host starts made", "host_reused": "host starts reused"}
+    names = {"made": "heads made", "reused": "heads reused", "waited": "of them waited for",
+             "objects_reused": "binding objects reused", "host_made": "host starts made",
+             "host_reused": "host starts reused", "host_waited": "of them waited for"}
     return ", ".join(f"{names.get(k, k)} {v - before.get(k, 0) if v >= before.get(k, 0) else v}"
                      for k, v in after.items())
 
@@ -182,6 +183,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
     cpus = [BuilderCPU(ev.builder) for ev in evaluators]
     caches0 = builder_caches(evaluators)
+    refs0 = reference_figures(evaluators)  # (an executor kept from step to step counts from its start)
     # (a training run's executor carries its locks from step to step: each pass counts its own time held)
     held0 = [getattr(getattr(ev, "_device_lock", None), "held_seconds", None) or 0.0 for ev in evaluators]
     rows, t0 = [], time.perf_counter()
@@ -214,7 +216,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         locks = [ev._device_lock for ev in evaluators]  # noqa: SLF001
         held = {d: None if getattr(lock, "held_seconds", None) is None else lock.held_seconds - h0
                 for d, lock, h0 in zip(devices, locks, held0)}
-        refs = reference_figures(evaluators)
+        refs = {k: v - (refs0.get(k) or 0) if isinstance(v, int) else v
+                for k, v in reference_figures(evaluators).items()}
     finally:
         if executor is None:
             ex.close()
@@ -412,7 +415,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("reference configurations timed (re-timings: not found in memory or on disk)", "reference_timed"),
                ("reference cache invalidated by the drift check", "reference_invalidated"),
                ("calibrations measured again by the drift check", "recalibrations"),
-               ("tasks whose reference ran ahead beside the build (so far)", "ran_ahead"),
+               ("tasks whose reference ran ahead beside the build", "ran_ahead"),
                ("of them, timed there too", "timed_ahead"),
                ("candidates served by a spare worker", "spares_served"),
                ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle"),

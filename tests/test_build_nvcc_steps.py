@@ -249,6 +249,35 @@ def test_the_builder_takes_a_stepped_device_compile_out_of_ninja(tmp_path, monke
     assert [t for t, rule in last if rule == "cuda_compile"] == [] and ("main.o", "compile") in last
 
 
+def test_a_binding_waits_for_its_head_being_made_while_the_device_code_compiles(tmp_path, monkeypatch):
+    """A cold builder's builds find the binding's head being made in the background: the binding waits for it
+    beside the device code and is compiled against it, not whole; the ninja file keeps naming it for the link."""
+    device_started, waits, compiles = threading.Event(), [], []
+    made = tmp_path / "made" / pch.HEADER
+    made.parent.mkdir()
+    made.write_text("")
+
+    def compile_cu(argv, source, cwd, headers, timeout, what):
+        device_started.set()
+        return _stepped_object(argv, source, cwd, headers, timeout, what)
+
+    def wait_for(head, flags, timeout, stop=None):
+        waits.append((head, device_started.wait(30.0)))
+        return str(made)
+
+    def ninja(command, cwd, timeout, what):
+        text = open(os.path.join(cwd, "build.ninja")).read()
+        cflags = re.search(r"^cflags = (.*)$", text, re.M).group(1)
+        compiles.append(([t for t in command[1:] if not t.startswith("-")], f"-include {made}" in cflags,
+                         re.search(r"^build \S+: cuda_compile", text, re.M) is not None))
+        for lib in re.findall(r"^build (\S+\.so): link", text, re.M):
+            open(os.path.join(cwd, lib), "wb").close()
+    monkeypatch.setattr(pch.BindingHeaders, "wait_for", lambda self, *a, **k: wait_for(*a, **k))
+    _stepped_build(tmp_path, monkeypatch, compile_cu, ninja, "torch::Tensor f(torch::Tensor x);")
+    assert [w[0] for w in waits] == [pch.HEADS[0]] and waits[0][1]
+    assert compiles == [(["main.o"], True, True), ([], True, False)]  # against the head; the link keeps it
+
+
 def test_a_failed_binding_compile_fails_the_stepped_build(tmp_path, monkeypatch):
     def ninja(command, cwd, timeout, what):
         if "main.o" in command:

@@ -7,6 +7,7 @@ even when the header's text is made uncompilable, which only its .gch can explai
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -78,6 +79,43 @@ def test_a_background_head_is_used_once_made(tmp_path):
     header = headers.header_for("#include <vector>\n", flags, 60.0)
     assert (headers.made, headers.reused) == (1, 1) and os.path.isfile(header + ".gch")
     assert open(header).read() == "#include <vector>\n"
+
+
+def test_a_build_waits_for_the_head_being_made_rather_than_compiling_whole(tmp_path):
+    headers = pch.BindingHeaders(str(tmp_path), background=True)
+    flags = ("c++", "-std=c++20", "")
+    assert headers.header_for("#include <vector>\n", flags, 60.0) is None  # being made now, in the background
+    header = headers.wait_for("#include <vector>\n", flags, 120.0)
+    assert header is not None and os.path.isfile(header + ".gch")
+    assert (headers.made, headers.reused, headers.waited) == (1, 1, 1)
+    assert headers.wait_for("#include <map>\n", flags, 120.0) is None  # nobody makes that one: no wait
+
+
+def test_a_wait_for_a_head_ends_when_its_stop_is_set(tmp_path, monkeypatch):
+    release = threading.Event()
+    headers = pch.BindingHeaders(str(tmp_path), background=True)
+    monkeypatch.setattr(headers, "_make", lambda *a: release.wait(60.0))  # a make that takes as long as it is let
+    flags = ("c++", "-std=c++20", "")
+    assert headers.header_for("#include <vector>\n", flags, 60.0) is None
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    assert headers.wait_for("#include <vector>\n", flags, 60.0, stop) is None and stop.is_set()
+    assert headers.wait_for("#include <vector>\n", flags, 0.3) is None  # and at its timeout
+    release.set()
+    assert headers.waited == 0
+
+
+def test_a_host_compile_waits_for_its_shared_start_being_made(tmp_path):
+    headers = pch.BindingHeaders(str(tmp_path), background=True)
+
+    def command(header, output):
+        return ["c++", "-x", "c++-header", "-std=c++20", header, "-o", output]
+    gch = headers.host_prefix("k1", "#include <vector>\n", command, 120.0, wait=120.0)
+    assert gch is not None and os.path.isfile(gch)
+    assert (headers.host_made, headers.host_reused, headers.host_waited) == (1, 1, 1)
+    assert headers.host_prefix("k2", "#include <map>\n", command, 120.0) is None  # no wait: made in the background
+    headers.wait(120)
+    assert headers.host_prefix("k2", "#include <map>\n", command, 120.0) is not None and headers.host_waited == 1
 
 
 def _cpu_request(name: str, body: str) -> dict:

@@ -277,10 +277,17 @@ def _finish(beside, deadline: float) -> None:
         raise CompileError("cudafe++ outlived the build's deadline") from None
 
 
+#: Seconds a host compile waits at most for its shared start's ``.gch`` being made in the background (by this build
+#: or another) before it compiles its input whole: the make takes about what a whole compile does, and the builds
+#: of a cold builder reach their host compiles together, so waiting for the one make costs each of them the rest of
+#: it, where compiling whole costs each a whole compile's CPU.
+HOST_WAIT_S = 60.0
+
+
 def _use_prefix(steps: Steps, first: int, seen: set, directory: str, headers, deadline: float) -> None:
     """Make the host compile's input include its shared start (the text before line ``first`` of the source or the
-    first file not in ``seen``) from a header with a precompiled ``.gch`` beside it (made now, or not yet in the
-    background: then the input is left whole)."""
+    first file not in ``seen``) from a header with a precompiled ``.gch`` beside it (made now, or in the background
+    and waited for, HOST_WAIT_S at most: else the input is left whole)."""
     with open(steps.host_input) as f:
         parts = split_at(f.read(), first, seen)
     if parts is None or not plain_pragmas(parts[0]):
@@ -298,7 +305,8 @@ def _use_prefix(steps: Steps, first: int, seen: set, directory: str, headers, de
     def command(header: str, output: str) -> list:
         return steps.script(shlex.join(rest + [header, "-o", output]))
 
-    gch = headers.host_prefix(key, parts[0], command, deadline - time.monotonic())
+    gch = headers.host_prefix(key, parts[0], command, deadline - time.monotonic(),
+                              wait=min(HOST_WAIT_S, deadline - time.monotonic()))
     if gch is None:
         return
     header = os.path.join(os.path.dirname(steps.host_input), HOST_HEADER)

@@ -27,13 +27,14 @@ import re
 import shlex
 import shutil
 import threading
+import time
 
 from kbench_env.builder.compiler import CompileError, run
 
 HEADER = "kb_binding.h"
-#: BindingHeaders' counters: binding heads made and reused, binding objects reused, host compiles' shared starts made
-#: and reused.
-COUNTS = ("made", "reused", "objects_reused", "host_made", "host_reused")
+#: BindingHeaders' counters: binding heads made, reused and waited for (of those reused), binding objects reused, host
+#: compiles' shared starts made, reused and waited for.
+COUNTS = ("made", "reused", "waited", "objects_reused", "host_made", "host_reused", "host_waited")
 MAX_HEADERS = 4
 OBJECTS = "objects"
 MAX_OBJECTS = 256  # binding objects kept (a few MB each)
@@ -142,7 +143,8 @@ class BindingHeaders:
 
     def __init__(self, root: str, background: bool = False):
         self.root, self.background = os.path.realpath(root), background
-        self.made = self.reused = self.objects_reused = self.host_made = self.host_reused = 0
+        self.made = self.reused = self.waited = self.objects_reused = self.host_made = self.host_reused = 0
+        self.host_waited = 0
         self._lock = threading.Lock()
         self._making: dict = {}  # key -> the thread making it
         self._host_making: dict = {}  # key -> the thread making it, while it does
@@ -151,8 +153,7 @@ class BindingHeaders:
     def header_for(self, head: str, flags: tuple[str, str, str], timeout: float) -> str | None:
         """The path of ``head`` as a header with its ``.gch`` beside it (made now if need be and not in the
         background, with ``flags``: ninja_flags' answer), or None (not made yet, or no more may be made)."""
-        cxx, cflags, post = flags
-        key = hashlib.sha256(f"{cxx}\n{cflags}\n{post}\n{head}".encode()).hexdigest()[:24]
+        key = self._key(head, flags)
         header = os.path.join(self.root, key, HEADER)
         if os.path.isfile(header + ".gch"):  # renamed into place whole, after the header
             self._count("reused")
@@ -165,6 +166,36 @@ class BindingHeaders:
                                                      daemon=True, name="kbench-pch")
                 self._making[key].start()
         return None
+
+    def wait_for(self, head: str, flags: tuple[str, str, str], timeout: float, stop=None) -> str | None:
+        """The path of ``head``'s precompiled header once the background thread making it (``header_for`` started
+        it) has made it, waiting until ``timeout`` runs out or ``stop`` (a threading.Event) is set; None where it
+        is not being made, failed, or is not made by then."""
+        key = self._key(head, flags)
+        header = os.path.join(self.root, key, HEADER)
+        if self._joined(self._making, key, timeout, stop) and os.path.isfile(header + ".gch"):
+            self._count("reused")
+            self._count("waited")
+            return header
+        return None
+
+    @staticmethod
+    def _key(head: str, flags: tuple[str, str, str]) -> str:
+        cxx, cflags, post = flags
+        return hashlib.sha256(f"{cxx}\n{cflags}\n{post}\n{head}".encode()).hexdigest()[:24]
+
+    def _joined(self, making: dict, key: str, timeout: float, stop=None) -> bool:
+        """Whether the thread making ``key`` (in ``making``), if any, ended within ``timeout`` seconds (before
+        ``stop`` was set)."""
+        with self._lock:
+            thread = making.get(key)
+        deadline = time.monotonic() + max(0.0, timeout)
+        while thread is not None and thread.is_alive():
+            left = deadline - time.monotonic()
+            if left <= 0 or (stop is not None and stop.is_set()):
+                return False
+            thread.join(min(0.25, left))  # in slices: ``stop`` is looked at between them
+        return True
 
     def binding_object(self, key: str) -> str | None:
         """The path of the binding object compiled before under ``key`` (binding_key), or None."""
@@ -191,10 +222,11 @@ class BindingHeaders:
             with contextlib.suppress(OSError):
                 os.unlink(old)
 
-    def host_prefix(self, key: str, text: str, command, timeout: float) -> str | None:
+    def host_prefix(self, key: str, text: str, command, timeout: float, wait: float = 0.0) -> str | None:
         """The ``.gch`` of ``text`` (the shared start of an nvcc host compile's input, builder/nvcc_steps.py) kept
         under ``key``, made with ``command(header, output)`` (an argv) now if need be and not in the background, or
-        None (not made yet, or it failed). The least recently used are dropped past MAX_HOST_PREFIXES."""
+        None (not made within ``wait`` seconds, or it failed). The least recently used are dropped past
+        MAX_HOST_PREFIXES."""
         directory = os.path.join(self.root, HOST, key)
         gch = os.path.join(directory, HEADER + ".gch")
         if os.path.isfile(gch):
@@ -211,6 +243,10 @@ class BindingHeaders:
                 self._host_making[key] = threading.Thread(target=self._make_host, daemon=True, name="kbench-pch",
                                                           args=(key, text, command, self.MAKE_TIMEOUT_S))
                 self._host_making[key].start()
+        if wait > 0 and self._joined(self._host_making, key, wait) and os.path.isfile(gch):
+            self._count("host_reused")
+            self._count("host_waited")
+            return gch
         return None
 
     def wait(self, timeout: float | None = None) -> None:

@@ -31,6 +31,8 @@ from kbench_env.builder.compiler import CompileError, run
 from kbench_env.builder.pch import BindingHeaders
 
 _LIB_EXT = ".so"
+#: Seconds a binding waits, once the device code is compiled, for its head still being made in the background.
+HEAD_GRACE_S = 5.0
 #: Units whose narrow build failed in this process (a repeat goes straight to <torch/types.h>), at most this many.
 _NARROW_FAILED: dict = {}
 _NARROW_FAILED_MAX = 4096
@@ -65,16 +67,27 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
 
     cflags = list(options.get("extra_cflags") or [])
     write(cflags)
-    header = _precompiled_head(sources, ninja_file, pch, timeout) if pch is not None else None
+    head = _binding_head(sources) if pch is not None else None
+    flags_ = pch_heads.ninja_flags(ninja_file) if head is not None else None
+    header = pch.header_for(head, flags_, timeout) if head is not None else None
     if header is not None:
         write(cflags + ["-include", header])
     kept = (_reuse_binding(name, sources, ninja_file, directory, pch, deadline - time.monotonic(), header)
             if pch is not None else None)
     jobs = os.environ.get("MAX_JOBS", "")
     ninja = ["ninja", "-v"] + (["-j", jobs] if jobs.isdigit() else [])
+
+    def head_made(stop) -> bool:
+        """Whether the head being made in the background came (before ``stop``): the ninja file then names it."""
+        made = pch.wait_for(head, flags_, deadline - time.monotonic(), stop)
+        if made is not None:
+            write(cflags + ["-include", made])
+        return made is not None
+
     try:
         if pch is not None:  # the device code step by step (nvcc_steps.py), beside ninja's C++ objects
-            _device_code_in_steps(name, ninja_file, directory, pch, deadline, ninja)
+            _device_code_in_steps(name, ninja_file, directory, pch, deadline, ninja,
+                                  head_made if head is not None and header is None else None)
         run(ninja, directory, deadline - time.monotonic(), f"Error building extension '{name}'")
     finally:  # a binding compiled whole is kept even when the device code failed (the next plan reuses it)
         if kept is not None and _finished(directory, "main.o"):
@@ -82,12 +95,16 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
 
 
 def _device_code_in_steps(name: str, ninja_file: str, directory: str, pch: BindingHeaders, deadline: float,
-                          ninja: list) -> None:
+                          ninja: list, head_made=None) -> None:
     """Compile the build's one ``.cu`` with nvcc step by step (builder/nvcc_steps.py: the host step against a
     precompiled shared start) and take its compile out of the ninja file; left to ninja where the steps are not
     the shape that module knows. The ninja file's C++ objects (``ninja``: its command) are compiled meanwhile, as
     ninja would compile them beside nvcc: one after the other, a build's wall is the sum of the two (a binding file
-    compiled afresh, as for every new extension name, takes about half the device code's time)."""
+    compiled afresh, as for every new extension name, takes about half the device code's time).
+    ``head_made(stop)``, where given, waits for the binding's head being made in the background (and names it in
+    the ninja file) before the binding is compiled: while the device code compiles, and HEAD_GRACE_S after, so
+    that the builds of a cold builder compile their bindings against it rather than whole (about as long as the
+    device code, where the head makes a binding a fraction of that)."""
     with open(ninja_file) as f:
         text = f.read()
     found = re.findall(r"^build (\S+\.o): cuda_compile (\S+)\n", text, re.M)
@@ -102,8 +119,12 @@ def _device_code_in_steps(name: str, ninja_file: str, directory: str, pch: Bindi
     objects = re.findall(r"^build (\S+\.o): compile \S+", text, re.M)
     failed: list = []
 
+    stop = threading.Event()
+
     def compile_objects() -> None:
         try:
+            if head_made is not None and "main.o" in objects:
+                head_made(stop)
             run(ninja + objects, directory, deadline - time.monotonic(), f"Error building extension '{name}'")
         except CompileError as exc:
             failed.append(exc)
@@ -115,11 +136,18 @@ def _device_code_in_steps(name: str, ninja_file: str, directory: str, pch: Bindi
         stepped = nvcc_steps.compile_cu(argv, source, directory, pch, deadline - time.monotonic(),
                                         f"Error building extension '{name}'")
     finally:
+        grace = threading.Timer(HEAD_GRACE_S, stop.set)
+        grace.daemon = True
+        grace.start()
         if others is not None:  # run() kills ninja at the deadline, so this ends by then
             others.join(max(0.0, deadline - time.monotonic()) + 5.0)
+        grace.cancel()
+        stop.set()
     if failed:
         raise failed[0]
     if stepped:
+        with open(ninja_file) as f:
+            text = f.read()  # (the object thread may have named the binding's head in it)
         with open(ninja_file, "w") as f:
             f.write(re.sub(r"^build \S+\.o: cuda_compile \S+\n", "", text, flags=re.M))  # an input that exists now
 
@@ -165,15 +193,13 @@ def _reuse_binding(name: str, sources: list, ninja_file: str, directory: str, pc
     return None
 
 
-def _precompiled_head(sources: list, ninja_file: str, pch: BindingHeaders, timeout: float) -> str | None:
-    """The precompiled header for the head of the build's main.cpp, or None (no builder-written head, or none
-    may be made)."""
+def _binding_head(sources: list) -> str | None:
+    """The head the builder wrote on the build's main.cpp (pch.HEADS), or None."""
     main = next((s for s in sources if os.path.basename(s) == "main.cpp"), None)
     if main is None:
         return None
     with open(main) as f:
-        head = pch_heads.head_of(f.read(4096))
-    return None if head is None else pch.header_for(head, pch_heads.ninja_flags(ninja_file), timeout)
+        return pch_heads.head_of(f.read(4096))
 
 
 def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options: dict,
