@@ -55,7 +55,7 @@
 #                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
 #                                     # process sampled (py-spy)
 #   bash bench/gpu_session.sh trainer # #36: the cold pass, then a trainer's steps once per word of $VARIANTS
-#                                     # (base, gil, idle, spares<N>, cap<N>, builds<N>, ahead<share>, defer<share>, both
+#                                     # (base, gil, idle, spares<N>, cap<N>, builds<N>, spinsync, ahead<share>, defer<share>, both
 #                                     # joined by +; default "base gil spares26"), all in
 #                                     # $OUT/trainer.tgz
 #
@@ -302,7 +302,8 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # The cold pass ($FORMAT, $TASKS x 2: the references timed into the cache folder), then per word of $VARIANTS a
   # process of PASSES=train STEPS=${STEPS:-2} GAP=${GAP:-5} on $TASKS x ${PER:-3} with that setting: base (as
   # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N),
-  # builds<N> (BUILDS=N: builds at once).
+  # builds<N> (BUILDS=N: builds at once), spinsync (KBENCH_WORKER_BLOCKING_SYNC=0: workers wait spinning, with
+  # bench/wip/worker_blocking_sync.patch applied).
   # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
   root=$OUT variants=${VARIANTS:-base gil spares26}
   export START  # (one deadline for every part: each ends by $END, default 570 s from the call's start)
@@ -314,6 +315,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
       spares*) env OUT=$root/$part KBENCH_SPARE_WORKERS=${part#spares} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       cap*) env OUT=$root/$part CAP=${part#cap} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       builds*) env OUT=$root/$part BUILDS=${part#builds} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      spinsync) env OUT=$root/$part KBENCH_WORKER_BLOCKING_SYNC=0 END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       ahead*|defer*)  # AHEAD / DEFER shares, one or both: ahead0.4, defer0.16, ahead0.4+defer0.16
         a=$(tr '+' '\n' <<< "$part" | sed -n 's/^ahead//p'); d=$(tr '+' '\n' <<< "$part" | sed -n 's/^defer//p')
         env OUT=$root/$part AHEAD=$a DEFER=$d END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
