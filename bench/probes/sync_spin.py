@@ -10,9 +10,10 @@ context's setting, fixed when the context starts):
 - ``event``: waits on an event made with ``blocking=True`` (cudaEventBlockingSync), the context as it comes;
 - ``blocking``: the primary context's flags set to CU_CTX_SCHED_BLOCKING_SYNC through the driver before torch
   starts CUDA, then ``torch.cuda.synchronize()``;
-- ``switched``: as ``blocking``, then the running context switched to CU_CTX_SCHED_SPIN (``cuCtxSetFlags``) for
-  the measured waits, and back to blocking for as many more (``cpu_s_back``): whether a worker can spin for its
-  timings alone.
+- ``switched``: torch's context as it comes, switched while it runs (``cuCtxSetFlags``, as
+  ``kbench_env/worker/cuda_wait.py`` does) to CU_CTX_SCHED_BLOCKING_SYNC for the measured waits, then back to the
+  schedule it started with for as many more (``cpu_s_back``): whether a worker can sleep in its checks and spin
+  in its timings.
 
 Per mode: the process's CPU-seconds over ``--waits`` waits of ``--ms`` milliseconds of device work each (a kernel
 that sleeps on the device: ``torch.cuda._sleep``), the wall, and the device time of a block of small kernels as CUDA
@@ -50,7 +51,7 @@ def _set_blocking_sync() -> str:
 
 
 def one(mode: str, waits: int, ms: float, blocks: int) -> dict:
-    note = _set_blocking_sync() if mode in ("blocking", "switched") else None
+    note = _set_blocking_sync() if mode == "blocking" else None
     import torch
 
     torch.cuda.init()
@@ -79,10 +80,11 @@ def one(mode: str, waits: int, ms: float, blocks: int) -> dict:
 
     back = None
     if mode == "switched":
-        cuda = ctypes.CDLL("libcuda.so.1")
-        note += f"; to spin: {cuda.cuCtxSetFlags(0x01)}"  # CU_CTX_SCHED_SPIN
+        cuda, held = ctypes.CDLL("libcuda.so.1"), ctypes.c_uint(0)
+        note = f"get: {cuda.cuCtxGetFlags(ctypes.byref(held))}, started with {held.value:#x}"
+        note += f"; to blocking: {cuda.cuCtxSetFlags((held.value & ~0x07) | 0x04)}"  # CU_CTX_SCHED_BLOCKING_SYNC
         cpu, wall = measured()
-        note += f"; back: {cuda.cuCtxSetFlags(0x04)}"
+        note += f"; back: {cuda.cuCtxSetFlags(held.value)}"
         back = round(measured()[0], 3)
     else:
         cpu, wall = measured()
