@@ -282,6 +282,27 @@ def idle_waiting(window: tuple[int, int]) -> str | None:
     return ", ".join(out) or None
 
 
+def build_waves(rows: list) -> str | None:
+    """When the pass's builds ended (seconds into the pass) and, of those whose builder's own seconds are known (the
+    ``builder`` phase), how many waited for a place in the builder (the build phase less the builder's seconds and
+    the worker's start), how long, and when they ended; None where no row has the phase."""
+    known = [r for r in rows if (r.get("phases") or {}).get("builder") and "build" in r["phases"]]
+    if not known:
+        return None
+
+    def span(xs) -> str:
+        return f"{min(xs):.1f}-{max(xs):.1f}" if xs else "-"
+
+    def end(r) -> float:
+        return r["done_s"] - r["step_s"] + r["phases"]["build"]
+
+    waits = {id(r): r["phases"]["build"] - r["phases"]["builder"] - r["phases"].get("worker_warmup", 0.0)
+             for r in known}
+    waited = [r for r in known if waits[id(r)] > 1.0]
+    return (f"{len(known)} end {span([end(r) for r in known])}; {len(waited)} waited for a place "
+            f"{span([waits[id(r)] for r in waited])} s, ended {span([end(r) for r in waited])}")
+
+
 def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: dict | None = None) -> dict:
     """A pass's figures from its rows (``held``: per device, the time its lock was held, where the lock counts it)."""
     held = held or {}
@@ -300,7 +321,7 @@ def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: 
             "exclusive_hold_timed_p50_s": round(statistics.median(timed), 3) if timed else None,
             "exclusive_hold_sum_s": round(sum(r["exclusive_hold_s"] for r in rows), 2),
             "timing_again_s": round(sum((r.get("phases") or {}).get("timing_again", 0.0) for r in rows), 2),
-            "check_p50_s": round(statistics.median([r["check_s"] for r in rows]), 3),
+            "check_p50_s": round(statistics.median([r["check_s"] for r in rows]), 3), "build_waves": build_waves(rows),
             "correct": sum(r["correct"] for r in rows), "flagged": sum(bool(r["flags"]) for r in rows),
             "per_device": ", ".join(f"{d}: {len(rs)}" for d, rs in per_device.items()),
             "gpu_idle": ", ".join(f"{d}: {v:.2f}" for d, v in idle.items())}
@@ -406,6 +427,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("of them, timings after a configuration's first (a bound paid, a short run), sum (s)",
                 "timing_again_s"),
                ("correctness checks per candidate, median (s)", "check_p50_s"),
+               ("builds: when they ended (s into the pass), of them those that waited for a builder's place",
+                "build_waves"),
                ("build CPU-seconds, builder and compilers", "build_cpu_s"),
                ("the builder's caches (builder/pch.py)", "builder_caches"),
                ("build CPU-seconds per candidate", "build_cpu_per_candidate_s"),

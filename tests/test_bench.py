@@ -96,6 +96,22 @@ def test_rl_batch_catalogue_per_format_finds_each_formats_folder():
     assert all("cpp_kernel" in src for cands in fast.values() for _, src in cands)
 
 
+def test_rl_batch_build_waves_tell_the_builds_that_waited_for_a_place_from_those_that_did_not():
+    """A build phase longer than the builder's own seconds and the worker's start by more than a second waited for a
+    place in the builder; its end is its start in the pass plus its build phase. Rows without the builder's seconds
+    (a builder that does not send them, or cached builds) give no figure."""
+    from bench.rl_batch import build_waves
+
+    def row(build, builder, done, step, warmup=0.0):
+        return {"done_s": done, "step_s": step, "phases": {"build": build, "builder": builder,
+                                                            "worker_warmup": warmup}}
+
+    rows = [row(30.0, 29.5, 32.0, 32.0), row(28.0, 12.0, 40.0, 40.0, warmup=4.0), row(45.0, 15.0, 50.0, 49.0)]
+    assert build_waves(rows) == "3 end 28.0-46.0; 2 waited for a place 12.0-30.0 s, ended 28.0-46.0"
+    assert build_waves([row(30.0, 29.5, 32.0, 32.0)]) == "1 end 30.0-30.0; 0 waited for a place - s, ended -"
+    assert build_waves([{"done_s": 5.0, "step_s": 5.0, "phases": {"build": 3.0}}]) is None
+
+
 @pytest.mark.slow
 def test_rl_batch_cut_by_a_time_limit_keeps_its_rows_and_writes_its_report(tmp_path):
     """A device call's limit ends a run with SIGTERM: every evaluation finished by then is in the JSONL already,
