@@ -293,14 +293,12 @@ def build_waves(rows: list) -> str | None:
     def span(xs) -> str:
         return f"{min(xs):.1f}-{max(xs):.1f}" if xs else "-"
 
-    def end(r) -> float:
-        return r["done_s"] - r["step_s"] + r["phases"]["build"]
-
-    waits = {id(r): r["phases"]["build"] - r["phases"]["builder"] - r["phases"].get("worker_warmup", 0.0)
-             for r in known}
-    waited = [r for r in known if waits[id(r)] > 1.0]
-    return (f"{len(known)} end {span([end(r) for r in known])}; {len(waited)} waited for a place "
-            f"{span([waits[id(r)] for r in waited])} s, ended {span([end(r) for r in waited])}")
+    # (end in the pass, wait for a place) of each build
+    builds = [(r["done_s"] - r["step_s"] + r["phases"]["build"],
+               r["phases"]["build"] - r["phases"]["builder"] - r["phases"].get("worker_warmup", 0.0)) for r in known]
+    waited = [(end, wait) for end, wait in builds if wait > 1.0]
+    return (f"{len(builds)} end {span([end for end, _ in builds])}; {len(waited)} waited for a place "
+            f"{span([wait for _, wait in waited])} s, ended {span([end for end, _ in waited])}")
 
 
 def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: dict | None = None) -> dict:

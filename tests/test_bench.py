@@ -102,6 +102,7 @@ def test_rl_batch_build_waves_tell_the_builds_that_waited_for_a_place_from_those
     (a builder that does not send them, or cached builds) give no figure."""
     from bench.rl_batch import build_waves
 
+    # made-up rows of a pass (its phases' seconds as a report's rows carry them): a pure function, nothing is timed
     def row(build, builder, done, step, warmup=0.0):
         return {"done_s": done, "step_s": step, "phases": {"build": build, "builder": builder,
                                                             "worker_warmup": warmup}}

@@ -36,17 +36,14 @@ MODES = ("spin", "event", "blocking", "switched")
 
 
 def _set_blocking_sync() -> str:
-    cuda = ctypes.CDLL("libcuda.so.1")
-    dev = ctypes.c_int()
-    for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(dev), 0)),
-                       ("cuDevicePrimaryCtxSetFlags_v2", None)):
-        if args is None:
-            fn = getattr(cuda, call, None) or cuda.cuDevicePrimaryCtxSetFlags
-            rc = fn(dev, 0x04)  # CU_CTX_SCHED_BLOCKING_SYNC
-        else:
-            rc = getattr(cuda, call)(*args)
+    cuda, dev = ctypes.CDLL("libcuda.so.1"), ctypes.c_int()
+    set_flags = getattr(cuda, "cuDevicePrimaryCtxSetFlags_v2", None) or cuda.cuDevicePrimaryCtxSetFlags
+    for name, call in (("cuInit", lambda: cuda.cuInit(0)),
+                       ("cuDeviceGet", lambda: cuda.cuDeviceGet(ctypes.byref(dev), 0)),
+                       ("cuDevicePrimaryCtxSetFlags", lambda: set_flags(dev, 0x04))):  # CU_CTX_SCHED_BLOCKING_SYNC
+        rc = call()
         if rc != 0:
-            return f"{call} returned {rc}"
+            return f"{name} returned {rc}"
     return "ok"
 
 
@@ -57,8 +54,7 @@ def one(mode: str, waits: int, ms: float, blocks: int) -> dict:
     torch.cuda.init()
     x = torch.zeros(1 << 20, device="cuda")
     # cycles for ``ms`` of device sleep, from the clock rate torch reports (kHz)
-    rate = torch.cuda.get_device_properties(0).clock_rate if hasattr(torch.cuda.get_device_properties(0),
-                                                                     "clock_rate") else 1_980_000
+    rate = getattr(torch.cuda.get_device_properties(0), "clock_rate", 1_980_000)
     cycles = int(ms * rate)
 
     def wait() -> None:
@@ -98,7 +94,8 @@ def one(mode: str, waits: int, ms: float, blocks: int) -> dict:
         wait()
         times.append(a.elapsed_time(b))
     return {"mode": mode, "note": note, "waits": waits, "ms": ms, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
-            "cpu_share_of_wall": round(cpu / wall, 3), "cpu_s_back": back, "block_ms_median": round(statistics.median(times), 4),
+            "cpu_share_of_wall": round(cpu / wall, 3), "cpu_s_back": back,
+            "block_ms_median": round(statistics.median(times), 4),
             "block_ms_min": round(min(times), 4), "block_ms_max": round(max(times), 4),
             "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
 
