@@ -299,7 +299,8 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     "$OUT/gpu_memory$tag.csv"
   ;;
 trainer)  # issue #36: a trainer's steps under several settings in one call, after one cold pass
-  # The cold pass ($FORMAT, $TASKS x 2: the references timed into the cache folder), then per word of $VARIANTS a
+  # The cold pass ($FORMAT, $TASKS x ${COLD_PER:-2}: the references timed into the cache folder; 2 a task puts 32 in
+  # flight, the burst that ran the device out of memory without bench/wip/device_memory.patch), then per word of $VARIANTS a
   # process of PASSES=train STEPS=${STEPS:-2} GAP=${GAP:-5} on $TASKS x ${PER:-3} with that setting: base (as
   # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N),
   # builds<N> (BUILDS=N: builds at once), spinsync (KBENCH_WORKER_BLOCKING_SYNC=0: workers wait spinning, with
@@ -309,7 +310,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   export START  # (one deadline for every part: each ends by $END, default 570 s from the call's start)
   for part in cold $variants; do
     case $part in
-      cold) env OUT=$root/cold PASSES=cold PER=2 END=${COLD_END:-260} bash "$0" steady ;;
+      cold) env OUT=$root/cold PASSES=cold PER=${COLD_PER:-2} END=${COLD_END:-260} bash "$0" steady ;;
       base) env OUT=$root/base END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       gil|idle) env OUT=$root/$part END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PROFILE=$part PASSES=train PER=${PER:-3} bash "$0" steady ;;
       spares*) env OUT=$root/$part KBENCH_SPARE_WORKERS=${part#spares} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
