@@ -54,7 +54,7 @@
 #                                     # run ahead is not timed there; AHEAD / DEFER: the memory shares of
 #                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
 #                                     # process sampled (py-spy)
-#   bash bench/gpu_session.sh trainer # #36: the cold pass, then a trainer's steps once per word of $VARIANTS
+#   bash bench/gpu_session.sh trainer # #36: the cold pass (or REFS=<refs.tgz>), then a trainer's steps once per word of $VARIANTS
 #                                     # (base, gil, idle, spares<N>, cap<N>, builds<N>, spinsync, ahead<share>, defer<share>, both
 #                                     # joined by +; default "base gil spares26"), all in
 #                                     # $OUT/trainer.tgz
@@ -306,11 +306,19 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # builds<N> (BUILDS=N: builds at once), spinsync (KBENCH_WORKER_BLOCKING_SYNC=0: workers wait spinning, with
   # bench/wip/worker_blocking_sync.patch applied).
   # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
-  root=$OUT variants=${VARIANTS:-base gil spares26}
+  # Another host's references: REFS=<a refs.tgz carried from an earlier call> unpacks its reference timings into the
+  # cache folder and skips the cold pass (the drift check still decides whether they hold on this host: the
+  # "re-timings" row); KEEP_REFS=1 writes the cold pass's as $OUT/refs.tgz.
+  root=$OUT variants=${VARIANTS:-base gil spares26} parts="cold ${VARIANTS:-base gil spares26}"
+  cache="${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}"
+  if [ -n "${REFS:-}" ]; then
+    mkdir -p "$cache" && tar xzf "$REFS" -C "$cache" && parts=$variants && stamp "references from $REFS: $(find "$cache/reference" -type f | wc -l) files, no cold pass"
+  fi
   export START  # (one deadline for every part: each ends by $END, default 570 s from the call's start)
-  for part in cold $variants; do
+  for part in $parts; do
     case $part in
-      cold) env OUT=$root/cold PASSES=cold PER=${COLD_PER:-2} END=${COLD_END:-260} bash "$0" steady ;;
+      cold) env OUT=$root/cold PASSES=cold PER=${COLD_PER:-2} END=${COLD_END:-260} bash "$0" steady
+        [ -n "${KEEP_REFS:-}" ] && (cd "$cache" && tar czf "$root/refs.tgz" reference) ;;
       base) env OUT=$root/base END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
       gil|idle) env OUT=$root/$part END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PROFILE=$part PASSES=train PER=${PER:-3} bash "$0" steady ;;
       spares*) env OUT=$root/$part KBENCH_SPARE_WORKERS=${part#spares} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
@@ -323,7 +331,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
       *) echo "trainer: unknown part $part" ;;
     esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||Cut|Samples|overlaps|memory in use" | sed "s/^/[$part] /"
   done
-  (cd "$root" && tar czf trainer.tgz cold $variants 2>/dev/null && rm -rf cold $variants)
+  (cd "$root" && tar czf trainer.tgz $parts 2>/dev/null && rm -rf $parts)
   ;;
 grpo)  # issue #25: TRL GRPO under accelerate launch, one process per GPU, each evaluating on its own
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 TRL_EXPERIMENTAL_SILENCE=1
