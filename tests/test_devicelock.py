@@ -1,4 +1,5 @@
-"""The GPU lock (kbench_env/machine/device_lock.py) excludes other threads and other processes: hold intervals never overlap."""
+"""The device locks (kbench_env/machine/device_lock.py) exclude other threads and other processes: hold intervals
+never overlap; the CPU's lock is the host's."""
 
 from __future__ import annotations
 
@@ -70,3 +71,37 @@ def test_unusable_lock_file_falls_back_to_the_process_lock(tmp_path):
         assert not lock.acquire(blocking=False)
     assert lock.acquire(blocking=False)
     lock.release()
+
+
+def _hold_cpu_lock(held, release) -> None:
+    from kbench_env.pipeline.device_hold import CPU_LOCK
+    with CPU_LOCK:
+        held.set()
+        release.wait(60)
+
+
+def test_the_cpu_lock_is_the_hosts_whatever_the_cache_folder(tmp_path, monkeypatch):
+    """Two kbench processes on one machine time on the same cores (sandbox/placement.py), real-time there: the
+    CPU's lock is one file for the host, not one per cache folder or process, so while another process holds it
+    this one's evaluations wait (with it per process, two concurrent CPU evaluations starved each other's workers
+    in a stop: 'did not stop within 10 s')."""
+    from kbench_env.machine.device_lock import cpu_lock_path
+    from kbench_env.pipeline.device_hold import CPU_LOCK, make_device_lock
+    lock, _ = make_device_lock("cpu", tmp_path / "locks", shared_checks=False)
+    assert lock is CPU_LOCK
+    monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "other-cache"))
+    ctx = mp.get_context("spawn")
+    held, release = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=_hold_cpu_lock, args=(held, release))
+    other.start()
+    try:
+        assert held.wait(60), "the other process never took the CPU's lock"
+        assert cpu_lock_path().exists()
+        assert not CPU_LOCK.acquire(blocking=False)  # another process holds the host's CPU lock
+        assert not CPU_LOCK.acquire(blocking=False, shared=True)
+    finally:
+        release.set()
+        other.join(timeout=60)
+    assert other.exitcode == 0
+    assert CPU_LOCK.acquire(blocking=False)
+    CPU_LOCK.release()

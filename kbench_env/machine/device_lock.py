@@ -1,6 +1,7 @@
-"""A GPU's lock across threads and processes: one candidate (or reference) runs or is timed on a GPU at a time,
+"""A device's lock across threads and processes: one candidate (or reference) runs or is timed on a GPU at a time,
 also when several evaluators share it (threads of one process, other processes, another kbench run on the
-machine), so no timing overlaps someone else's kernels.
+machine), so no timing overlaps someone else's kernels; the CPU's lock (``cpu_lock_path``) does the same for the
+host's timing cores.
 
 The lock is an ``flock`` on ``<cache>/locks/gpu-<uuid>.lock``, named by the GPU's UUID (the same physical GPU is
 ``cuda:0`` in one process and ``cuda:3`` in another, depending on CUDA_VISIBLE_DEVICES). Where the lock file
@@ -16,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -55,6 +57,14 @@ def log_hold(path, mode: str, start_ns: int) -> None:
             os.close(fd)
     except OSError:
         pass  # a diagnostic: a lock is never refused for want of its log
+
+
+def cpu_lock_path() -> Path:
+    """The CPU's lock file: one for the host, whatever an Evaluator's cache folder. Every kbench process on the
+    machine times on the same cores (the last ones, sandbox/placement.py), its timed blocks' threads real-time
+    there, so another process's timing on them would starve this one's workers (a stop that never completes) and
+    be measured beside it."""
+    return Path(tempfile.gettempdir()) / "kbench-locks" / "cpu.lock"
 
 
 def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:

@@ -12,7 +12,7 @@ import threading
 import time
 
 from kbench_env.machine.device import Device
-from kbench_env.machine.device_lock import DeviceLock, gpu_lock_path, log_hold
+from kbench_env.machine.device_lock import DeviceLock, cpu_lock_path, gpu_lock_path, log_hold
 from kbench_env.machine.shared_device_lock import SharedDeviceLock
 from kbench_env.pipeline.result import EvalResult, phase
 from kbench_env.pipeline.threads import trusted_threads
@@ -31,18 +31,20 @@ def shared_checks_setting(setting, device: str) -> bool:
     return bool(setting)
 
 
-#: The CPU's lock, one per process whichever Evaluator holds it, in either mode (exclusive holds without
+#: The CPU's lock, one object per process whichever Evaluator holds it, in either mode (exclusive holds without
 #: ``shared_checks``): while one evaluation times, every other evaluation's worker in the process is stopped
-#: (quiet.py), which is safe only while none of them is being checked.
-CPU_LOCK = SharedDeviceLock(None)
+#: (quiet.py), which is safe only while none of them is being checked. Its file lock is the host's
+#: (``cpu_lock_path``): another kbench process's evaluations wait too, rather than run their real-time timed blocks
+#: on the same cores, where neither process's workers could be stopped while the other's run.
+CPU_LOCK = SharedDeviceLock(cpu_lock_path)
 
 
 def make_device_lock(device: str, lock_dir, shared_checks: bool):
-    """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across processes too (machine/device_lock.py), on
-    the CPU this process's, shared by its Evaluators (``CPU_LOCK``). ``slots`` (shared_checks only, else None)
-    bounds the candidates between the start of their checks and the end of their timing, so that what they keep on
-    the device while waiting for the timing (inputs, reference modules, the worker's state) is bounded as well as
-    the checks running at once."""
+    """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across processes too (machine/device_lock.py),
+    on the CPU the host's, one object for this process's Evaluators (``CPU_LOCK``). ``slots`` (shared_checks only,
+    else None) bounds the candidates between the start of their checks and the end of their timing, so that what
+    they keep on the device while waiting for the timing (inputs, reference modules, the worker's state) is bounded
+    as well as the checks running at once."""
     path = (lambda: gpu_lock_path(lock_dir, device)) if Device.parse(device).is_cuda else None
     if path is None:
         return CPU_LOCK, (threading.BoundedSemaphore(CPU_LOCK.max_shared + 1) if shared_checks else None)
