@@ -1,8 +1,8 @@
 #!/bin/bash
-# Two kbench processes evaluating on the CPU at once: `kbench eval` of the shipped ReLU solution on the KernelBench
-# file tests/data/kernelbench/19_ReLU.py, $N times in each of two loops side by side; one JSON line per evaluation
-# (loop, run, exit status, seconds, whether its error was a worker that did not stop) to $OUT (default stdout).
-# Usage: N=5 OUT=rows.jsonl bash bench/probes/concurrent_cpu_evals.sh
+# kbench processes evaluating on the CPU at once: `kbench eval` of the shipped ReLU solution on the KernelBench
+# file tests/data/kernelbench/19_ReLU.py, $N times in each of $LOOPS (default 2) loops side by side; one JSON line
+# per evaluation (loop, run, exit status, seconds, whether its error was a worker that did not stop) to $OUT
+# (default stdout). Usage: N=5 LOOPS=2 OUT=rows.jsonl bash bench/probes/concurrent_cpu_evals.sh
 cd "$(dirname "$0")/../.."
 N=${N:-5}; OUT=${OUT:-/dev/stdout}; PY=${PY:-.venv/bin/python}
 tmp=$(mktemp -d)
@@ -16,5 +16,5 @@ loop() {
       "$(echo "$(date +%s.%N) - $s" | bc)" "$(grep -q 'did not stop' "$tmp/$1_$i.txt" && echo true || echo false)"
   done
 }
-{ loop a & loop b & wait; } >> "$OUT"
+{ for l in $(seq 1 "${LOOPS:-2}"); do loop "p$l" & done; wait; } >> "$OUT"
 rm -rf "$tmp"
