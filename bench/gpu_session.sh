@@ -309,25 +309,29 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # Another host's references: REFS=<a refs.tgz carried from an earlier call> unpacks its reference timings into the
   # cache folder and skips the cold pass (the drift check still decides whether they hold on this host: the
   # "re-timings" row); KEEP_REFS=1 writes the cold pass's as $OUT/refs.tgz.
-  root=$OUT variants=${VARIANTS:-base gil spares26} parts="cold ${VARIANTS:-base gil spares26}"
+  root=$OUT variants=${VARIANTS:-base gil spares26}
+  parts="cold $variants"
   cache="${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}"
   if [ -n "${REFS:-}" ]; then
     mkdir -p "$cache" && tar xzf "$REFS" -C "$cache" && parts=$variants && stamp "references from $REFS: $(find "$cache/reference" -type f | wc -l) files, no cold pass"
   fi
   export START  # (one deadline for every part: each ends by $END, default 570 s from the call's start)
+  train() {  # one variant's process: a trainer's steps with the settings given as NAME=value
+    env OUT="$root/$part" END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} "$@" bash "$0" steady
+  }
   for part in $parts; do
     case $part in
       cold) env OUT=$root/cold PASSES=cold PER=${COLD_PER:-2} END=${COLD_END:-260} bash "$0" steady
         [ -n "${KEEP_REFS:-}" ] && (cd "$cache" && tar czf "$root/refs.tgz" reference) ;;
-      base) env OUT=$root/base END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
-      gil|idle) env OUT=$root/$part END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PROFILE=$part PASSES=train PER=${PER:-3} bash "$0" steady ;;
-      spares*) env OUT=$root/$part KBENCH_SPARE_WORKERS=${part#spares} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
-      cap*) env OUT=$root/$part CAP=${part#cap} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
-      builds*) env OUT=$root/$part BUILDS=${part#builds} END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
-      spinsync) env OUT=$root/$part KBENCH_WORKER_BLOCKING_SYNC=0 END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+      base) train ;;
+      gil|idle) train PROFILE=$part ;;
+      spares*) train KBENCH_SPARE_WORKERS=${part#spares} ;;
+      cap*) train CAP=${part#cap} ;;
+      builds*) train BUILDS=${part#builds} ;;
+      spinsync) train KBENCH_WORKER_BLOCKING_SYNC=0 ;;
       ahead*|defer*)  # AHEAD / DEFER shares, one or both: ahead0.4, defer0.16, ahead0.4+defer0.16
         a=$(tr '+' '\n' <<< "$part" | sed -n 's/^ahead//p'); d=$(tr '+' '\n' <<< "$part" | sed -n 's/^defer//p')
-        env OUT=$root/$part AHEAD=$a DEFER=$d END=${END:-570} STEPS=${STEPS:-2} GAP=${GAP:-5} PASSES=train PER=${PER:-3} bash "$0" steady ;;
+        train AHEAD=$a DEFER=$d ;;
       *) echo "trainer: unknown part $part" ;;
     esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||Cut|Samples|overlaps|memory in use" | sed "s/^/[$part] /"
   done
