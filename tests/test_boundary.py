@@ -34,8 +34,8 @@ TRUSTED_ONLY = ("kbench_env.pipeline", "kbench_env.env", "kbench_env.executors",
 WORKER_CLOSURE = {
     "kbench_env": ["", "fastpath"],
     "kbench_env.machine": ["", "device"],
-    "kbench_env.worker": ["", "allocator", "audit", "audit_threads", "builds", "compile_gate", "dispatch_records",
-                          "executor", "gpu_executor", "loop", "profile_times", "record_switches"],
+    "kbench_env.worker": ["", "allocator", "audit", "audit_threads", "builds", "compile_gate", "cuda_wait",
+                          "dispatch_records", "executor", "gpu_executor", "loop", "profile_times", "record_switches"],
     "kbench_env.measure": ["", "compare", "inputs", "ownership", "stats"],
     "kbench_env.protocol": ["", "cuda_ipc", "messages", "screen_error", "wire"],
     "kbench_env.config": ["", "environ"],  # the KBENCH_* variables' one reader (the builder's CUTLASS checkout)

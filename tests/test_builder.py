@@ -83,8 +83,12 @@ def test_load_inline_is_built_by_the_builder_and_the_worker_cannot_compile(ev):
     assert len(built) == 1 and built[0]["cached"] is False, list(ev.builder.history)[-5:]
     unit = Path(ev.build_root) / built[0]["unit"]
     assert (unit / "build.ninja").is_file() and (unit / f"kb_b_{tag}.so").is_file()  # the builder's ninja build
+    # the builder's own seconds on it, a part of the build phase (which also waits for a place and the worker)
+    assert r.phase_seconds["builder"] == pytest.approx(built[0]["seconds"], abs=1e-3), r.phase_seconds
+    assert 0 < r.phase_seconds["builder"] <= r.phase_seconds["build"], r.phase_seconds
     again = ev.evaluate(RELU, src)
     assert again.compiled and again.cached_build is True, again.feedback()
+    assert "builder" not in again.phase_seconds, again.phase_seconds  # nothing was built for it
 
 
 @pytest.mark.parametrize("option, words", [

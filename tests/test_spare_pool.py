@@ -53,12 +53,12 @@ class FakeWorker:
 def make_pool(monkeypatch):
     made = []
 
-    def make(device="cuda:0", cap=6, clock=None):
+    def make(device="cuda:0", cap=6, clock=None, room=None):
         clock, log, holder = clock or Clock(), [], []
         monkeypatch.setattr(spares_mod, "Worker",
                             lambda *a, **k: FakeWorker(*a, **k, log=log, clock=clock, pool=holder))
         pool = SpareWorkers("cuda" if device != "cpu" else "cpu", device, "/nonexistent", Limits(), cap=cap,
-                            clock=clock)
+                            clock=clock, room=room)
         pool.gate = threading.Event()  # a spare's start ends when it is set (seconds, on a GPU)
         pool.gate.set()
         holder.append(pool)
@@ -184,6 +184,30 @@ def test_on_a_gpu_no_spare_starts_while_a_single_evaluation_is_in_flight(make_po
     end(pool, [one])
     assert log[n:] == [0]
     assert 1 not in log
+
+
+def test_a_gpu_pool_starts_no_more_spares_than_the_devices_memory_takes(make_pool):
+    """The driver's room (how many more processes fit with the reserve free) bounds the spares started, those still
+    starting counted against it; shed gives the ready ones back, and they come back as memory allows."""
+    fits = [3]  # processes the memory left takes besides the ready spares (which the driver sees using theirs)
+    holder = []
+    pool, _, log = make_pool(cap=6, room=lambda: fits[0] - holder[0].ready)
+    holder.append(pool)
+    end(pool, burst(pool, 6))  # six in flight: the peak is six, the room three
+    assert pool.ready == 3 and pool.started == 3
+    fits[0] = 0  # the others' evaluations filled the device meanwhile
+    assert pool.shed() == 3 and pool.ready == 0
+    taken = burst(pool, 2)
+    assert pool.started == 3  # none started while there is no room
+    fits[0] = 1
+    end(pool, taken)
+    assert pool.started == 4 and pool.ready == 1
+
+
+def test_a_gpu_pool_without_the_drivers_figure_is_bound_by_its_cap_alone(make_pool):
+    pool, _, _ = make_pool(cap=4, room=lambda: None)
+    end(pool, burst(pool, 6))
+    assert pool.ready == 4
 
 
 def test_on_the_cpu_a_take_starts_a_replacement_at_once(make_pool):

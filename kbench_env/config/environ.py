@@ -99,6 +99,8 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "operators only: pipeline/integrity.py)", "the trusted side, into the worker's job"),
     Variable("KBENCH_WORKER_WARMUP", _on, True, "0: a worker does not warm up before its candidate (worker/loop.py)",
              "the trusted side, into the worker's job"),
+    Variable("KBENCH_WORKER_BLOCKING_SYNC", _on, True, "0: a GPU worker's untimed waits for its device spin as "
+             "CUDA's own choice has them (worker/cuda_wait.py)", "the trusted side, into the worker's job"),
     Variable("KBENCH_SANDBOX_USERNS", lambda text: text == "1", False,
              "1: a worker started as root tries a user namespace too", "the trusted side, into the worker's job"),
     Variable("KBENCH_LIGHT_HEADERS", _on, True,

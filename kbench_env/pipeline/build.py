@@ -30,6 +30,9 @@ def live_worker(make, device: str, rules: str, result: EvalResult):
             yield worker
         finally:
             result.worker_seconds = round(worker.busy_seconds, 4)
+            seconds = worker._builds.builder_seconds  # noqa: SLF001 - its builds' time in the builder
+            if seconds:  # (the rest of the build phase: waiting for a builder's place, the worker's start)
+                add_phase(result, "builder", seconds)
             flag_sandbox_violations(worker, result)
             flag_builds(rules, worker, result)
 

@@ -31,7 +31,7 @@ from kbench_env.builder.ray_builds import make_builder
 from kbench_env.config import EvaluatorConfig
 from kbench_env.machine.cache_dir import default_cache_dir
 from kbench_env.machine.device import Device, resolve_device
-from kbench_env.pipeline import formats
+from kbench_env.pipeline import attempts, formats
 from kbench_env.pipeline import rules as rules_mod
 from kbench_env.pipeline import screen as screen_mod
 from kbench_env.pipeline.baseline import Baselines
@@ -145,14 +145,13 @@ class Evaluator:
         configuration for this device raises TaskError: the task's error, not a result charged to the action."""
         task.require_configs(self.device)
         t0 = time.perf_counter()
-        result = EvalResult(task.name, self.backend_name, self.device, baseline=self.baseline, rules=self.rules,
-                            format=self.format, held_out_count=sum(c.held_out for c in task.configs_for(self.device)))
-        try:
-            self._evaluate(task, action, seed, result)
-        except Exception as exc:  # an evaluator bug must not take the caller down; it is reported, not hidden
-            result.error = f"internal evaluator error: {type(exc).__name__}: {exc}"
-            result.error_stage = result.error_stage or "internal"
-            result.correct = False
+        seed = secrets.randbits(62) if seed is None else seed  # (a second run draws the first's inputs again)
+        result = attempts.run_stages(  # once more where the device's memory ran out outside the candidate
+            lambda: EvalResult(task.name, self.backend_name, self.device, baseline=self.baseline, rules=self.rules,
+                               format=self.format,
+                               held_out_count=sum(c.held_out for c in task.configs_for(self.device))),
+            lambda result: self._evaluate(task, action, seed, result), self.device,
+            self._spares.shed if self._spares is not None else None)
         result.eval_seconds = round(time.perf_counter() - t0, 4)
         result.reward = float(self.reward_fn(result))
         return result
@@ -222,7 +221,6 @@ class Evaluator:
             return
         result.stage = "screened"
         flag_record_switches(source, result)  # it still runs: its feedback shows the switch refused
-        seed = secrets.randbits(62) if seed is None else seed
         timed, hold = self.time_candidates, self.device_hold()
         try:
             with live_worker(lambda: self._worker_for(source), self.device, self.rules, result) as worker, hold:

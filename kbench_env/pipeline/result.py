@@ -93,7 +93,11 @@ class EvalResult:
     # GPU a bound paid or a short run, on the CPU a pairing whose reference ran disturbed), plausibility; worker_audit:
     # of check, the worker's time starting, stopping and reading its forward audit's profiler; worker_warmup: of build,
     # the worker's warm-up before the candidate loads (its message framing; on a GPU, the start of CUDA and of the
-    # audit's profiler; worker_cuda_start: of it, CUDA's context and first kernel).
+    # audit's profiler; worker_cuda_start: of it, CUDA's context and first kernel); builder: of build, the builder's
+    # own time on the builds made for it (not their wait for a build slot; none where every build was found cached);
+    # device_memory_wait: an evaluation that found its GPU's memory exhausted outside the candidate (the trusted side,
+    # a reference's run) gave back what it could and waited for memory before running once more (this result is the
+    # second run's; pipeline/attempts.py).
     phase_seconds: dict = field(default_factory=dict)
     log_tail: str | None = None  # the worker's own output (compiler, prints), trimmed
 

@@ -27,6 +27,7 @@ def worker_job(limits: Limits, source: str | None, backend: str, device: str, sc
         # Settings that trade a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
         "audit_mode": environ.get("KBENCH_GPU_AUDIT"),
         "warmup": environ.get("KBENCH_WORKER_WARMUP"),
+        "blocking_sync": environ.get("KBENCH_WORKER_BLOCKING_SYNC"),
         "limits": {"memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes,
                    "open_files": limits.open_files, "cpu_seconds": limits.cpu_seconds,
                    "processes": limits.processes},

@@ -14,6 +14,7 @@ from collections import deque
 import torch
 
 from kbench_env.config import environ
+from kbench_env.machine import device_memory
 from kbench_env.machine.device import Device
 from kbench_env.sandbox.confine import policy
 from kbench_env.sandbox.diagnosis import WorkerError
@@ -96,15 +97,23 @@ class SpareWorkers:
 
     A spare holds no candidate code until ``take`` assigns it one, and serves one candidate only, as every worker: a
     worker that ran a candidate is never handed out again (``take`` pops it; it is closed with its evaluation).
+    Memory. On a GPU a spare starts only while the device keeps ``device_memory.FREE_RESERVE_SHARE`` of its memory
+    free besides it (``room``: how many more processes fit, by the driver's figure): the candidates' workers, the
+    references' and the trusted side allocate from the same memory, and a batch larger than the cap would otherwise
+    fill it with idle contexts. ``shed`` closes the ready spares when an evaluation found the device's memory
+    exhausted.
+
     ``clock`` is the pool's time (``time.monotonic``, the clock of ``Worker._t_created``).
     """
 
     def __init__(self, backend: str, device: str, build_root: str, limits: Limits, builder=None,
-                 cap: int | None = None, clock=time.monotonic, gate=None):
+                 cap: int | None = None, clock=time.monotonic, gate=None, room=None):
         self._args = (backend, device, build_root, limits)
         self._gate = gate or contextlib.nullcontext  # around a spare's start (the CPU's: not while another times)
         self._builder = builder
         self._cpu = Device.parse(device).is_cpu
+        # how many more spares the device's memory takes now (None: no bound); a driver call, made outside the lock
+        self._room = room or (None if self._cpu else lambda: device_memory.room_for_processes(device))
         self._cap = cap
         self._lock = threading.Lock()
         self._ready: deque[Worker] = deque()
@@ -208,15 +217,26 @@ class SpareWorkers:
         return min(wanted, active)
 
     def refill(self) -> None:
-        """Start, in the background, the spares the pool lacks (``_target`` less those ready or starting)."""
+        """Start, in the background, the spares the pool lacks (``_target`` less those ready or starting), as many
+        as the device's memory takes (``room`` less those starting, which have not taken theirs yet)."""
         target = self._target()
         with self._lock:
-            n = 0 if self._closed else target - len(self._ready) - self._starting
+            if self._lacking(target) <= 0:
+                return
+        room = self._room() if self._room is not None else None  # (the driver asked only when one would start)
+        with self._lock:
+            n = self._lacking(target)
+            if room is not None:
+                n = min(n, room - self._starting)
             if n <= 0:
                 return
             self._starting += n
         for _ in range(n):
             threading.Thread(target=self._start_one, name="kbench-spare-worker", daemon=True).start()
+
+    def _lacking(self, target: int) -> int:
+        """(Lock held.) Spares to start to reach ``target``: none once closed."""
+        return 0 if self._closed else target - len(self._ready) - self._starting
 
     def _start_one(self) -> None:
         try:
@@ -275,11 +295,18 @@ class SpareWorkers:
             self._timer_at = at
             self._timer.start()
 
+    def shed(self) -> int:
+        """Close the ready spares (on a GPU each gives back its context's memory); the pool starts others as it
+        wants them and as the device's memory allows. How many it closed."""
+        with self._lock:
+            spares, self._ready = list(self._ready), deque()
+        for spare in spares:
+            spare.close()
+        return len(spares)
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            spares, self._ready = list(self._ready), deque()
             if self._timer is not None:
                 self._timer.cancel()
-        for spare in spares:
-            spare.close()
+        self.shed()

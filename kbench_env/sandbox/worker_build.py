@@ -38,6 +38,7 @@ class WorkerBuilds:
         self.requests = 0
         self.new_bytes = 0
         self.built = False  # a build was made for this worker (the cache grew)
+        self.builder_seconds = 0.0  # the builder's own time on the builds made for it (not its queue's)
         self.units: list = []  # the builds it was given, in order
         self.linked: list = []  # (library path, builder/symbols.scan of it) of each library given, in order
 
@@ -75,6 +76,7 @@ class WorkerBuilds:
         if not reply.get("cached"):
             self.built = True
             self.new_bytes += int(reply.get("bytes") or 0)
+            self.builder_seconds += float(reply.get("seconds") or 0.0)
         unit = reply["unit"]
         if unit not in self._claims:
             self._claims[unit] = cache.Claim(self._root, unit)

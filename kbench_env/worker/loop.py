@@ -38,7 +38,7 @@ from kbench_env.protocol import messages as msg
 from kbench_env.protocol.cuda_ipc import Exporter, IpcError
 from kbench_env.sandbox.confine import confinement
 from kbench_env.protocol.wire import pack, unpack  # noqa: F401  (the message framing, both sides': wire.py)
-from kbench_env.worker import dispatch_records, record_switches
+from kbench_env.worker import cuda_wait, dispatch_records, record_switches
 from kbench_env.worker.builds import BuildClient
 
 CANDIDATE_FILE = "candidate.py"
@@ -153,6 +153,7 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
     x = torch.ones(256, device=device)
     torch.cuda.synchronize(device)
     cuda_start = time.perf_counter() - t_cuda
+    job["cuda_wait"] = cuda_wait.start(job.get("blocking_sync", True))  # (its checks' waits asleep: cuda_wait.py)
     if job.get("audit", True):
         warm = audit.ForwardAudit(set(), lambda: 0, device, mode=job.get("audit_mode", "kernels"))
         with warm:
@@ -367,8 +368,8 @@ def main(conn, job: dict) -> None:
         send({"type": msg.ERROR, "stage": stage, "message": format_exception(exc, job["build_root"])})
         return
     own_namespaces = _op_namespaces() - namespaces_before
-    send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(),
-          "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
+    send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(), "cuda_wait":
+          job.get("cuda_wait"), "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
     _serve(_Session(conn, job, backend, mod, own_namespaces, guard))
 
 
@@ -386,7 +387,8 @@ def _serve(s: _Session) -> None:
             if handler is None:
                 send({"type": msg.ERROR, "stage": "protocol", "message": f"unknown request {kind!r}"})
             else:
-                handler(s, header, payload, grad, send)
+                with cuda_wait.during(kind):
+                    handler(s, header, payload, grad, send)
         except BaseException as exc:  # noqa: BLE001
             traceback.clear_frames(exc.__traceback__)  # free what the failing frames hold (a memory bomb's hoard)
             send({"type": msg.ERROR, "stage": _ERROR_STAGE.get(kind, "timing"),
