@@ -76,6 +76,35 @@ def proc_cpu_seconds(pid: int) -> float | None:
     return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
+def host_busy_seconds() -> float | None:
+    """CPU-seconds the host's cores have spent busy so far, every process's (/proc/stat's first line: all but idle
+    and iowait)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # user..steal less idle, iowait
+
+
+def workers_cpu_seconds() -> float | None:
+    """CPU-seconds spent so far by every process in kbench's worker cgroups (the candidates' workers and the spares,
+    those gone included: cgroup v2 keeps a removed child's usage in its parent's cpu.stat); None where the workers'
+    cgroups are not v2 (v1's pids hierarchy counts no CPU) or there are none."""
+    from kbench_env.sandbox.confine.cgroup import PidsCgroup
+
+    base = PidsCgroup.base()
+    if base is None or base[1] != 2:
+        return None
+    try:
+        for line in Path(base[0], "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 class BuilderCPU:
     """Samples the evaluator's builder process (which may be restarted) and keeps the CPU seconds per pid, from the
     pass's start (a training run's builder lives on from step to step: what it spent before is not this pass's)."""
@@ -178,6 +207,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
 
     tasks = {t: resolve_task(t) for t, _, _ in items}
     children0, self0 = _cpu_s(resource.RUSAGE_CHILDREN), _cpu_s(resource.RUSAGE_SELF)
+    host0, workers0 = host_busy_seconds(), workers_cpu_seconds()
     t0_ns = time.monotonic_ns()
     ex = executor or make_executor(devices, cache_dir, options, processes)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
@@ -186,7 +216,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     refs0 = reference_figures(evaluators)  # (an executor kept from step to step counts from its start)
     # (a training run's executor carries its locks from step to step: each pass counts its own time held)
     held0 = [getattr(getattr(ev, "_device_lock", None), "held_seconds", None) or 0.0 for ev in evaluators]
-    rows, t0 = [], time.perf_counter()
+    rows, t0, mono0 = [], time.perf_counter(), time.monotonic()
     try:
         for i, r in ex.evaluate_iter([(tasks[t], src) for t, _, src in items], max_workers=in_flight or len(items),
                                      seed=seed):
@@ -224,12 +254,27 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     child_cpu = _cpu_s(resource.RUSAGE_CHILDREN) - children0
     # this process (the trusted side: its threads check, compare and pack for every candidate) over the pass's wall
     own_cpu = _cpu_s(resource.RUSAGE_SELF) - self0
+    host1, workers1 = host_busy_seconds(), workers_cpu_seconds()
+    # Where a pass's CPU went, per candidate: the host's busy seconds split into the builder's, the workers', this
+    # process's and the rest (the forkserver, the system, other processes).
+    n = max(1, len(rows))
+    split = {"builds": build_cpu, "workers": None if None in (workers0, workers1) else workers1 - workers0,
+             "trusted": own_cpu}
+    host_cpu = None if None in (host0, host1) else host1 - host0
+    if host_cpu is not None and None not in split.values():
+        split["other"] = host_cpu - sum(split.values())
     return {**pass_summary(label, rows, devices, wall, held), **refs,
             "gpu_idle_waiting": idle_waiting((t0_ns, time.monotonic_ns())),
             "builder_caches": _served(caches0, builder_caches(evaluators)),
+            "ahead_timeline": ahead_timeline(evaluators, mono0),
             "build_cpu_s": None if build_cpu is None else round(build_cpu, 2),
             "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
             "children_cpu_s": round(child_cpu, 2), "trusted_cpu_s": round(own_cpu, 2),
+            "workers_cpu_s": None if split["workers"] is None else round(split["workers"], 2),
+            "host_cpu_s": None if host_cpu is None else round(host_cpu, 2),
+            "cpu_per_candidate": None if host_cpu is None else
+            ", ".join([f"host {host_cpu / n:.2f}"] + [f"{k} {'-' if v is None else f'{v / n:.2f}'}"
+                                                       for k, v in split.items()]),
             "reference_cache": ref_cache}
 
 
@@ -262,6 +307,18 @@ def reference_figures(evaluators: list) -> dict:
             "ran_ahead": sum(ev.baselines.ran_ahead for ev in evaluators),
             "timed_ahead": sum(ev.baselines.timed_ahead for ev in evaluators),
             "spares_served": sum(p.served for p in spares) if spares else None}
+
+
+def ahead_timeline(evaluators: list, t0: float) -> str | None:
+    """When the pass's references run ahead (reference_start.py) had their worker up, their runs done and their
+    timing done, in seconds into the pass (``t0``, time.monotonic): whether they were ready before the candidates'
+    builds ended. None without an evaluator in reach or a run ahead in the pass."""
+    parts = []
+    for what, key in (("workers up", "up"), ("runs done", "ran"), ("timed", "timed")):
+        at = sorted(t - t0 for ev in evaluators for t in list(ev.baselines.ahead_times[key]) if t >= t0)
+        if at:
+            parts.append(f"{what} {len(at)} at {at[0]:.1f}-{at[-1]:.1f} (median {statistics.median(at):.1f})")
+    return "; ".join(parts) or None
 
 
 def idle_waiting(window: tuple[int, int]) -> str | None:
@@ -432,12 +489,18 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("build CPU-seconds per candidate", "build_cpu_per_candidate_s"),
                ("CPU-seconds of reaped children (getrusage)", "children_cpu_s"),
                ("CPU-seconds of this process, the trusted side (getrusage)", "trusted_cpu_s"),
+               ("CPU-seconds of the workers and spares (kbench's cgroup v2 cpu.stat)", "workers_cpu_s"),
+               ("CPU-seconds the host's cores were busy (/proc/stat)", "host_cpu_s"),
+               ("CPU-seconds per candidate: the host's, of them builds, workers, trusted side, other",
+                "cpu_per_candidate"),
                ("correct", "correct"), ("flagged", "flagged"), ("reference cache on disk", "reference_cache"),
                ("reference configurations timed (re-timings: not found in memory or on disk)", "reference_timed"),
                ("reference cache invalidated by the drift check", "reference_invalidated"),
                ("calibrations measured again by the drift check", "recalibrations"),
                ("tasks whose reference ran ahead beside the build", "ran_ahead"),
                ("of them, timed there too", "timed_ahead"),
+               ("references run ahead: when their workers were up, runs done, timed (s into the pass)",
+                "ahead_timeline"),
                ("candidates served by a spare worker", "spares_served"),
                ("candidates per device", "per_device"), ("GPU idle fraction (1 - device hold / wall)", "gpu_idle"),
                ("GPU idle while a candidate waits for it (hold log)", "gpu_idle_waiting")]

@@ -22,6 +22,20 @@ def test_throughput_benchmark_small(tmp_path):
     assert (tmp_path / "tp.jsonl").exists()
 
 
+def test_rl_batch_reads_the_workers_cpu_from_a_v2_cgroup_only(tmp_path, monkeypatch):
+    """The workers' CPU-seconds are cgroup v2's cpu.stat of kbench's worker cgroups; v1's pids hierarchy has none."""
+    from bench.rl_batch import workers_cpu_seconds
+    from kbench_env.sandbox.confine.cgroup import PidsCgroup
+
+    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: (str(tmp_path), 2)))
+    assert workers_cpu_seconds() == 2.5
+    monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: (str(tmp_path), 1)))
+    assert workers_cpu_seconds() is None
+    monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: None))
+    assert workers_cpu_seconds() is None
+
+
 @pytest.mark.slow
 def test_rl_batch_benchmark_small(tmp_path):
     """A GRPO-like batch, tiny: distinct candidates evaluated cold then warm, with the figures an RL user reads."""
@@ -45,6 +59,12 @@ def test_rl_batch_benchmark_small(tmp_path):
     assert all(r["correct"] and not r["flags"] for r in rows), rows
     assert len({r["candidate"] for r in rows}) == 2 and len({r["task"] for r in rows}) == 1  # two distinct kernels
     assert summary["cold"]["build_cpu_s"] > summary["warm"]["build_cpu_s"]  # the warm pass finds its builds cached
+    # the host's busy seconds hold the builder's and this process's (the split's "other" is what is left)
+    cold = summary["cold"]
+    assert cold["host_cpu_s"] >= cold["build_cpu_s"] + cold["trusted_cpu_s"] > 0, cold
+    per = dict(part.rsplit(" ", 1) for part in cold["cpu_per_candidate"].split(", "))
+    assert list(per) == ["host", "builds", "workers", "trusted"] + (["other"] if per["workers"] != "-" else []), per
+    assert abs(float(per["host"]) - cold["host_cpu_s"] / 2) < 0.01 and float(per["builds"]) > 0, per
     # the builder's replies carry its caches' counters: the cold pass's two builds share one binding head
     assert "heads made" in summary["cold"]["builder_caches"] and "the builder's caches" in text
     assert list((tmp_path / "cache" / "reference").glob("*/entries/*.json"))  # references kept for the warm pass

@@ -395,6 +395,8 @@ def test_a_fresh_tasks_reference_runs_ahead_beside_the_build(tmp_path, monkeypat
         assert order == ["run"] * n + ["calibration"], order
         assert len(runs) == n and {name for name, _, _ in runs} == {"kbench-reference-start"}, runs
         assert ev.baselines.ran_ahead == ev.baselines.timed_ahead == 1 and ev.baselines.timed == n
+        up, ran, timed = (list(ev.baselines.ahead_times[k]) for k in ("up", "ran", "timed"))
+        assert len(up) == len(ran) == len(timed) == 1 and up[0] <= ran[0] <= timed[0]  # the run ahead's timeline
         assert len(timings) == n and {name for name, _ in timings} == {"kbench-reference-start"}, timings
         assert not ev.baselines._ready and not ev.baselines._starts  # noqa: SLF001 - timed ahead, closed
         runs.clear()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import deque
 
 from kbench_env.machine.device import Device
 from kbench_env.pipeline.blocks import time_blocks
@@ -61,6 +62,9 @@ class Baselines(StartsAhead):
         self.invalidated = False  # the drift check dropped the cache's entries
         self.ran_ahead = 0  # tasks whose reference ``run_ahead`` prepared
         self.timed_ahead = 0  # of them, timed there too
+        # When (time.monotonic) each run ahead's worker was up, its runs were done, its timing was done: whether the
+        # references were ready before their candidates' builds ended
+        self.ahead_times = {"up": deque(maxlen=4096), "ran": deque(maxlen=4096), "timed": deque(maxlen=4096)}
         # A GPU's only: on the CPU the calibration and the compiles would run on the cores the builds take
         self.runs_ahead = Device.parse(device).is_cuda
         self._closed = False

@@ -175,6 +175,7 @@ class StartsAhead:
         while inductor compiles (``AheadHold``), and a timing of the task that comes meanwhile waits for it
         (``wait_run_ahead``)."""
         key = (task.name, task.source_hash)
+        self.ahead_times["up"].append(time.monotonic())
         if self.calibration is None:
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
         if not self._ready_place(started):
@@ -208,6 +209,7 @@ class StartsAhead:
                     return
                 self._ready[key] = (w, ran, prepared)
                 self.ran_ahead += 1
+                self.ahead_times["ran"].append(time.monotonic())
         finally:
             if running:
                 with self._ready_cond:
@@ -228,6 +230,7 @@ class StartsAhead:
                 if ready is not None and ready[0] is w:  # not taken by a candidate's timing meanwhile
                     self._times_locked(task, configs, prepared)
                     self.timed_ahead += 1
+                    self.ahead_times["timed"].append(time.monotonic())
         finally:
             device_lock.release()
 
