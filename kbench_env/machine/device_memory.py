@@ -5,7 +5,7 @@ One host's evaluations share one device: the candidates' workers, the spare work
 references' workers and the trusted process all allocate from the same memory, and none of them can see what the
 others will ask for next. The spare pool leaves a share of the device free for the evaluations in flight
 (sandbox/spares.py), and an evaluation that still meets an exhausted device is given back its memory and run once
-more rather than charged for it (pipeline/evaluator.py).
+more rather than charged for it (pipeline/attempts.py).
 """
 
 from __future__ import annotations

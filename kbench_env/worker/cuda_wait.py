@@ -8,8 +8,8 @@ spinning wait takes its core from the compilers. A timed request must wait as it
 by the host's clock around a wait, the wall-clock run and the device's calibration would count a sleeping thread's
 wake-up, and a candidate that waits inside its own forward would be timed with it. So the context spins for those
 (``TIMED``: the schedule the context was started with, CUDA's own choice) and sleeps otherwise, switched with the
-driver's ``cuCtxSetFlags`` (the context's flags, for every thread of the process). Where the driver cannot switch (an older driver, no context yet), nothing changes: the
-context keeps CUDA's own choice for every request.
+driver's ``cuCtxSetFlags`` (the context's flags, for every thread of the process). Where the driver cannot switch
+(an older driver, no context yet), nothing changes: the context keeps CUDA's own choice for every request.
 
 The candidate's code runs in this process and may switch the flags itself: it only changes how its own process
 waits (a spinning check costs the host a core; a sleeping timing is slower, never faster).
