@@ -29,7 +29,7 @@ def test_rl_batch_reads_the_workers_cpu_from_a_v2_cgroup_only(tmp_path, monkeypa
 
     (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
     monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: (str(tmp_path), 2)))
-    assert workers_cpu_seconds() == 2.5
+    assert workers_cpu_seconds() == 2.5  # the file's usage_usec read back (a parse, not a measured time)
     monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: (str(tmp_path), 1)))
     assert workers_cpu_seconds() is None
     monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: None))
