@@ -300,16 +300,16 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   ;;
 trainer)  # issue #36: a trainer's steps under several settings in one call, after one cold pass
   # The cold pass ($FORMAT, $TASKS x ${COLD_PER:-2}: the references timed into the cache folder; 2 a task puts 32 in
-  # flight, the burst that ran the device out of memory without bench/wip/device_memory.patch), then per word of $VARIANTS a
+  # flight, the burst that ran the device out of memory before machine/device_memory.py), then per word of $VARIANTS a
   # process of PASSES=train STEPS=${STEPS:-2} GAP=${GAP:-5} on $TASKS x ${PER:-3} with that setting: base (as
   # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N),
-  # builds<N> (BUILDS=N: builds at once), spinsync (KBENCH_WORKER_BLOCKING_SYNC=0: workers wait spinning, with
-  # bench/wip/worker_blocking_sync.patch applied), switch<us> (KBENCH_TIMING_SWITCH_US: the trusted process's
+  # builds<N> (BUILDS=N: builds at once), spinsync (KBENCH_WORKER_BLOCKING_SYNC=0: workers wait spinning, as
+  # torch's own synchronize does), switch<us> (KBENCH_TIMING_SWITCH_US: the trusted process's
   # interpreter switch interval while it holds the device alone; switch0: Python's own 5 ms).
   # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
   # Another host's references: REFS=<a refs.tgz carried from an earlier call> unpacks its reference timings into the
-  # cache folder and skips the cold pass (the drift check still decides whether they hold on this host: the
-  # "re-timings" row); KEEP_REFS=1 writes the cold pass's as $OUT/refs.tgz.
+  # cache folder and skips the cold pass (they hold only on the same card: the cache is keyed by the GPU's uuid, so
+  # on another card the first step times every reference again, the "re-timings" row); KEEP_REFS=1 writes the cold pass's as $OUT/refs.tgz.
   root=$OUT variants=${VARIANTS:-base gil spares26}
   parts="cold $variants"
   cache="${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}"

@@ -87,7 +87,7 @@ def test_the_cpu_lock_is_the_hosts_whatever_the_cache_folder(tmp_path, monkeypat
     in a stop: 'did not stop within 10 s')."""
     from kbench_env.machine.device_lock import cpu_lock_path
     from kbench_env.pipeline.device_hold import CPU_LOCK, make_device_lock
-    lock, _ = make_device_lock("cpu", tmp_path / "locks", shared_checks=False)
+    lock, _ = make_device_lock("cpu", shared_checks=False)
     assert lock is CPU_LOCK
     monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "other-cache"))
     ctx = mp.get_context("spawn")
@@ -105,3 +105,56 @@ def test_the_cpu_lock_is_the_hosts_whatever_the_cache_folder(tmp_path, monkeypat
     assert other.exitcode == 0
     assert CPU_LOCK.acquire(blocking=False)
     CPU_LOCK.release()
+
+
+def _hold_file(path: str, held, release) -> None:
+    import fcntl
+    import os
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    held.set()
+    release.wait(60)
+
+
+def test_a_gpus_lock_is_the_hosts_whatever_the_cache_folder(tmp_path, monkeypatch):
+    """Two kbench processes with their own cache folders on one GPU must still take turns on it: the GPU's lock file
+    is named by the card and kept in the host's lock folder, not under a cache folder; that folder and the file are
+    open to every user's processes (a lock another user cannot open does not keep that user's timing out)."""
+    import os
+    import stat
+    import tempfile
+
+    from kbench_env.machine import device_lock
+    from kbench_env.pipeline.device_hold import make_device_lock
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(device_lock, "gpu_identity", lambda device: "GPU-test-uuid")
+    old_umask = os.umask(0o022)
+    try:
+        paths = []
+        for cache in ("one", "two"):
+            monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / cache))
+            lock, slots = make_device_lock("cuda:0", shared_checks=True)
+            assert slots is not None
+            assert lock.acquire(blocking=False, shared=True)
+            paths.append(lock._file)  # noqa: SLF001
+            lock.release()
+    finally:
+        os.umask(old_umask)
+    assert paths[0] == paths[1] == str(tmp_path / "tmp" / "kbench-locks" / "gpu-GPU-test-uuid.lock")
+    assert stat.S_IMODE(os.stat(paths[0]).st_mode) == 0o666
+    assert stat.S_IMODE(os.stat(tmp_path / "tmp" / "kbench-locks").st_mode) == 0o1777
+    ctx = mp.get_context("spawn")
+    held, release = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=_hold_file, args=(paths[0], held, release))
+    other.start()
+    try:
+        assert held.wait(60), "the other process never took the GPU's lock file"
+        lock, _ = make_device_lock("cuda:0", shared_checks=False)
+        assert not lock.acquire(blocking=False)  # another process holds this card's lock
+    finally:
+        release.set()
+        other.join(timeout=60)
+    assert other.exitcode == 0
+    assert lock.acquire(blocking=False)
+    lock.release()

@@ -3,9 +3,11 @@ also when several evaluators share it (threads of one process, other processes, 
 machine), so no timing overlaps someone else's kernels; the CPU's lock (``cpu_lock_path``) does the same for the
 host's timing cores.
 
-The lock is an ``flock`` on ``<cache>/locks/gpu-<uuid>.lock``, named by the GPU's UUID (the same physical GPU is
-``cuda:0`` in one process and ``cuda:3`` in another, depending on CUDA_VISIBLE_DEVICES). Where the lock file
-cannot be had (a read-only cache), it degrades to this process's lock.
+The lock is an ``flock`` on ``gpu-<uuid>.lock`` in the host's lock folder (``host_lock_dir``: the temporary
+folder's ``kbench-locks``, whatever a process's cache folder, so two runs with their own caches still take turns),
+named by the GPU's UUID (the same physical GPU is ``cuda:0`` in one process and ``cuda:3`` in another, depending
+on CUDA_VISIBLE_DEVICES). The folder is open to every user (sticky, like the temporary folder) and a lock file to
+every user's processes, as the device is. Where the lock file cannot be had, it degrades to this process's lock.
 
 With ``KBENCH_DEVICE_HOLD_LOG`` set to a file, every hold of a lock file is appended to it as one JSON line when it
 ends (lock file, mode, pid, start and end on CLOCK_MONOTONIC, which all processes of the machine share), so that a
@@ -14,6 +16,7 @@ run can show afterwards that no exclusive hold overlapped another hold of the sa
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -25,6 +28,7 @@ from pathlib import Path
 import torch
 
 from kbench_env.config import environ
+from kbench_env.machine import interpreter
 from kbench_env.machine.device import Device
 
 
@@ -59,18 +63,40 @@ def log_hold(path, mode: str, start_ns: int) -> None:
         pass  # a diagnostic: a lock is never refused for want of its log
 
 
+def host_lock_dir() -> Path:
+    """The host's folder of device lock files: one for every kbench process on the machine, whatever its cache
+    folder (``KBENCH_CACHE``), since the devices are the host's."""
+    return Path(tempfile.gettempdir()) / "kbench-locks"
+
+
 def cpu_lock_path() -> Path:
-    """The CPU's lock file: one for the host, whatever an Evaluator's cache folder. Every kbench process on the
-    machine times on the same cores (the last ones, sandbox/placement.py), its timed blocks' threads real-time
-    there, so another process's timing on them would starve this one's workers (a stop that never completes) and
-    be measured beside it."""
-    return Path(tempfile.gettempdir()) / "kbench-locks" / "cpu.lock"
+    """The CPU's lock file: one for the host. Every kbench process on the machine times on the same cores (the last
+    ones, sandbox/placement.py), its timed blocks' threads real-time there, so another process's timing on them
+    would starve this one's workers (a stop that never completes) and be measured beside it."""
+    return host_lock_dir() / "cpu.lock"
 
 
-def gpu_lock_path(lock_dir: str | Path, device: str) -> Path:
-    """The lock file of ``device`` under ``lock_dir``, named by ``gpu_identity``."""
+def gpu_lock_path(device: str) -> Path:
+    """The lock file of ``device``, named by ``gpu_identity``, in the host's folder: another process's timing on
+    the same card waits for this one's, whatever either's cache folder."""
     name = f"gpu-{gpu_identity(device)}"
-    return Path(lock_dir) / f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in name)}.lock"
+    return host_lock_dir() / f"{''.join(c if c.isalnum() or c in '-_' else '_' for c in name)}.lock"
+
+
+def open_shared_file(path: Path) -> int:
+    """``path`` opened for reading and writing, made (with its folder) where missing, both open to every user where
+    this process owns them: a lock that another user's process could not open would not keep that process out."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        st = os.stat(path.parent)
+        if st.st_uid == os.geteuid() and st.st_mode & 0o7777 != 0o1777:
+            os.chmod(path.parent, 0o1777)  # anyone may add a lock file, only its owner remove it (as in /tmp)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    with contextlib.suppress(OSError):
+        st = os.fstat(fd)
+        if st.st_uid == os.geteuid() and st.st_mode & 0o666 != 0o666:
+            os.fchmod(fd, 0o666)  # (the umask took write access from the others)
+    return fd
 
 
 class DeviceLock:
@@ -92,8 +118,7 @@ class DeviceLock:
         if self._fd is None and not self._failed:
             try:
                 path = Path(self._path() if callable(self._path) else self._path)
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+                self._fd = open_shared_file(path)
                 self._file = str(path)
             except Exception:  # noqa: BLE001 - no lock file: this process's lock still holds
                 self._failed = True
@@ -127,10 +152,12 @@ class DeviceLock:
             self._thread.release()
             return False
         self._since_ns = time.monotonic_ns()
+        interpreter.hold_started()
         return True
 
     def release(self) -> None:
         log_hold(self._file, "exclusive", self._since_ns)  # before the unlock: the logged hold covers the real one
+        interpreter.hold_ended()
         self._unlock_file()
         self._thread.release()
 

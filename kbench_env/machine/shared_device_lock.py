@@ -25,12 +25,12 @@ waits for all of them: a writer starved for as long as the other process has che
 from __future__ import annotations
 
 import fcntl
-import os
 import threading
 import time
 from pathlib import Path
 
-from kbench_env.machine.device_lock import DeviceLock, log_hold
+from kbench_env.machine import interpreter
+from kbench_env.machine.device_lock import DeviceLock, log_hold, open_shared_file
 
 #: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
 #: the device together.
@@ -100,6 +100,7 @@ class SharedDeviceLock(DeviceLock):
                         self._exclusive = True  # this process's others wait while the file lock is tried
                         if self._lock_file(fcntl.LOCK_EX, False):
                             self._held_since, self._since_ns = time.monotonic(), time.monotonic_ns()
+                            interpreter.hold_started()
                             return True
                         self._exclusive = False
                         self._cond.notify_all()
@@ -129,6 +130,7 @@ class SharedDeviceLock(DeviceLock):
             mode = "exclusive" if self._exclusive else "shared"
             if self._exclusive:
                 self._exclusive = False
+                interpreter.hold_ended()
             elif (self._trusted if trusted else self._shared - self._trusted) > 0:
                 self._shared -= 1
                 self._trusted -= trusted
@@ -164,6 +166,7 @@ class SharedDeviceLock(DeviceLock):
             self._open_gate()
         if ok:
             self._held_since, self._since_ns = time.monotonic(), time.monotonic_ns()  # no other holder now
+            interpreter.hold_started()
             return True
         with self._cond:
             self._exclusive = False
@@ -213,7 +216,7 @@ class SharedDeviceLock(DeviceLock):
         if self._gate is None and not self._gate_failed and self._open() is not None:
             try:
                 path = Path(self._file + ".gate")
-                self._gate = tuple(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666) for _ in range(2))
+                self._gate = tuple(open_shared_file(path) for _ in range(2))
             except (OSError, TypeError):
                 self._gate_failed = True
         return self._gate

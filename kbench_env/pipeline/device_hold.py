@@ -39,13 +39,13 @@ def shared_checks_setting(setting, device: str) -> bool:
 CPU_LOCK = SharedDeviceLock(cpu_lock_path)
 
 
-def make_device_lock(device: str, lock_dir, shared_checks: bool):
-    """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across processes too (machine/device_lock.py),
-    on the CPU the host's, one object for this process's Evaluators (``CPU_LOCK``). ``slots`` (shared_checks only,
-    else None) bounds the candidates between the start of their checks and the end of their timing, so that what
-    they keep on the device while waiting for the timing (inputs, reference modules, the worker's state) is bounded
-    as well as the checks running at once."""
-    path = (lambda: gpu_lock_path(lock_dir, device)) if Device.parse(device).is_cuda else None
+def make_device_lock(device: str, shared_checks: bool):
+    """``(lock, slots)`` for an evaluator on ``device``: on a GPU a lock across the host's processes too (its file in
+    machine/device_lock.host_lock_dir), on the CPU the host's, one object for this process's Evaluators
+    (``CPU_LOCK``). ``slots`` (shared_checks only, else None) bounds the candidates between the start of their
+    checks and the end of their timing, so that what they keep on the device while waiting for the timing (inputs,
+    reference modules, the worker's state) is bounded as well as the checks running at once."""
+    path = (lambda: gpu_lock_path(device)) if Device.parse(device).is_cuda else None
     if path is None:
         return CPU_LOCK, (threading.BoundedSemaphore(CPU_LOCK.max_shared + 1) if shared_checks else None)
     if not shared_checks:

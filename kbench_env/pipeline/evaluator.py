@@ -98,8 +98,7 @@ class Evaluator:
         weakref.finalize(self, self.builder.close)
         # Run and time one candidate at a time on this device (on a GPU across processes too), or with
         # shared_checks let checks share it while timing has it alone (device_hold.py).
-        self._device_lock, self._device_slots = make_device_lock(self.device, self.cache_dir / "locks",
-                                                                 self.shared_checks)
+        self._device_lock, self._device_slots = make_device_lock(self.device, self.shared_checks)
         t = self.config.timing
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
                                    self.compile_baseline, t.noise, t.reference_cache or None)
