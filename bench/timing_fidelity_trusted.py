@@ -37,11 +37,12 @@ def worker(conn) -> None:
 
     from kbench_env.backends.cuda import CudaBackend
     from kbench_env.fastpath import cuda_kernel
-    from kbench_env.worker import executor, gpu_executor
+    from kbench_env.worker import executor, gpu_executor, loop
 
     kern = cuda_kernel(SRC, "scale_add")
     backend = CudaBackend()
-    s = types.SimpleNamespace(models={}, originals={}, backend=backend, gpu=None, kept=None)
+    # The worker's own session (worker/loop.py), so the handlers find every field they keep state in.
+    s = loop._Session(conn, {"device": "cuda"}, backend, types.ModuleType("candidate"), set(), None)  # noqa: SLF001
     send = lambda h, p=None: conn.send_bytes(pack(h, p))  # noqa: E731
     send({"type": "hello", "gap_ms": backend.graph_gap_ms("cuda")})
     handlers = {**gpu_executor.HANDLERS, msg.RELEASE: executor._release}  # noqa: SLF001
