@@ -335,7 +335,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
         a=$(tr '+' '\n' <<< "$part" | sed -n 's/^ahead//p'); d=$(tr '+' '\n' <<< "$part" | sed -n 's/^defer//p')
         train AHEAD=$a DEFER=$d ;;
       *) echo "trainer: unknown part $part" ;;
-    esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||CPU-seconds per candidate|run ahead: when|Cut|Samples|overlaps|memory in use" | sed "s/^/[$part] /"
+    esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||CPU-seconds per candidate|CPU-seconds by role|run ahead: when|Cut|Samples|overlaps|memory in use" | sed "s/^/[$part] /"
   done
   (cd "$root" && tar czf trainer.tgz $parts 2>/dev/null && rm -rf $parts)
   ;;
