@@ -309,7 +309,10 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
   # Another host's references: REFS=<a refs.tgz carried from an earlier call> unpacks its reference timings into the
   # cache folder and skips the cold pass (they hold only on the same card: the cache is keyed by the GPU's uuid, so
-  # on another card the first step times every reference again, the "re-timings" row); KEEP_REFS=1 writes the cold pass's as $OUT/refs.tgz.
+  # on another card the first step times every reference again, the "re-timings" row); KEEP_REFS=1 writes the
+  # cold pass's as $OUT/refs.tgz;
+  # COLD_COMPILE=0: the cold pass without the torch.compile baseline (KBENCH_COMPILE_BASELINE=0), what the compiles
+  # cost a fresh machine (its references are then not the steps' when those compile: they time them again).
   root=$OUT variants=${VARIANTS:-base gil spares26}
   parts="cold $variants"
   cache="${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}"
@@ -322,7 +325,8 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   }
   for part in $parts; do
     case $part in
-      cold) env OUT=$root/cold PASSES=cold PER=${COLD_PER:-2} END=${COLD_END:-260} bash "$0" steady
+      cold) env OUT=$root/cold PASSES=cold PER=${COLD_PER:-2} END=${COLD_END:-260} \
+          ${COLD_COMPILE:+KBENCH_COMPILE_BASELINE=$COLD_COMPILE} bash "$0" steady
         [ -n "${KEEP_REFS:-}" ] && (cd "$cache" && tar czf "$root/refs.tgz" reference) ;;
       base) train ;;
       gil|idle) train PROFILE=$part ;;
