@@ -13,13 +13,16 @@ reports its process CPU time (``time.process_time``) and wall after each:
   mode, as the warm-up does), its report read;
 - ``cpp_extension``: ``import torch.utils.cpp_extension`` (what a KernelBench-format candidate's load imports);
 - ``audit_again``: a second audit around 20 small kernels (a check's);
+- ``wrapper`` (with ``--wrapper``): ``torch.profiler.profile`` with the audit's activities started and stopped once,
+  after the steps above: what the audit paid per worker while it started kineto through that wrapper (its first
+  start imports Inductor), against ``torch.autograd.profiler.profile`` now;
 - ``idle``: 2 s asleep waiting on a pipe (a spare waiting for its candidate: should cost nothing).
 
 The parent then kills the child (SIGKILL, as ``Worker.close`` does) and reads its whole CPU time from ``wait4``'s
 rusage: ``exit`` is what the kernel spent tearing the process down after the last report (the CUDA context's
 memory unmapped). ``--at-once N`` runs N children together (a busy host's starts contend), ``--rounds`` times.
 
-    python bench/probes/worker_start_cpu.py --at-once 1 16 --rounds 3 --out /tmp/worker_start_cpu.jsonl  (on a GPU)
+    python bench/probes/worker_start_cpu.py --at-once 1 16 --rounds 3 --wrapper --out /tmp/worker_start_cpu.jsonl
 """
 
 from __future__ import annotations
@@ -41,10 +44,10 @@ import torch  # noqa: E402
 
 from kbench_env.worker import audit, cuda_wait, loop  # noqa: E402
 
-STEPS = ("framing", "cuda", "blocking", "audit_warm", "cpp_extension", "audit_again", "idle")
+STEPS = ("framing", "cuda", "blocking", "audit_warm", "cpp_extension", "audit_again", "wrapper", "idle")
 
 
-def _child(w: int) -> None:
+def _child(w: int, wrapper: bool) -> None:
     """The steps, each reported as ``[step, process CPU-s, wall s]`` lines on ``w``; then wait to be killed."""
     out = os.fdopen(w, "w", buffering=1)
     t_wall = time.perf_counter()
@@ -77,6 +80,12 @@ def _child(w: int) -> None:
         torch.cuda.synchronize()
     again.report()
     mark("audit_again")
+    if wrapper:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            x.add_(1)
+            torch.cuda.synchronize()
+        mark("wrapper")
     rd, _ = os.pipe()
     import select
     select.select([rd], [], [], 2.0)
@@ -84,7 +93,7 @@ def _child(w: int) -> None:
     time.sleep(600)  # killed by the parent
 
 
-def _round(n: int) -> list[dict]:
+def _round(n: int, wrapper: bool) -> list[dict]:
     """``n`` children at once; per child its steps' CPU and wall, and the exit's CPU from wait4."""
     kids = []
     for _ in range(n):
@@ -93,7 +102,7 @@ def _round(n: int) -> list[dict]:
         if pid == 0:
             os.close(r)
             try:
-                _child(w)
+                _child(w, wrapper)
             finally:
                 os._exit(0)
         os.close(w)
@@ -126,13 +135,14 @@ def main() -> None:
     ap.add_argument("--at-once", type=int, nargs="+", default=[1, 16])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--wrapper", action="store_true", help="also time torch.profiler.profile's first start")
     args = ap.parse_args()
     if torch.cuda.is_initialized():
         raise SystemExit("CUDA started before the fork: the children could not start it")
     rows = []
     for n in args.at_once:
         for k in range(args.rounds):
-            got = _round(n)
+            got = _round(n, args.wrapper)
             for r in got:
                 r["round"] = k
             rows += got
