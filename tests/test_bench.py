@@ -27,9 +27,10 @@ def test_rl_batch_reads_the_workers_cpu_from_a_v2_cgroup_only(tmp_path, monkeypa
     from bench.rl_batch import workers_cpu_seconds
     from kbench_env.sandbox.confine.cgroup import PidsCgroup
 
-    (tmp_path / "cpu.stat").write_text("usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n")
+    usage_usec = 2_500_000  # (a fixture's figure: the test reads it back, it times nothing)
+    (tmp_path / "cpu.stat").write_text(f"usage_usec {usage_usec}\nuser_usec 2000000\nsystem_usec 500000\n")
     monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: (str(tmp_path), 2)))
-    assert workers_cpu_seconds() == 2.5  # the file's usage_usec read back (a parse, not a measured time)
+    assert workers_cpu_seconds() == usage_usec / 1e6
     monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: (str(tmp_path), 1)))
     assert workers_cpu_seconds() is None
     monkeypatch.setattr(PidsCgroup, "base", classmethod(lambda cls: None))

@@ -3,6 +3,7 @@ never overlap; the CPU's lock is the host's."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import threading
 import time
@@ -73,6 +74,23 @@ def test_unusable_lock_file_falls_back_to_the_process_lock(tmp_path):
     lock.release()
 
 
+@contextlib.contextmanager
+def _held_by_another_process(target, *args, what: str):
+    """While the body runs, a spawned process holds a lock (``target(*args, held, release)`` sets ``held`` once it
+    has it and lets go on ``release``); it must have exited cleanly after."""
+    ctx = mp.get_context("spawn")
+    held, release = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=target, args=(*args, held, release))
+    other.start()
+    try:
+        assert held.wait(60), f"the other process never took {what}"
+        yield
+    finally:
+        release.set()
+        other.join(timeout=60)
+    assert other.exitcode == 0
+
+
 def _hold_cpu_lock(held, release) -> None:
     from kbench_env.pipeline.device_hold import CPU_LOCK
     with CPU_LOCK:
@@ -90,19 +108,10 @@ def test_the_cpu_lock_is_the_hosts_whatever_the_cache_folder(tmp_path, monkeypat
     lock, _ = make_device_lock("cpu", shared_checks=False)
     assert lock is CPU_LOCK
     monkeypatch.setenv("KBENCH_CACHE", str(tmp_path / "other-cache"))
-    ctx = mp.get_context("spawn")
-    held, release = ctx.Event(), ctx.Event()
-    other = ctx.Process(target=_hold_cpu_lock, args=(held, release))
-    other.start()
-    try:
-        assert held.wait(60), "the other process never took the CPU's lock"
+    with _held_by_another_process(_hold_cpu_lock, what="the CPU's lock"):
         assert cpu_lock_path().exists()
         assert not CPU_LOCK.acquire(blocking=False)  # another process holds the host's CPU lock
         assert not CPU_LOCK.acquire(blocking=False, shared=True)
-    finally:
-        release.set()
-        other.join(timeout=60)
-    assert other.exitcode == 0
     assert CPU_LOCK.acquire(blocking=False)
     CPU_LOCK.release()
 
@@ -144,17 +153,8 @@ def test_a_gpus_lock_is_the_hosts_whatever_the_cache_folder(tmp_path, monkeypatc
     assert paths[0] == paths[1] == str(tmp_path / "tmp" / "kbench-locks" / "gpu-GPU-test-uuid.lock")
     assert stat.S_IMODE(os.stat(paths[0]).st_mode) == 0o666
     assert stat.S_IMODE(os.stat(tmp_path / "tmp" / "kbench-locks").st_mode) == 0o1777
-    ctx = mp.get_context("spawn")
-    held, release = ctx.Event(), ctx.Event()
-    other = ctx.Process(target=_hold_file, args=(paths[0], held, release))
-    other.start()
-    try:
-        assert held.wait(60), "the other process never took the GPU's lock file"
+    with _held_by_another_process(_hold_file, paths[0], what="the GPU's lock file"):
         lock, _ = make_device_lock("cuda:0", shared_checks=False)
         assert not lock.acquire(blocking=False)  # another process holds this card's lock
-    finally:
-        release.set()
-        other.join(timeout=60)
-    assert other.exitcode == 0
     assert lock.acquire(blocking=False)
     lock.release()
