@@ -58,6 +58,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
 from rl_batch_candidates import candidates_folder, catalogue, pick  # noqa: E402  (bench/ is on the path now)
 
+from kbench_env.sandbox.cpu_tally import STAGES, TALLY, since  # noqa: E402
+from kbench_env.sandbox.cpu_tally import process_cpu_seconds as proc_cpu_seconds  # noqa: E402
+
 #: The phases of an evaluation that hold the device (Evaluator._evaluate): the correctness checks, the start and
 #: first runs of a reference not yet timed and the judging of timed outputs read during the timing (shared with
 #: other candidates' checks under ``--shared-checks``) and the rest, which holds the device alone in either mode
@@ -65,15 +68,6 @@ from rl_batch_candidates import candidates_folder, catalogue, pick  # noqa: E402
 CHECK_PHASES = ("check", "reference_prepare", "timing_prepare", "deferred_output_checks")
 EXCLUSIVE_PHASES = ("reference_timing", "timing", "plausibility")
 DEVICE_PHASES = CHECK_PHASES + EXCLUSIVE_PHASES
-
-
-def proc_cpu_seconds(pid: int) -> float | None:
-    """A process's CPU seconds plus those of the children it has waited for (/proc/<pid>/stat)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")  # utime stime cutime cstime
 
 
 def host_busy_seconds() -> float | None:
@@ -84,6 +78,22 @@ def host_busy_seconds() -> float | None:
     except (OSError, ValueError):
         return None
     return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # user..steal less idle, iowait
+
+
+def worker_stages(tally: dict) -> str:
+    """A pass's workers' CPU time (sandbox/cpu_tally.py, the workers that closed in it), as one line: per role how
+    many, how many read, and per worker read the mean of the whole and of each stage the worker reported."""
+    parts = []
+    for role, t in tally.items():
+        if not t["workers"]:
+            continue
+        line = f"{role.replace('_', ' ')} {t['workers']:.0f} ({t['measured']:.0f} read)"
+        if t["measured"]:
+            line += f": {t['total'] / t['measured']:.2f} a worker"
+        if t["staged"]:
+            line += f"; stages of {t['staged']:.0f}: " + ", ".join(f"{s} {t[s] / t['staged']:.2f}" for s in STAGES)
+        parts.append(line)
+    return "; ".join(parts) or "none closed"
 
 
 def workers_cpu_seconds() -> float | None:
@@ -208,6 +218,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
     tasks = {t: resolve_task(t) for t, _, _ in items}
     children0, self0 = _cpu_s(resource.RUSAGE_CHILDREN), _cpu_s(resource.RUSAGE_SELF)
     host0, workers0 = host_busy_seconds(), workers_cpu_seconds()
+    tally0 = TALLY.snapshot()
     t0_ns = time.monotonic_ns()
     ex = executor or make_executor(devices, cache_dir, options, processes)
     evaluators = [] if processes else ex.evaluators  # the process executor's are in its processes, out of reach
@@ -271,6 +282,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
             "build_cpu_per_candidate_s": None if build_cpu is None else round(build_cpu / max(1, len(rows)), 2),
             "children_cpu_s": round(child_cpu, 2), "trusted_cpu_s": round(own_cpu, 2),
             "workers_cpu_s": None if split["workers"] is None else round(split["workers"], 2),
+            "worker_stages": None if processes else worker_stages(since(tally0, TALLY.snapshot())),
             "host_cpu_s": None if host_cpu is None else round(host_cpu, 2),
             "cpu_per_candidate": None if host_cpu is None else
             ", ".join([f"host {host_cpu / n:.2f}"] + [f"{k} {'-' if v is None else f'{v / n:.2f}'}"
@@ -490,6 +502,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("CPU-seconds of reaped children (getrusage)", "children_cpu_s"),
                ("CPU-seconds of this process, the trusted side (getrusage)", "trusted_cpu_s"),
                ("CPU-seconds of the workers and spares (kbench's cgroup v2 cpu.stat)", "workers_cpu_s"),
+               ("workers' CPU-seconds by role, a worker: start (fork, confinement, CUDA, profiler), load, serve "
+                "(checks, audit, timing) (sandbox/cpu_tally.py)", "worker_stages"),
                ("CPU-seconds the host's cores were busy (/proc/stat)", "host_cpu_s"),
                ("CPU-seconds per candidate: the host's, of them builds, workers, trusted side, other",
                 "cpu_per_candidate"),

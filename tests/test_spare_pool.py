@@ -28,10 +28,12 @@ class Clock:
 
 class FakeProc:
     exitcode = None
+    pid = None  # (no process: idle_start.py has nothing to lower or restore)
 
 
 class FakeWorker:
-    """What the pool uses of a Worker: its start time, its process's exit code, assign and close."""
+    """What the pool uses of a Worker: its start time, its process's exit code and pid (none here: no process for
+    idle_start.py to reach), assign and close."""
 
     def __init__(self, source, *args, builder=None, log=None, clock=None, pool=None):
         self.source, self.closed = source, False

@@ -237,8 +237,9 @@ def test_spare_is_assigned_before_its_replacement_starts():
     class FakeSpare:
         _t_created = time.monotonic()
 
-        class proc:  # a live process
+        class proc:  # a live process (no pid: nothing for idle_start.py to reach)
             exitcode = None
+            pid = None
 
         def assign(self, source):
             order.append(("assign", source))

@@ -63,7 +63,8 @@ def _realtime(tid: int, priority: int | None = None) -> bool:
         return False
 
 
-def _threads(pid: int) -> list[int]:
+def threads_of(pid: int) -> list[int]:
+    """The thread ids of process ``pid`` (none once it has gone)."""
     try:
         return [int(t) for t in os.listdir(f"/proc/{pid}/task")]
     except OSError:
@@ -84,7 +85,7 @@ class Placement:
         """Every thread of ``pids`` on the timing cores at the block's priority; the main thread of process ``main``
         (the worker's own) one step above the rest where they are real-time (WORKER_MAIN_PRIORITY)."""
         for pid in pids:
-            for tid in _threads(pid):
+            for tid in threads_of(pid):
                 try:
                     os.sched_setaffinity(tid, self.cores)
                 except OSError:
@@ -139,7 +140,7 @@ class Placement:
         """The threads of ``pids`` back on every core this process may use, at the default priority."""
         allowed = os.sched_getaffinity(0)
         for pid in pids:
-            for tid in _threads(pid):
+            for tid in threads_of(pid):
                 try:
                     os.sched_setaffinity(tid, allowed)
                     if tid in self._boosted:

@@ -23,6 +23,7 @@ import fcntl
 import mmap
 import os
 import platform
+import re
 import struct
 
 _NR = {"x86_64": 298, "aarch64": 241}.get(platform.machine())
@@ -162,6 +163,11 @@ class Sampler:
         for thread in self._threads.values():
             thread.close()
         self._threads.clear()
+
+
+#: Vendors' libraries (CUDA's, cuDNN's, NCCL's, MKL's, OpenMP runtimes) that a worker may map from outside the system
+#: and Python directories (an image with CUDA under /opt): not judged as the candidate's builds unless in its scratch.
+VENDOR_LIBRARY = re.compile(r"^lib(?:cu|nv|nccl|cudnn|cublas|cusparse|cusolver|cufft|curand|cupti|mkl|iomp|gomp|omp)")
 
 
 def executable_files(pid: int) -> list[str]:

@@ -16,6 +16,7 @@ import torch
 from kbench_env.config import environ
 from kbench_env.machine import device_memory
 from kbench_env.machine.device import Device
+from kbench_env.sandbox import idle_start
 from kbench_env.sandbox.confine import policy
 from kbench_env.sandbox.diagnosis import WorkerError
 from kbench_env.sandbox.confine.policy import Limits
@@ -112,6 +113,7 @@ class SpareWorkers:
         self._gate = gate or contextlib.nullcontext  # around a spare's start (the CPU's: not while another times)
         self._builder = builder
         self._cpu = Device.parse(device).is_cpu
+        self._idle = idle_start.enabled()  # spares start at the idle scheduling class (idle_start.py)
         # how many more spares the device's memory takes now (None: no bound); a driver call, made outside the lock
         self._room = room or (None if self._cpu else lambda: device_memory.room_for_processes(device))
         self._cap = cap
@@ -150,6 +152,8 @@ class SpareWorkers:
             if spare is None:
                 break
             try:
+                if self._idle:
+                    idle_start.restore(spare.proc.pid)  # (its candidate's load and runs at the default policy)
                 spare.assign(source)  # first: the spare starts loading while replacements are set going
                 self.served += 1
                 worker = spare
@@ -242,6 +246,8 @@ class SpareWorkers:
         try:
             with self._gate():
                 worker = Worker(None, *self._args, builder=self._builder)
+            if self._idle:
+                idle_start.lower(worker.proc.pid)  # (its warm-up on the cores the builds leave)
         except Exception:  # noqa: BLE001 - no spare this time: the next take starts its own worker
             worker = None
         with self._lock:

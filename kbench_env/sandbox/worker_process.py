@@ -29,7 +29,6 @@ import contextlib
 import json
 import multiprocessing.connection as mpc
 import os
-import re
 import signal
 import tempfile
 import time
@@ -46,14 +45,10 @@ from kbench_env.sandbox.memory import Freezer, ProcessMemory
 from kbench_env.sandbox.confine.policy import Limits
 from kbench_env.sandbox.reaper import REAPER
 from kbench_env.sandbox.report_channel import ReportChannel
-from kbench_env.sandbox.samples import executable_files
+from kbench_env.sandbox.samples import VENDOR_LIBRARY, executable_files
 from kbench_env.sandbox.worker_build import WorkerBuilds, scan_library
+from kbench_env.sandbox.cpu_tally import TALLY, process_cpu_seconds
 from kbench_env.worker import loop as worker_mod
-
-
-#: Vendors' libraries (CUDA's, cuDNN's, NCCL's, MKL's, OpenMP runtimes) that a worker may map from outside the system
-#: and Python directories (an image with CUDA under /opt): not judged as the candidate's builds unless in its scratch.
-VENDOR_LIBRARY = re.compile(r"^lib(?:cu|nv|nccl|cudnn|cublas|cusparse|cusolver|cufft|curand|cupti|mkl|iomp|gomp|omp)")
 
 
 class Worker:
@@ -68,6 +63,7 @@ class Worker:
         self._device = device
         self._builds = WorkerBuilds(builder, build_root, self.limits)
         self._assigned = source is not None
+        self._role = "candidate" if builder is not None else "reference"  # (cpu_tally.py's roles)
         self.busy_seconds = 0.0  # time the worker reported spending on requests (build excluded)
         # With $KBENCH_TRACE set, per message: what, seconds to pack and send or to wait for the reply, bytes, the
         # worker's busy seconds; written there as a JSON line when the worker closes (where an evaluation's time
@@ -77,7 +73,7 @@ class Worker:
         self.build_root = build_root
         self._closed = False
         self._next_disk_check = 0.0
-        self._cgroup = self._report = self.proc = self.scratch = None
+        self._cgroup = self._report = self.proc = self.scratch = self.cpu_marks = None
         self._hands = None
         try:
             self._start(source, backend, device, build_root, scratch_root, audit, builder is not None)
@@ -163,10 +159,8 @@ class Worker:
             report_w.close()
         self.proc = proc
         if self._cgroup is not None:
-            try:
+            with contextlib.suppress(OSError):  # the worker reports the cgroup missing
                 self._cgroup.add(self.proc.pid)
-            except OSError:  # the worker reports the cgroup missing
-                pass
         try:
             self.recv(timeout=60.0, what="worker start")
         except BaseException:
@@ -245,6 +239,8 @@ class Worker:
                 except Exception as exc:  # a malformed message is the candidate's doing
                     self.kill()
                     raise WorkerError(f"the worker sent an unreadable message during {what}: {exc}", self.log_tail()) from None
+                if header["type"] == messages.LOADED:  # (its CPU stages: cpu_tally.py)
+                    self.cpu_marks = header.get("cpu_seconds")
                 if header["type"] != messages.BUILD:
                     return header, payload
                 self._builds.serve(self, header, deadline)  # a build the candidate asked for, inside this exchange
@@ -350,6 +346,8 @@ class Worker:
         # background; reaper.flush_cleanups() waits for them. A GPU worker is waited for here: the next candidate
         # must not start while a dying process still holds GPU memory.
         pid = self.proc.pid
+        alive = pid if self.proc.exitcode is None else None  # (a pid reaped already may be another process's now)
+        TALLY.record(self._role if self._assigned else "spare_unused", process_cpu_seconds(alive), self.cpu_marks)
         if pid is not None:
             for kill in (os.killpg, os.kill):
                 with contextlib.suppress(ProcessLookupError, PermissionError):

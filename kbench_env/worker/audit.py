@@ -18,7 +18,6 @@ import types
 import torch
 import torch.autograd.profiler
 import torch.profiler
-from torch.profiler import ProfilerActivity
 
 from kbench_env.machine.device import Device
 from kbench_env.measure import ownership
@@ -95,12 +94,14 @@ class ForwardAudit:
         self._calls0 = self.extension_calls()
         # On a GPU, kineto with CUPTI also names the GPU kernels that ran (evidence of the candidate's own work
         # beside counted launches); mode "ops" (KBENCH_GPU_AUDIT=ops in the parent) audits PyTorch operators only,
-        # with the legacy profiler, which starts in milliseconds (kineto takes over a second on first use), to
-        # compare what naming the kernels costs.
+        # with the legacy profiler, to compare what naming the kernels costs.
         # On the CPU, every thread's operators (audit_threads).
+        # Kineto is started through torch.autograd.profiler.profile, the profiler torch.profiler.profile wraps, with
+        # the same activities: the wrapper's first start imports Inductor (to read one setting of its own), over a
+        # CPU-second in every worker.
         cuda = Device.parse(self.device).is_cuda
         if cuda and self.mode != "ops":
-            self._prof = torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            self._prof = torch.autograd.profiler.profile(use_kineto=True, use_device="cuda")
         elif cuda:
             self._prof = torch.autograd.profiler.profile(use_kineto=False)
         else:

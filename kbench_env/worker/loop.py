@@ -347,6 +347,7 @@ def main(conn, job: dict) -> None:
     else:
         select_device(device)
         warmup_seconds = cuda_start_seconds = 0.0
+    cpu_started = time.process_time()  # (since the fork: the start's CPU, sandbox/cpu_tally.py's stages)
     source = job["source"]
     if source is None:  # a spare: wait for a candidate, or leave
         source = _await_source(conn, job)
@@ -369,7 +370,8 @@ def main(conn, job: dict) -> None:
         return
     own_namespaces = _op_namespaces() - namespaces_before
     send({"type": msg.LOADED, "build_seconds": time.perf_counter() - t0, "cached": builds.cached(), "cuda_wait":
-          job.get("cuda_wait"), "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds})
+          job.get("cuda_wait"), "warmup_seconds": warmup_seconds, "cuda_start_seconds": cuda_start_seconds,
+          "cpu_seconds": {"warm_up": cpu_started, "loaded": time.process_time()}})
     _serve(_Session(conn, job, backend, mod, own_namespaces, guard))
 
 
