@@ -313,7 +313,9 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # on another card the first step times every reference again, the "re-timings" row); KEEP_REFS=1 writes the
   # cold pass's as $OUT/refs.tgz;
   # COLD_COMPILE=0: the cold pass without the torch.compile baseline (KBENCH_COMPILE_BASELINE=0), what the compiles
-  # cost a fresh machine (its references are then not the steps' when those compile: they time them again).
+  # cost a fresh machine (its references are then not the steps' when those compile: they time them again);
+  # COLD_LATER=0: the cold pass with the compiled reference timed beside the eager one (KBENCH_COMPILE_LATER=0, as
+  # before pipeline/compile_later.py); later0, a variant: the same for a trainer's steps.
   root=$OUT variants=${VARIANTS:-base gil spares26}
   parts="cold $variants"
   cache="${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}"
@@ -327,7 +329,8 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   for part in $parts; do
     case $part in
       cold) env OUT=$root/cold PASSES=cold PER=${COLD_PER:-2} END=${COLD_END:-260} \
-          ${COLD_COMPILE:+KBENCH_COMPILE_BASELINE=$COLD_COMPILE} bash "$0" steady
+          ${COLD_COMPILE:+KBENCH_COMPILE_BASELINE=$COLD_COMPILE} ${COLD_LATER:+KBENCH_COMPILE_LATER=$COLD_LATER} \
+          bash "$0" steady
         [ -n "${KEEP_REFS:-}" ] && (cd "$cache" && tar czf "$root/refs.tgz" reference) ;;
       base) train ;;
       gil|idle) train PROFILE=$part ;;
@@ -336,12 +339,13 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
       builds*) train BUILDS=${part#builds} ;;
       spinsync) train KBENCH_WORKER_BLOCKING_SYNC=0 ;;
       spareidle0) train KBENCH_SPARE_IDLE_START=0 ;;
+      later0) train KBENCH_COMPILE_LATER=0 ;;
       switch*) train KBENCH_TIMING_SWITCH_US=${part#switch} ;;
       ahead*|defer*)  # AHEAD / DEFER shares, one or both: ahead0.4, defer0.16, ahead0.4+defer0.16
         a=$(tr '+' '\n' <<< "$part" | sed -n 's/^ahead//p'); d=$(tr '+' '\n' <<< "$part" | sed -n 's/^defer//p')
         train AHEAD=$a DEFER=$d ;;
       *) echo "trainer: unknown part $part" ;;
-    esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||CPU-seconds per candidate|CPU-seconds by role|run ahead: when|Cut|Samples|overlaps|memory in use" | sed "s/^/[$part] /"
+    esac 2>&1 | grep -E "candidates per minute|batch wall|exclusive device holds, sum|timings after|correct \||flagged \||torch.compile \||compiled references|CPU-seconds per candidate|CPU-seconds by role|run ahead: when|Cut|Samples|overlaps|memory in use" | sed "s/^/[$part] /"
   done
   (cd "$root" && tar czf trainer.tgz $parts 2>/dev/null && rm -rf $parts)
   ;;

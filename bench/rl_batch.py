@@ -239,6 +239,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
             rows.append({"pass": label, "task": task, "candidate": cand, "device": r.device, "format": r.format,
                          "correct": r.correct,
                          "flags": r.integrity_flags, "error": r.error, "speedup": r.speedup,
+                         "speedup_compile": r.speedup_compile,
                          "cached_build": r.cached_build,
                          "step_s": r.eval_seconds, "device_hold_s": round(hold, 4),
                          "exclusive_hold_s": round(exclusive, 4), "check_s": round(hold - exclusive, 4),
@@ -318,7 +319,19 @@ def reference_figures(evaluators: list) -> dict:
             "recalibrations": sum(ev.baselines.recalibrations for ev in evaluators),
             "ran_ahead": sum(ev.baselines.ran_ahead for ev in evaluators),
             "timed_ahead": sum(ev.baselines.timed_ahead for ev in evaluators),
+            "compile_later": compile_later_figures(evaluators),
             "spares_served": sum(p.served for p in spares) if spares else None}
+
+
+def compile_later_figures(evaluators: list) -> str | None:
+    """The compiled references timed off the candidates' path (pipeline/compile_later.py) over the pass's
+    evaluators: configurations timed, tasks left for a later candidate (no idle device in time) and failed; None
+    where no evaluator times them so."""
+    laters = [x for ev in evaluators if (x := getattr(ev.baselines, "later", None)) is not None]
+    if not laters:
+        return None
+    return (f"timed {sum(x.timed for x in laters)}, left {sum(x.left for x in laters)}, "
+            f"failed {sum(x.failed for x in laters)}")
 
 
 def ahead_timeline(evaluators: list, t0: float) -> str | None:
@@ -390,6 +403,7 @@ def pass_summary(label: str, rows: list, devices: list[str], wall: float, held: 
             "timing_again_s": round(sum((r.get("phases") or {}).get("timing_again", 0.0) for r in rows), 2),
             "check_p50_s": round(statistics.median([r["check_s"] for r in rows]), 3), "build_waves": build_waves(rows),
             "correct": sum(r["correct"] for r in rows), "flagged": sum(bool(r["flags"]) for r in rows),
+            "with_compile": sum(r.get("speedup_compile") is not None for r in rows),
             "per_device": ", ".join(f"{d}: {len(rs)}" for d, rs in per_device.items()),
             "gpu_idle": ", ".join(f"{d}: {v:.2f}" for d, v in idle.items())}
 
@@ -507,7 +521,11 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                ("CPU-seconds the host's cores were busy (/proc/stat)", "host_cpu_s"),
                ("CPU-seconds per candidate: the host's, of them builds, workers, trusted side, other",
                 "cpu_per_candidate"),
-               ("correct", "correct"), ("flagged", "flagged"), ("reference cache on disk", "reference_cache"),
+               ("correct", "correct"), ("flagged", "flagged"),
+               ("candidates with a speedup against torch.compile", "with_compile"),
+               ("compiled references timed off the candidates' path: configurations, tasks left, failed "
+                "(pipeline/compile_later.py)", "compile_later"),
+               ("reference cache on disk", "reference_cache"),
                ("reference configurations timed (re-timings: not found in memory or on disk)", "reference_timed"),
                ("reference cache invalidated by the drift check", "reference_invalidated"),
                ("calibrations measured again by the drift check", "recalibrations"),
