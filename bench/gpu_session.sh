@@ -319,6 +319,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   root=$OUT variants=${VARIANTS:-base gil spares26}
   parts="cold $variants"
   cache="${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}"
+  [ "${COLD:-1}" = 0 ] && parts=$variants  # COLD=0: no cold pass (a warm machine whose cache folder has them)
   if [ -n "${REFS:-}" ]; then
     mkdir -p "$cache" && tar xzf "$REFS" -C "$cache" && parts=$variants && stamp "references from $REFS: $(find "$cache/reference" -type f | wc -l) files, no cold pass"
   fi
