@@ -334,6 +334,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
           bash "$0" steady
         [ -n "${KEEP_REFS:-}" ] && (cd "$cache" && tar czf "$root/refs.tgz" reference) ;;
       base) train ;;
+      none) ;;  # (VARIANTS=none: the cold pass alone)
       gil|idle) train PROFILE=$part ;;
       spares*) train KBENCH_SPARE_WORKERS=${part#spares} ;;
       cap*) train CAP=${part#cap} ;;
