@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from kbench_env.config import environ
-from kbench_env.sandbox.placement import threads_of
+from kbench_env.sandbox.placement import threads_main_first
 
 _CAP_SYS_NICE = 23
 
@@ -38,31 +38,26 @@ def enabled() -> bool:
     return environ.get("KBENCH_SPARE_IDLE_START") and hasattr(os, "SCHED_IDLE") and may_raise()
 
 
-def _set(tid: int, policy: int) -> bool:
-    try:
-        os.sched_setscheduler(tid, policy, os.sched_param(0))
-        return True
-    except OSError:  # the thread ended
-        return False
+def _set_all(pid: int | None, policy: int) -> int:
+    """Every thread of process ``pid`` at ``policy``, its main thread first; how many were set (a thread that ended
+    meanwhile is not; none without a process)."""
+    done = 0
+    for tid in threads_main_first(pid) if pid is not None else []:
+        try:
+            os.sched_setscheduler(tid, policy, os.sched_param(0))
+            done += 1
+        except OSError:  # the thread ended
+            pass
+    return done
 
 
 def lower(pid: int | None) -> int:
-    """Every thread of process ``pid`` at SCHED_IDLE, its main thread first (the threads it starts after inherit
-    the class); how many were set (none without a process)."""
-    if pid is None:
-        return 0
-    done = int(_set(pid, os.SCHED_IDLE))
-    return done + sum(_set(tid, os.SCHED_IDLE) for tid in threads_of(pid) if tid != pid)
+    """Every thread of process ``pid`` at SCHED_IDLE (the threads it starts after inherit the class); how many."""
+    return _set_all(pid, os.SCHED_IDLE)
 
 
 def restore(pid: int | None) -> int:
-    """Every thread of process ``pid`` back at the default policy (SCHED_OTHER), its main thread first; the threads
-    are listed twice, so that one an idle thread started while the first pass ran is raised too. How many were
-    set in the last pass (none without a process)."""
-    if pid is None:
-        return 0
-    done = 0
-    for _ in range(2):
-        done = int(_set(pid, os.SCHED_OTHER))
-        done += sum(_set(tid, os.SCHED_OTHER) for tid in threads_of(pid) if tid != pid)
-    return done
+    """Every thread of process ``pid`` back at the default policy (SCHED_OTHER), listed twice, so that one an idle
+    thread started while the first pass ran is raised too; how many were set in the last pass."""
+    _set_all(pid, os.SCHED_OTHER)
+    return _set_all(pid, os.SCHED_OTHER)

@@ -71,6 +71,12 @@ def threads_of(pid: int) -> list[int]:
         return []
 
 
+def threads_main_first(pid: int) -> list[int]:
+    """``threads_of(pid)`` with the main thread first (the threads it starts later inherit what is set on it), the
+    main thread tried even where /proc lists none."""
+    return [pid] + [t for t in threads_of(pid) if t != pid]
+
+
 class Placement:
     """Pins every thread of the processes ``pids`` to ``cores`` and, if allowed, boosts their priority;
     ``restore`` undoes both."""

@@ -97,8 +97,8 @@ class ForwardAudit:
         # with the legacy profiler, to compare what naming the kernels costs.
         # On the CPU, every thread's operators (audit_threads).
         # Kineto is started through torch.autograd.profiler.profile, the profiler torch.profiler.profile wraps, with
-        # the same activities: the wrapper's first start imports Inductor (to read one setting of its own), over a
-        # CPU-second in every worker.
+        # the same activities: the wrapper's first start imports Inductor to read one of its settings, an import
+        # every worker would pay for nothing (bench/probes/worker_start_cpu.py --wrapper measures it).
         cuda = Device.parse(self.device).is_cuda
         if cuda and self.mode != "ops":
             self._prof = torch.autograd.profiler.profile(use_kineto=True, use_device="cuda")
