@@ -73,6 +73,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
     # Evaluator options (EvaluatorConfig reads these when it is made; an option given wins)
     Variable("KBENCH_COMPILE_BASELINE", _zero_or_one, None,
              "0 or 1: time the reference under torch.compile too (unset: on for GPUs, off on the CPU)", _TRUSTED),
+    Variable("KBENCH_COMPILE_LATER", _zero_or_one, None,
+             "0 or 1: time the torch.compile reference off the candidates' path (unset: on for GPUs sharing checks)",
+             _TRUSTED),
     Variable("KBENCH_SHARED_CHECKS", _zero_or_one, None,
              "0 or 1: correctness checks share the device (unset: on for GPUs, off on the CPU)", _TRUSTED),
     Variable("KBENCH_SPARE_WORKER", _on, True, "0: keep no spare workers ready (sandbox/spares.py)", _TRUSTED),

@@ -33,6 +33,10 @@ class TimingConfig:
     check_calls: timed calls per block whose outputs the trusted side reads and checks (chosen after the block ran).
     compile_baseline: also time the reference under torch.compile; None: on for GPUs, off on the CPU
         (default: ``KBENCH_COMPILE_BASELINE``). Always on with baseline "compile".
+    compile_later: with the compile baseline and baseline "eager", time the compiled reference off the candidates'
+        path, when the device has nothing of theirs (pipeline/compile_later.py): a candidate's ``speedup_compile``
+        is None until its task's is known. None: on for GPUs that share checks, off on the CPU (default:
+        ``KBENCH_COMPILE_LATER``). Never with baseline "compile", whose reward needs it.
     reference_cache: reference timings kept on disk across processes and runs: True, False or a folder; None: on
         for GPUs, off on the CPU (default: ``KBENCH_REFERENCE_CACHE``; pipeline/reference_cache.resolve_root says
         why).
@@ -44,6 +48,7 @@ class TimingConfig:
     noise: float = 1e-2
     check_calls: int = 4
     compile_baseline: bool | None = field(default_factory=lambda: environ.get("KBENCH_COMPILE_BASELINE"))
+    compile_later: bool | None = field(default_factory=lambda: environ.get("KBENCH_COMPILE_LATER"))
     reference_cache: bool | str | Path | None = field(default_factory=lambda: environ.get("KBENCH_REFERENCE_CACHE"))
 
 

@@ -2,7 +2,9 @@
 own under the candidate's conditions, its wall-clock re-timing, and the device's measured capacity (bandwidth,
 FLOP rates, CUDA graph-node gap) that plausibility's floors use; all cached per evaluator, and the reference
 timings also on disk when the evaluator has a reference cache (reference_cache.py: reused across processes and
-runs, checked against this evaluator's device calibration before use)."""
+runs, checked against this evaluator's device calibration before use). The torch.compile reference is timed with
+the eager one, or, given a device lock to time it under (``compile_later``), off the candidates' path
+(compile_later.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections import deque
 
 from kbench_env.machine.device import Device
 from kbench_env.pipeline.blocks import time_blocks
+from kbench_env.pipeline.compile_later import CompileLater
 from kbench_env.pipeline.gpu_blocks import time_gpu
 from kbench_env.pipeline.reference_cache import ReferenceCache, best_calibration
 from kbench_env.pipeline.reference_pace import ReferencePace
@@ -33,12 +36,15 @@ class Baselines(StartsAhead):
     """One evaluator's reference timings (per task source and configuration), the device calibration and the
     figures the roofline floors are made of (``floors``: output bytes and FLOPs, plausibility's cache). ``timing``
     is the evaluator's timing parameters, which the calibration completes with the CUDA graph-node gap.
-    ``disk_root``: the reference cache's folder (reference_cache.py), or None to keep timings in memory only."""
+    ``disk_root``: the reference cache's folder (reference_cache.py), or None to keep timings in memory only.
+    ``compile_later``: with ``compile_baseline``, the evaluator's SharedDeviceLock, under which the compiled
+    reference is timed apart (``later``: compile_later.py); the eager timings are then stored as without it."""
 
     def __init__(self, device: str, backend_name: str, build_root: str, limits: Limits, timing: dict,
-                 compile_baseline: bool, noise: float, disk_root=None):
+                 compile_baseline: bool, noise: float, disk_root=None, compile_later=None):
         self.device, self.backend_name, self.build_root, self.limits = device, backend_name, build_root, limits
         self.timing, self.compile_baseline, self.noise = timing, compile_baseline, noise
+        self.later = CompileLater(self, compile_later) if compile_baseline and compile_later is not None else None
         self.times_by_key: dict = {}
         self.floors: dict = {}
         self.calibration: dict | None = None
@@ -47,7 +53,7 @@ class Baselines(StartsAhead):
         self.cal_lock = threading.Lock()
         # The settings a stored timing must have been made with (the measured graph gap, added to ``timing`` by the
         # calibration, is the drift check's to compare, not the key's).
-        self.settings = {"timing": dict(timing), "noise": noise, "compile_baseline": compile_baseline,
+        self.settings = {"timing": dict(timing), "noise": noise, "compile_baseline": self._compiles_with_eager(),
                          "threads": limits.threads}
         self.disk_root, self.disk = disk_root, None
         self.timed = 0  # configurations timed here (not found in memory or on disk)
@@ -96,7 +102,16 @@ class Baselines(StartsAhead):
         """Time the reference (eager, and compiled if asked) in a worker of its own, under the candidate's
         conditions; cached per configuration. Also measures the device's roofline once."""
         with self._task_lock(task):
-            return self._times_locked(task, configs, prepared)
+            out = self._times_locked(task, configs, prepared)
+        if self.later is None:
+            return out
+        compiled = self.later.times(task, configs)
+        return {name: {**t, **compiled.get(name, {})} for name, t in out.items()}
+
+    def compile_times(self, task: Task, configs: list[Config], prepared: dict) -> dict:
+        """The compiled reference's times alone (a CPU pairing times the eager one itself): those known so far
+        when it is timed later, else ``times``'s."""
+        return self.later.times(task, configs) if self.later is not None else self.times(task, configs, prepared)
 
     def known(self, task: Task, configs: list[Config]) -> dict | None:
         """The reference's timings of every configuration if they are all known already (in memory, or on disk
@@ -174,6 +189,8 @@ class Baselines(StartsAhead):
             w.close()
         for started in starts:
             started.close()
+        if self.later is not None:
+            self.later.close()
 
     @contextlib.contextmanager
     def session(self, task: Task, configs: list[Config]):
@@ -252,8 +269,11 @@ class Baselines(StartsAhead):
                             GPU_CALIBRATIONS[key] = cal
                 self.calibration = cal
 
+    def _compiles_with_eager(self) -> bool:
+        return self.compile_baseline and self.later is None
+
     def _labels(self) -> list[tuple[str, bool]]:
-        return [("eager", False)] + ([("compile", True)] if self.compile_baseline else [])
+        return [("eager", False)] + ([("compile", True)] if self._compiles_with_eager() else [])
 
     def _run_all(self, w: Worker, task: Task, todo: list[Config], prepared: dict, hold=None) -> set:
         """Every label of every configuration in ``todo`` run in ``w`` (``_run_reference``): the names run."""
@@ -285,11 +305,12 @@ class Baselines(StartsAhead):
             reply = w.recv(timeout, what)
         expect(reply, task)
 
-    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set) -> dict:
-        """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it)."""
+    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set, labels=None) -> dict:
+        """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it), each of
+        ``labels`` (default: ``_labels``)."""
         inputs = prepared[cfg.name].inputs
         out = {}
-        for label, compiled in self._labels():
+        for label, compiled in labels or self._labels():
             name = f"{cfg.name}#{label}"
             if name not in ran:
                 self._run_reference(w, task, cfg, prepared, label, compiled)

@@ -64,12 +64,17 @@ def resolve(config: EvaluatorConfig) -> EvaluatorConfig:
         raise ValueError("baseline must be 'eager' or 'compile'")
     compile_baseline = (not Device.parse(device).is_cpu) if t.compile_baseline is None else bool(t.compile_baseline)
     cache_dir = Path(r.cache_dir) if r.cache_dir else default_cache_dir()
+    shared_checks = shared_checks_setting(r.shared_checks, device)
+    is_cpu = Device.parse(device).is_cpu
+    later = not is_cpu if t.compile_later is None else bool(t.compile_later)
+    # (a GPU's lock without shared checks has no idle hold to time it under: device_hold.make_device_lock)
+    later = later and compile_baseline and t.baseline == "eager" and (is_cpu or shared_checks)
     timing = dataclasses.replace(t, params=dict(t.params or {}),
-                                 compile_baseline=compile_baseline or t.baseline == "compile",
+                                 compile_baseline=compile_baseline or t.baseline == "compile", compile_later=later,
                                  reference_cache=resolve_root(t.reference_cache, device, cache_dir) or False)
     resources = dataclasses.replace(r, limits=r.limits or Limits(), cache_dir=cache_dir,
                                     build_workers=r.build_workers or max(1, os.cpu_count() or 1),
-                                    shared_checks=shared_checks_setting(r.shared_checks, device))
+                                    shared_checks=shared_checks)
     integrity = dataclasses.replace(config.integrity, rules=rules_mod.check_rules(config.integrity.rules))
     return dataclasses.replace(config, device=device, backend=backend, format=fmt, timing=timing,
                                integrity=integrity, resources=resources)
@@ -101,7 +106,8 @@ class Evaluator:
         self._device_lock, self._device_slots = make_device_lock(self.device, self.shared_checks)
         t = self.config.timing
         self.baselines = Baselines(self.device, self.backend_name, self.build_root, self.limits, self.timing,
-                                   self.compile_baseline, t.noise, t.reference_cache or None)
+                                   self.compile_baseline, t.noise, t.reference_cache or None,
+                                   self._device_lock if t.compile_later else None)
         spare = self.config.resources.spare_worker
         self._spares = None
         if spare:

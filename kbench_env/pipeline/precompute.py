@@ -21,5 +21,7 @@ def time_reference(baselines: Baselines, hold: DeviceHold, task: Task, seed: int
     before = baselines.timed
     with hold.lock, hold.threads():
         baselines.times(task, configs, prepared)
+    if baselines.later is not None:  # (its thread would not be done before this process ends)
+        baselines.later.time_now(task, configs)
     timed = baselines.timed - before
     return timed, len(configs) - timed

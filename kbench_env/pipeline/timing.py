@@ -159,7 +159,7 @@ def time_paired_stage(ctx: StageContext) -> None:
     with contextlib.ExitStack() as stack:
         with phase(result, "reference_timing"):
             ref_worker = stack.enter_context(base.session(task, configs))
-            compile_ms = base.times(task, configs, ctx.prepared) if ctx.config.timing.compile_baseline else {}
+            compile_ms = base.compile_times(task, configs, ctx.prepared) if ctx.config.timing.compile_baseline else {}
         stack.enter_context(LIVE.others_stopped([ctx.worker, ref_worker]))
         for cfg, cr in zip(configs, result.configs):
             with phase(result, "reference_timing"):

@@ -27,7 +27,7 @@ import torch
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.wire import unpack
 
-#: Inductor's settings for the reference's compile, gated or not.
+#: Inductor's settings for the reference's compile, gated or not (``options``).
 OPTIONS = {"compile_threads": 1}
 #: Graphs dynamo may compile for one forward before it runs the rest eagerly (its default: 8): compiled for each
 #: configuration's shapes and dtype, a task of many configurations would otherwise have its later ones timed eager
@@ -40,8 +40,22 @@ def compile_model(model, gate: bool, conn, send, sync):
     ``conn``), ``sync`` (the backend's device synchronisation) run before the device is let go."""
     _room_for_every_configuration()
     if not gate:
-        return torch.compile(model, options=dict(OPTIONS), dynamic=False)
+        return torch.compile(model, options=options(), dynamic=False)
     return torch.compile(model, backend=_Gate(conn, send, sync).backend, dynamic=False)
+
+
+def options() -> dict:
+    """OPTIONS, and inductor's precompiled headers (the CPU's C++ kernels) off where this torch has the setting:
+    inductor hashes a header it precompiles with an ``openssl`` subprocess, a program the worker's confinement does
+    not run (sandbox/confine/audit_hook.py), so a CPU reference's compile failed there; a precompiled header changes
+    how long a compile takes, not what it compiles. (Read here, not on import: importing inductor's config takes
+    seconds of CPU, and every worker imports this module.)"""
+    from torch._inductor import config
+
+    out = dict(OPTIONS)
+    if hasattr(config, "cpp_cache_precompile_headers"):
+        out["cpp_cache_precompile_headers"] = False
+    return out
 
 
 def _room_for_every_configuration() -> None:
@@ -76,7 +90,7 @@ class _Gate:
         bench = getattr(benchmarking, "benchmarker", None)
         timed = getattr(bench, "benchmark_gpu", None)
         if timed is None:  # a torch whose compile-time benchmarks this cannot gate: compiled under the hold
-            return compile_fx(gm, example_inputs, config_patches=dict(OPTIONS))
+            return compile_fx(gm, example_inputs, config_patches=options())
 
         def held_first(*args, **kwargs):
             self._hold()
@@ -86,7 +100,7 @@ class _Gate:
         self._let_go()
         bench.benchmark_gpu = held_first
         try:
-            return compile_fx(gm, example_inputs, config_patches=dict(OPTIONS))
+            return compile_fx(gm, example_inputs, config_patches=options())
         finally:
             if own is None:
                 del bench.benchmark_gpu

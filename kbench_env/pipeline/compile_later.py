@@ -1,0 +1,247 @@
+"""The torch.compile baseline timed off the candidates' path: after them, when the device has nothing of theirs.
+
+With the reward measured against the eager reference (the default baseline), the compiled reference's time only
+gives ``speedup_compile``, a figure shown beside the reward. Timed with the eager one, its timing added to the
+reference's exclusive hold of the device and torch.compile's compile of every configuration (seconds of the host's
+CPU each) to the first candidate of every task, on a fresh machine while the candidates' builds take the cores.
+Here a task's compiled reference is run and timed in a reference worker of its own, in one thread for the
+evaluator: its compile at the lowest priority (nice 19, not the idle class: a compile starved for as long as the
+builds keep the cores would run out of its timeout) where this process may raise the worker again (idle_start.py),
+its run under a shared hold of the trusted side's places (as a run ahead's, reference_start.AheadHold), its timing
+under an exclusive hold taken only while no candidate holds or waits for the device (``acquire_idle``), each
+configuration's as in the eager reference's timing (``Baselines._time_reference``). Until a configuration's
+compiled time is known, a candidate's ``speedup_compile`` is None (pipeline/timing.py asks for every
+configuration's); the times are kept in memory and in the reference cache on disk, apart from the eager entries
+(their fields with ``"label": "compile"``), so that a later process has them from its first candidate.
+
+A task wanted again while queued or being timed is not queued twice; one whose timing did not get the device
+within ``IDLE_WAIT_S`` is left for its next candidate to ask again.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from kbench_env.machine.device import Device
+from kbench_env.pipeline.context import Prepared
+from kbench_env.sandbox import idle_start
+from kbench_env.sandbox.placement import threads_main_first
+
+if TYPE_CHECKING:
+    from kbench_env.pipeline.baseline import Baselines
+    from kbench_env.tasks.task import Config, Task
+
+#: Seconds a configuration's timing waits for a device that no candidate holds or waits for, before the task is
+#: left for its next candidate to want again.
+IDLE_WAIT_S = 120.0
+#: Tasks waiting in the queue at most (each later one is asked for again by its next candidate).
+MAX_QUEUED = 4096
+#: Seconds ``close`` waits for the thread once the worker it uses is closed.
+CLOSE_JOIN_S = 10.0
+#: Seconds between two tries of the device's shared hold, and the slices of the wait for an idle one: the waits
+#: look at ``close`` in between.
+POLL_S = 0.05
+
+
+#: The compile's niceness: below the builds' (builder/server.BUILD_NICE), whose builds are a step's critical path.
+COMPILE_NICE = 19
+
+
+def _renice(pid: int | None, value: int) -> None:
+    """Every thread of process ``pid`` at niceness ``value`` (the threads and processes it starts after inherit it)."""
+    for tid in threads_main_first(pid) if pid is not None else []:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, value)
+        except OSError:  # the thread ended
+            pass
+
+
+class _Left(Exception):
+    """The device did not come within its wait, or the evaluator closed: the task is left for later."""
+
+
+class _TrustedHold:
+    """A shared hold of the trusted side's places (as a run ahead's: shared_device_lock.py), taken by trying every
+    POLL_S, so that ``stopped`` (the evaluator closed) or ``timeout`` seconds end the wait (``_Left``); the
+    compiled reference's run gives it to ``Baselines._run_reference``, which lets it go while inductor compiles."""
+
+    def __init__(self, lock, stopped, timeout: float):
+        self.lock, self.stopped, self.timeout, self.held = lock, stopped, timeout, False
+
+    def acquire(self) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not self.held:
+            if self.lock.acquire(blocking=False, shared=True, trusted=True):
+                self.held = True
+            elif self.stopped() or time.monotonic() > deadline:
+                raise _Left()
+            else:
+                time.sleep(POLL_S)
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.lock.release(trusted=True)
+
+
+class CompileLater:
+    """The compiled reference's timings of ``base``'s evaluator (``times``, ``want``), made in one thread of their
+    own under ``device_lock`` (a SharedDeviceLock: ``acquire_idle`` and trusted shared holds). ``timed``: the
+    configurations timed here; ``failed``: tasks whose compiled reference failed (``errors``: the last messages)."""
+
+    def __init__(self, base: Baselines, device_lock):
+        self.base, self.lock = base, device_lock
+        self._cond = threading.Condition()
+        self._queue: deque = deque()
+        self._queued: set = set()  # tasks queued or being timed
+        self._known: dict = {}  # Baselines.key -> the compiled reference's median (ms)
+        self._thread: threading.Thread | None = None
+        self._worker = None  # the reference worker in use, for ``close`` to end
+        self._timing = threading.Lock()  # one task at a time: the thread's, or ``time_now``'s caller's
+        self._closed = False
+        self._may_renice = idle_start.may_raise()  # (lowering a niceness is undone only with CAP_SYS_NICE)
+        self._gated = Device.parse(base.device).is_cuda
+        self.timed = self.failed = self.left = 0
+        self.errors: deque = deque(maxlen=8)
+
+    def fields(self, task: Task, cfg: Config) -> dict:
+        """The reference cache's fields of ``cfg``'s compiled time: the eager entry's, with a label of their own."""
+        return {**self.base.disk_fields(task, cfg), "label": "compile"}
+
+    def known(self, task: Task, cfg: Config) -> float | None:
+        """The compiled reference's median on ``cfg`` if timed (here, or on disk once its drift check passed)."""
+        key = self.base.key(task, cfg)
+        ms = self._known.get(key)
+        if ms is None and self.base.disk is not None:
+            hit = self.base.disk.get(self.fields(task, cfg))
+            if isinstance(hit, dict) and isinstance(hit.get("compile_ms"), (int, float)):
+                ms = self._known[key] = float(hit["compile_ms"])
+        return ms
+
+    def times(self, task: Task, configs: list[Config]) -> dict:
+        """``{config: {"compile_ms": ms}}`` for the configurations whose compiled time is known; the task is queued
+        (``want``) where one is not."""
+        out = {c.name: {"compile_ms": ms} for c in configs if (ms := self.known(task, c)) is not None}
+        if len(out) < len(configs):
+            self.want(task, configs)
+        return out
+
+    def want(self, task: Task, configs: list[Config]) -> None:
+        """Queue the task's configurations whose compiled time is not known, unless it is queued already."""
+        key = (task.name, task.source_hash)
+        with self._cond:
+            if self._closed or key in self._queued or len(self._queue) >= MAX_QUEUED:
+                return
+            self._queued.add(key)
+            self._queue.append((task, list(configs)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True, name="kbench-compile-later")
+                self._thread.start()
+            self._cond.notify_all()
+
+    def time_now(self, task: Task, configs: list[Config]) -> None:
+        """Time the task's compiled reference in the caller's thread (``kbench baseline``: stored before the
+        process ends), holding the device as the thread does; a failure raises."""
+        try:
+            self._time_task(task, configs)
+        except _Left:
+            raise RuntimeError(f"the device did not come idle within {IDLE_WAIT_S:.0f} s to time the compiled "
+                               f"reference of {task.name}") from None
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._closed:
+                    self._cond.wait(60.0)  # (told by ``want`` and ``close``)
+                if self._closed:
+                    return
+                task, configs = self._queue.popleft()
+            try:
+                self._time_task(task, configs)
+            except _Left:
+                self.left += 1
+            except Exception as exc:  # noqa: BLE001 - a figure beside the reward: the next candidate asks again
+                if not self._closed:  # (``close`` ends the worker under it)
+                    self.failed += 1
+                    self.errors.append(f"{task.name}: {type(exc).__name__}: {exc}")
+            finally:
+                with self._cond:
+                    self._queued.discard((task.name, task.source_hash))
+
+    def _time_task(self, task: Task, configs: list[Config]) -> None:
+        with self._timing:  # (what the other one timed meanwhile is known: not timed again)
+            self._time_locked(task, configs)
+
+    def _time_locked(self, task: Task, configs: list[Config]) -> None:
+        todo = [(i, c) for i, c in enumerate(configs) if self.known(task, c) is None]
+        if not todo:
+            return
+        w = self.base._loaded_worker(task)
+        with self._cond:
+            if self._closed:
+                w.close()
+                return
+            self._worker = w
+        pid = getattr(getattr(w, "proc", None), "pid", None)
+        try:
+            nice = os.getpriority(os.PRIO_PROCESS, pid) if pid is not None else 0
+        except OSError:
+            nice = 0
+        try:
+            seed = secrets.randbits(62)
+            for i, cfg in todo:
+                if self._closed:
+                    return
+                prepared = {cfg.name: Prepared.made(task, cfg, seed, i, self.base.device)}
+                if self._may_renice:
+                    _renice(pid, COMPILE_NICE)  # torch.compile's compile behind the builds
+                # Run under a shared hold of the trusted side's places (no task lock: nothing of the eager side's is
+                # used). On a GPU the compile lets it go (worker/compile_gate.py); on the CPU it keeps it, so that no
+                # candidate's timing runs beside a compile on the same cores.
+                hold = _TrustedHold(self.lock, lambda: self._closed, IDLE_WAIT_S)
+                hold.acquire()
+                try:
+                    self.base._run_reference(w, task, cfg, prepared, "compile", True, hold if self._gated else None)
+                finally:
+                    hold.release()
+                if self._may_renice:
+                    _renice(pid, nice)  # timed at the worker's own priority, as every reference and candidate
+                self._acquire_idle()
+                try:
+                    got = self.base._time_reference(w, task, cfg, prepared, {f"{cfg.name}#compile"},
+                                                    labels=[("compile", True)])
+                finally:
+                    self.lock.release()
+                self._known[self.base.key(task, cfg)] = got["compile_ms"]
+                if self.base.disk is not None:
+                    self.base.disk.put(self.fields(task, cfg), {"compile_ms": got["compile_ms"]})
+                self.timed += 1
+        finally:
+            with self._cond:
+                self._worker = None
+            w.close()
+
+    def _acquire_idle(self) -> None:
+        """The device alone, taken only while no candidate holds or waits for it (``acquire_idle``, in slices of
+        POLL_S that look at ``close``), within IDLE_WAIT_S; else ``_Left``."""
+        deadline = time.monotonic() + IDLE_WAIT_S
+        while not self.lock.acquire_idle(POLL_S):
+            if self._closed or time.monotonic() > deadline:
+                raise _Left()
+
+    def close(self) -> None:
+        """Stop: the queue dropped, the worker in use closed, the thread waited for (at most CLOSE_JOIN_S)."""
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            w = self._worker
+            self._cond.notify_all()
+        if w is not None:
+            w.close()
+        if self._thread is not None:
+            self._thread.join(CLOSE_JOIN_S)

@@ -1,0 +1,269 @@
+"""The torch.compile baseline timed off the candidates' path (pipeline/compile_later.py): when it is on, that a
+task's compiled reference waits for a device nobody's candidate holds, is timed once per configuration, kept in
+memory and on disk apart from the eager timings, and found by the next candidate and the next process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import ROOT, cpu_evaluator
+from kbench_env.config import EvaluatorConfig
+from kbench_env.machine.shared_device_lock import SharedDeviceLock
+from kbench_env.pipeline import compile_later
+from kbench_env.pipeline.compile_later import CompileLater
+from kbench_env.pipeline.evaluator import resolve
+from kbench_env.sandbox import idle_start
+from kbench_env.tasks.suite import resolve_task
+
+DEADLINE_S = 600.0  # (a deadline for the thread's work, never a figure asserted)
+
+
+def _wait_for(predicate, what: str, timeout: float = DEADLINE_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not done within {timeout:.0f} s: {what}")
+        time.sleep(0.05)
+
+
+def test_settings_decide_where_the_compiled_reference_is_timed(monkeypatch):
+    monkeypatch.delenv("KBENCH_COMPILE_LATER", raising=False)
+    monkeypatch.delenv("KBENCH_COMPILE_BASELINE", raising=False)
+
+    def later(device="cpu", **options):
+        return resolve(EvaluatorConfig.from_options(device=device, **options)).timing.compile_later
+
+    assert later() is False  # the CPU's default: no compile baseline at all
+    assert later(compile_baseline=True) is False  # asked for with the eager one, as before
+    assert later(compile_baseline=True, compile_later=True) is True
+    assert later(compile_later=True) is False  # nothing to time later without the compile baseline
+    assert later(baseline="compile", compile_later=True) is False  # the reward needs it with each candidate
+    assert later("cuda") is True  # a GPU's default, its checks shared
+    assert later("cuda", shared_checks=False) is False  # its lock then has no idle hold to time it under
+    assert later("cuda", baseline="compile") is False and later("cuda", compile_baseline=False) is False
+    monkeypatch.setenv("KBENCH_COMPILE_LATER", "0")  # the variable sets a config made without the option
+    assert later("cuda") is False and later("cuda", compile_later=True) is True
+
+
+class _Disk:
+    def __init__(self):
+        self.stored: dict = {}
+
+    def get(self, fields):
+        return self.stored.get(repr(sorted(fields.items())))
+
+    def put(self, fields, times):
+        self.stored[repr(sorted(fields.items()))] = times
+
+
+class _Worker:
+    def __init__(self):
+        self.proc, self.closed = None, False
+
+    def close(self):
+        self.closed = True
+
+
+class _Base:
+    """What CompileLater uses of Baselines, with runs and timings that only record what was asked."""
+
+    device = "cpu"
+
+    def __init__(self, fail: bool = False):
+        self.disk, self.fail = _Disk(), fail
+        self.workers, self.runs, self.timings = [], [], []
+        self.run_started = threading.Event()
+
+    def key(self, task, cfg):
+        return (task.name, cfg.name)
+
+    def disk_fields(self, task, cfg):
+        return {"task": task.name, "config": cfg.name}
+
+    def _loaded_worker(self, task):
+        self.workers.append(_Worker())
+        return self.workers[-1]
+
+    def _run_reference(self, w, task, cfg, prepared, label, compiled, hold=None):
+        self.run_started.set()
+        if self.fail:
+            raise RuntimeError("the reference of the task failed (run): boom")
+        self.runs.append((cfg.name, label, compiled))
+
+    def _time_reference(self, w, task, cfg, prepared, ran, labels=None):
+        assert labels == [("compile", True)] and ran == {f"{cfg.name}#compile"}
+        self.timings.append(cfg.name)
+        return {"compile_ms": 1.5 + len(self.timings)}
+
+
+@pytest.fixture
+def relu():
+    task = resolve_task("level1/relu")
+    return task, task.require_configs("cpu")
+
+
+def test_compiled_reference_waits_for_the_candidates_hold_then_is_timed_once_and_stored(relu):
+    task, configs = relu
+    base, lock = _Base(), SharedDeviceLock(None)
+    later = CompileLater(base, lock)
+    try:
+        lock.acquire()  # a candidate's stage holds the device alone
+        assert later.times(task, configs) == {}  # nothing known: queued
+        later.want(task, configs)  # queued already: not twice
+        # The thread's run waits for a shared hold, which the candidate's exclusive one keeps out.
+        assert not base.run_started.wait(1.0)
+        assert base.runs == [] and base.timings == []
+        lock.release()
+        _wait_for(lambda: later.timed == len(configs), "the compiled reference timed")
+        assert [r[0] for r in base.runs] == [c.name for c in configs]  # once each, compiled
+        assert all(label == "compile" and compiled for _, label, compiled in base.runs)
+        assert base.timings == [c.name for c in configs]
+        got = later.times(task, configs)
+        assert sorted(got) == sorted(c.name for c in configs)
+        assert all(isinstance(v["compile_ms"], float) for v in got.values())
+        # On disk apart from the eager entries (their fields, labelled), for the next process.
+        assert all(base.disk.get({**base.disk_fields(task, c), "label": "compile"}) == got[c.name] for c in configs)
+        assert all(base.disk.get(base.disk_fields(task, c)) is None for c in configs)
+        fresh = CompileLater(base, lock)
+        assert fresh.times(task, configs) == got and fresh.timed == 0
+        fresh.close()
+        _wait_for(lambda: all(w.closed for w in base.workers), "the reference worker closed")
+    finally:
+        later.close()
+
+
+def test_a_failing_compiled_reference_is_reported_and_asked_for_again(relu):
+    task, configs = relu
+    base, lock = _Base(fail=True), SharedDeviceLock(None)
+    later = CompileLater(base, lock)
+    try:
+        assert later.times(task, configs) == {}
+        _wait_for(lambda: later.failed == 1, "the failure counted")
+        assert "boom" in later.errors[-1] and base.workers[-1].closed
+        _wait_for(lambda: not later._queued, "the task left the queue")
+        base.fail = False
+        later.want(task, configs)  # the next candidate asks again
+        _wait_for(lambda: later.timed == len(configs), "timed on the second ask")
+    finally:
+        later.close()
+
+
+def test_a_timing_that_never_gets_an_idle_device_leaves_the_task_for_later(relu, monkeypatch):
+    task, configs = relu
+    monkeypatch.setattr(compile_later, "IDLE_WAIT_S", 0.2)
+    base, lock = _Base(), SharedDeviceLock(None)
+    later = CompileLater(base, lock)
+    try:
+        hold_shared = threading.Event()
+        real_run = base._run_reference
+
+        def run_then_busy(*args, **kwargs):  # a candidate's check takes the device as soon as the run ends
+            real_run(*args, **kwargs)
+            if not hold_shared.is_set():
+                threading.Thread(target=lambda: lock.acquire(shared=True), daemon=True).start()
+                _wait_for(lambda: lock._shared >= 1, "the candidate's shared hold", 30)
+                hold_shared.set()
+
+        base._run_reference = run_then_busy
+        later.times(task, configs)
+        _wait_for(lambda: later.left == 1, "the task left")
+        assert later.timed == 0 and base.timings == []
+        assert later.times(task, configs) == {}
+    finally:
+        later.close()
+
+
+def test_close_ends_the_worker_in_use_and_the_thread(relu):
+    task, configs = relu
+    base, lock = _Base(), SharedDeviceLock(None)
+    later = CompileLater(base, lock)
+    lock.acquire()  # the run waits for the device, with its worker loaded
+    later.times(task, configs)
+    _wait_for(lambda: base.workers, "the worker loaded")
+    later.close()
+    assert base.workers[-1].closed and not later._thread.is_alive()
+    lock.release()
+    later.want(task, configs)  # closed: nothing queued any more
+    assert not later._queue
+
+
+def test_a_compile_runs_behind_the_builds_and_its_worker_comes_back_for_the_timing():
+    if not idle_start.may_raise():
+        pytest.skip("needs CAP_SYS_NICE to raise a process again (compile_later then leaves its priority alone)")
+    code = "import threading, time; threading.Thread(target=time.sleep, args=(30,)).start(); time.sleep(30)"
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        _wait_for(lambda: len(os.listdir(f"/proc/{p.pid}/task")) == 2, "the second thread", 30)
+        tids = [int(t) for t in os.listdir(f"/proc/{p.pid}/task")]
+
+        def nices():
+            return [os.getpriority(os.PRIO_PROCESS, t) for t in tids]
+
+        compile_later._renice(p.pid, compile_later.COMPILE_NICE)
+        assert nices() == [19, 19]
+        compile_later._renice(p.pid, 0)
+        assert nices() == [0, 0]
+    finally:
+        p.kill()
+        p.wait(30)
+
+
+@pytest.mark.slow
+def test_a_cpu_evaluator_times_the_compiled_reference_after_its_candidate_and_the_next_process_has_it(tmp_path,
+                                                                                                       monkeypatch):
+    from kbench_env.pipeline.evaluator import Evaluator
+
+    monkeypatch.setenv("KBENCH_REFERENCE_TOLERANCE", "100")  # the drift check is not what this test looks at
+    like = cpu_evaluator()
+    like.close()
+    task = resolve_task("level1/relu")
+    source = (ROOT / "tasks/solutions/cpu/level1/relu.py").read_text()
+
+    def evaluator():
+        return Evaluator(device="cpu", limits=like.limits, timing=like.timing, spare_worker=False,
+                         reference_cache=tmp_path, compile_baseline=True, compile_later=True)
+
+    ev = evaluator()
+    try:
+        r = ev.evaluate(task, source, seed=3)
+        assert r.correct and r.speedup is not None, r.error
+        assert r.speedup_compile is None and all(c.compile_ms is None for c in r.configs)  # not known yet
+        n = len(r.configs)
+        _wait_for(lambda: ev.baselines.later.timed == n or ev.baselines.later.failed, "the compiled reference")
+        assert ev.baselines.later.failed == 0, list(ev.baselines.later.errors)
+        again = ev.evaluate(task, source, seed=4)
+        assert again.correct and again.speedup_compile is not None, again.error
+        assert all(c.compile_ms and c.compile_ms > 0 for c in again.configs)
+        assert ev.baselines.timed == n  # the eager reference timed once, the compiled one apart
+    finally:
+        ev.close()
+    ev = evaluator()  # another process's evaluator: both references from the disk, nothing timed
+    try:
+        r = ev.evaluate(task, source, seed=5)
+        assert r.correct and r.speedup_compile is not None, r.error
+        assert ev.baselines.timed == 0 and ev.baselines.later.timed == 0
+        assert [c.compile_ms for c in r.configs] == [c.compile_ms for c in again.configs]
+    finally:
+        ev.close()
+
+
+def test_time_now_waits_for_the_thread_and_times_nothing_twice(relu):
+    task, configs = relu
+    base, lock = _Base(), SharedDeviceLock(None)
+    later = CompileLater(base, lock)
+    try:
+        lock.acquire()  # as `kbench baseline` holds the device while the eager reference is timed
+        later.times(task, configs)  # (which queues the compiled one for the thread)
+        _wait_for(lambda: base.workers, "the thread's worker loaded")
+        lock.release()
+        later.time_now(task, configs)
+        assert base.timings == [c.name for c in configs] and later.timed == len(configs)
+        assert len(base.workers) == 1  # time_now found them timed
+    finally:
+        later.close()
