@@ -259,7 +259,7 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
         held = {d: None if getattr(lock, "held_seconds", None) is None else lock.held_seconds - h0
                 for d, lock, h0 in zip(devices, locks, held0)}
         refs = {k: v - (refs0.get(k) or 0) if isinstance(v, int) else v
-                for k, v in reference_figures(evaluators).items()}
+                for k, v in reference_figures(evaluators, mono0).items()}
     finally:
         if executor is None:
             ex.close()
@@ -306,7 +306,7 @@ def _cpu_s(who: int) -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def reference_figures(evaluators: list) -> dict:
+def reference_figures(evaluators: list, since: float | None = None) -> dict:
     """The pass's reference work over its evaluators (none for the process executor: out of reach): configurations
     whose reference was timed (not found in memory or on disk), whether a drift check invalidated the disk cache,
     how many calibrations it measured again, the tasks whose reference ran ahead beside the build
@@ -319,19 +319,37 @@ def reference_figures(evaluators: list) -> dict:
             "recalibrations": sum(ev.baselines.recalibrations for ev in evaluators),
             "ran_ahead": sum(ev.baselines.ran_ahead for ev in evaluators),
             "timed_ahead": sum(ev.baselines.timed_ahead for ev in evaluators),
-            "compile_later": compile_later_figures(evaluators),
+            "compile_later": compile_later_figures(evaluators, since),
+            "compile_later_log": compile_later_log(evaluators, since),
             "spares_served": sum(p.served for p in spares) if spares else None}
 
 
-def compile_later_figures(evaluators: list) -> str | None:
+def compile_later_figures(evaluators: list, since: float | None = None) -> str | None:
     """The compiled references timed off the candidates' path (pipeline/compile_later.py) over the pass's
-    evaluators: configurations timed, tasks left for a later candidate (no idle device in time) and failed; None
-    where no evaluator times them so."""
+    evaluators: configurations timed, tasks left for a later candidate (no idle device in time) and failed, then
+    the exclusive holds of the configurations timed after ``since`` (their median, and where the longest's time
+    went); None where no evaluator times them so."""
     laters = [x for ev in evaluators if (x := getattr(ev.baselines, "later", None)) is not None]
     if not laters:
         return None
-    return (f"timed {sum(x.timed for x in laters)}, left {sum(x.left for x in laters)}, "
+    text = (f"timed {sum(x.timed for x in laters)}, left {sum(x.left for x in laters)}, "
             f"failed {sum(x.failed for x in laters)}")
+    log = compile_later_log(evaluators, since)
+    if log:
+        holds = [e["hold_s"] for e in log]
+        top = max(log, key=lambda e: e["hold_s"])
+        text += (f"; exclusive hold a configuration median {statistics.median(holds):.2f} s, longest "
+                 f"{top['hold_s']:.2f} s ({top['task']} {top['config']}: set-up {top.get('set_up_s')} s, "
+                 f"steps {top.get('steps_ms')} ms, {top.get('blocks')} blocks of {top.get('block')}, "
+                 f"{top.get('method')})")
+    return text
+
+
+def compile_later_log(evaluators: list, since: float | None = None) -> list:
+    """The configurations' diagnoses that the evaluators' compile_later threads kept (CompileLater.log), those
+    timed after ``since`` (time.monotonic) where given."""
+    laters = [x for ev in evaluators if (x := getattr(ev.baselines, "later", None)) is not None]
+    return [dict(e) for x in laters for e in list(getattr(x, "log", ())) if since is None or e.get("at", 0) >= since]
 
 
 def ahead_timeline(evaluators: list, t0: float) -> str | None:
@@ -523,8 +541,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                 "cpu_per_candidate"),
                ("correct", "correct"), ("flagged", "flagged"),
                ("candidates with a speedup against torch.compile", "with_compile"),
-               ("compiled references timed off the candidates' path: configurations, tasks left, failed "
-                "(pipeline/compile_later.py)", "compile_later"),
+               ("compiled references timed off the candidates' path: configurations, tasks left, failed (since the "
+                "evaluator started); this pass's exclusive holds (pipeline/compile_later.py)", "compile_later"),
                ("reference cache on disk", "reference_cache"),
                ("reference configurations timed (re-timings: not found in memory or on disk)", "reference_timed"),
                ("reference cache invalidated by the drift check", "reference_invalidated"),
