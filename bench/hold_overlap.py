@@ -7,6 +7,9 @@ start and end on CLOCK_MONOTONIC. A logged hold lies inside the real one (logged
 before it is dropped), so an overlap found here is a real one; GPU work done outside the lock (a worker's start)
 is not in the log, which is what a profiler's trace would add.
 
+Per GPU and mode it also lists the longest holds with when they began and who held them (``longest``): a hold that
+kept every timing waiting, and its thread's other holds in the log, say which work it was.
+
 The log also has the candidates' waits for a GPU (mode ``wait``, kbench_env/pipeline/device_hold.py: from asking
 for the lock to having it): ``idle_while_waiting`` is the time some candidate waited while nobody held the GPU,
 over the time some candidate waited (the scheduler's loss: a device left idle while work was queued for it).
@@ -116,6 +119,22 @@ def summary(holds: list[dict]) -> dict:
     return out
 
 
+def longest(holds: list[dict], n: int = 5) -> dict:
+    """Per lock file and mode (exclusive, shared), its ``n`` longest holds, longest first: seconds, start in seconds
+    from the log's first start on that lock, pid and thread (which holder kept every timing waiting, and when)."""
+    out = {}
+    for lock in sorted({h["lock"] for h in holds}):
+        mine = [h for h in holds if h["lock"] == lock]
+        t0 = min(h["start_ns"] for h in mine)
+        out[lock] = {
+            mode: [{"s": round((h["end_ns"] - h["start_ns"]) / 1e9, 3), "at_s": round((h["start_ns"] - t0) / 1e9, 1),
+                    "pid": h.get("pid"), "thread": h.get("thread")}
+                   for h in sorted((h for h in mine if h["mode"] == mode),
+                                   key=lambda h: h["start_ns"] - h["end_ns"])[:n]]
+            for mode in ("exclusive", "shared")}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("log", help="the KBENCH_DEVICE_HOLD_LOG file")
@@ -133,6 +152,11 @@ def main(argv=None) -> int:
                   f"{row['span_s']:.1f} s, overlaps with an exclusive hold: {row['overlaps']}; {row['waits']} waits, "
                   f"idle {row['idle_s']:.1f} s of {row['waiting_s']:.1f} s with a candidate waiting"
                   f" ({row['idle_fraction'] if row['idle_fraction'] is not None else '-'})")
+        for lock, modes in longest(holds).items():
+            for mode, top in modes.items():
+                if top:
+                    print(f"    longest {mode}: " + ", ".join(
+                        f"{h['s']:.2f} s at {h['at_s']:.1f} s (pid {h['pid']} thread {h['thread']})" for h in top))
     return 1 if any(row["overlaps"] for row in table.values()) else 0
 
 

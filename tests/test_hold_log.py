@@ -87,3 +87,23 @@ def test_no_log_without_the_variable(tmp_path, monkeypatch):
     with DeviceLock(tmp_path / "gpu-c.lock"):
         pass
     assert [p.name for p in tmp_path.iterdir()] == ["gpu-c.lock"]
+
+
+def test_the_longest_holds_are_listed_per_mode_with_when_and_who(tmp_path, capsys):
+    s = 10**9
+    lock = "/tmp/kbench-locks/gpu-x.lock"
+
+    def hold(mode, start, end, thread):
+        return {"lock": lock, "mode": mode, "pid": 7, "thread": thread, "start_ns": start * s, "end_ns": end * s}
+
+    holds = [hold("exclusive", 1, 2, 1), hold("exclusive", 3, 12, 2), hold("exclusive", 13, 14, 1),
+             hold("shared", 14, 15, 3), hold("shared", 15, 22, 4), hold("wait", 2, 30, 5)]
+    top = hold_overlap.longest(holds, n=2)[lock]
+    assert [(h["s"], h["at_s"], h["thread"]) for h in top["exclusive"]] == [(9.0, 2.0, 2), (1.0, 0.0, 1)]
+    assert [(h["s"], h["at_s"], h["thread"]) for h in top["shared"]] == [(7.0, 14.0, 4), (1.0, 13.0, 3)]
+    log = tmp_path / "holds.jsonl"
+    log.write_text("".join(json.dumps(h) + "\n" for h in holds))
+    assert hold_overlap.main([str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "longest exclusive: 9.00 s at 2.0 s (pid 7 thread 2)" in out
+    assert "longest shared: 7.00 s at 14.0 s (pid 7 thread 4)" in out
