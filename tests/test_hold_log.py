@@ -94,16 +94,23 @@ def test_the_longest_holds_are_listed_per_mode_with_when_and_who(tmp_path, capsy
     lock = "/tmp/kbench-locks/gpu-x.lock"
 
     def hold(mode, start, end, thread):
-        return {"lock": lock, "mode": mode, "pid": 7, "thread": thread, "start_ns": start * s, "end_ns": end * s}
+        return {"lock": lock, "mode": mode, "pid": 7, "thread": thread,
+                "start_ns": int(start * s), "end_ns": int(end * s)}
 
-    holds = [hold("exclusive", 1, 2, 1), hold("exclusive", 3, 12, 2), hold("exclusive", 13, 14, 1),
+    holds = [hold("exclusive", 1, 2, 1), hold("exclusive", 3, 12, 2), hold("exclusive", 13, 13.5, 6),
              hold("shared", 14, 15, 3), hold("shared", 15, 22, 4), hold("wait", 2, 30, 5)]
     top = hold_overlap.longest(holds, n=2)[lock]
-    assert [(h["s"], h["at_s"], h["thread"]) for h in top["exclusive"]] == [(9.0, 2.0, 2), (1.0, 0.0, 1)]
-    assert [(h["s"], h["at_s"], h["thread"]) for h in top["shared"]] == [(7.0, 14.0, 4), (1.0, 13.0, 3)]
+    # the two longest of each mode, longest first, each with its own length and start from the log's first start
+    t0 = min(h["start_ns"] for h in holds)
+    for mode, threads in (("exclusive", [2, 1]), ("shared", [4, 3])):
+        assert [h["thread"] for h in top[mode]] == threads
+        for got in top[mode]:
+            src = next(h for h in holds if h["mode"] == mode and h["thread"] == got["thread"])
+            assert got["s"] == (src["end_ns"] - src["start_ns"]) / s and got["at_s"] == (src["start_ns"] - t0) / s
     log = tmp_path / "holds.jsonl"
     log.write_text("".join(json.dumps(h) + "\n" for h in holds))
     assert hold_overlap.main([str(log)]) == 0
     out = capsys.readouterr().out
-    assert "longest exclusive: 9.00 s at 2.0 s (pid 7 thread 2)" in out
-    assert "longest shared: 7.00 s at 14.0 s (pid 7 thread 4)" in out
+    for mode in ("exclusive", "shared"):  # the longest of each named first on its line
+        first = top[mode][0]
+        assert f"longest {mode}: {first['s']:.2f} s at {first['at_s']:.1f} s (pid 7 thread {first['thread']})" in out
