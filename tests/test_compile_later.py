@@ -64,7 +64,7 @@ class _Disk:
 
 class _Worker:
     def __init__(self):
-        self.proc, self.closed = None, False
+        self.proc, self.closed, self.trace = None, False, None
 
     def close(self):
         self.closed = True
@@ -86,8 +86,11 @@ class _Base:
     def disk_fields(self, task, cfg):
         return {"task": task.name, "config": cfg.name}
 
-    def _loaded_worker(self, task):
+    def _loaded_worker(self, task, compile_warm=False, started=None):
+        assert compile_warm  # (its worker imports torch.compile's modules as it starts)
         self.workers.append(_Worker())
+        if started is not None:
+            started(self.workers[-1])
         return self.workers[-1]
 
     def _run_reference(self, w, task, cfg, prepared, label, compiled, hold=None):
@@ -96,9 +99,12 @@ class _Base:
             raise RuntimeError("the reference of the task failed (run): boom")
         self.runs.append((cfg.name, label, compiled))
 
-    def _time_reference(self, w, task, cfg, prepared, ran, labels=None):
+    def _time_reference(self, w, task, cfg, prepared, ran, labels=None, detail=None):
         assert labels == [("compile", True)] and ran == {f"{cfg.name}#compile"}
         self.timings.append(cfg.name)
+        # what a GPU timing reports of itself: its detail, and the worker's steps of the set-up in its trace
+        detail["compile"] = {"set_up_s": 0.25, "block": 64, "method": "cuda-graph", "blocks": 3}
+        w.trace.append({"recv": "timed block set-up", "steps_ms": {"capture": float(len(self.timings))}})
         return {"compile_ms": 1.5 + len(self.timings)}
 
 
@@ -124,6 +130,11 @@ def test_compiled_reference_waits_for_the_candidates_hold_then_is_timed_once_and
         assert [r[0] for r in base.runs] == [c.name for c in configs]  # once each, compiled
         assert all(label == "compile" and compiled for _, label, compiled in base.runs)
         assert base.timings == [c.name for c in configs]
+        # each configuration's diagnosis: where its time went, the timing's own account and the worker's set-up
+        assert [(e["task"], e["config"]) for e in later.log] == [(task.name, c.name) for c in configs]
+        assert [e["steps_ms"] for e in later.log] == [{"capture": float(i + 1)} for i in range(len(configs))]
+        assert all(e["block"] == 64 and e["blocks"] == 3 and e["method"] == "cuda-graph" for e in later.log)
+        assert all(e[k] >= 0 for e in later.log for k in ("run_s", "idle_wait_s", "hold_s"))
         got = later.times(task, configs)
         assert sorted(got) == sorted(c.name for c in configs)
         assert all(isinstance(v["compile_ms"], float) for v in got.values())
@@ -267,3 +278,67 @@ def test_time_now_waits_for_the_thread_and_times_nothing_twice(relu):
         assert len(base.workers) == 1  # time_now found them timed
     finally:
         later.close()
+
+
+class _NicesBase(_Base):
+    """Baselines whose worker is a real process: the worker's niceness read at each step, and its compile let the
+    device go as compile_gate's messages make a GPU evaluator's ``_run_reference`` do."""
+
+    def __init__(self, pid: int, lock):
+        super().__init__()
+        self.pid, self.lock, self.seen = pid, lock, []
+
+    def nice(self) -> int:
+        return os.getpriority(os.PRIO_PROCESS, self.pid)
+
+    def _loaded_worker(self, task, compile_warm=False, started=None):
+        w = _Worker()
+        w.proc = type("P", (), {"pid": self.pid})()
+        self.workers.append(w)
+        started(w)
+        self.seen.append(("load", self.nice()))
+        return w
+
+    def _run_reference(self, w, task, cfg, prepared, label, compiled, hold=None):
+        self.seen.append(("trace", self.nice()))  # under the shared hold: dynamo's trace
+        hold.release()  # READY compiling
+        free = self.lock.acquire(blocking=False)  # the device is let go: a candidate's timing may take it
+        if free:
+            self.lock.release()
+        self.seen.append(("compile", self.nice(), free))
+        hold.acquire()  # READY compiled, GO
+        self.seen.append(("compiled run", self.nice()))
+        self.runs.append((cfg.name, label, compiled))
+
+
+def test_the_worker_is_behind_the_builds_exactly_while_it_holds_nothing(relu):
+    if not idle_start.may_raise():
+        pytest.skip("needs CAP_SYS_NICE to raise a process again (compile_later then leaves its priority alone)")
+    task, configs = relu
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        own = os.getpriority(os.PRIO_PROCESS, p.pid)
+        lock = SharedDeviceLock(None)
+        base = _NicesBase(p.pid, lock)
+        orig = base._time_reference
+
+        def timed(w, *args, **kwargs):
+            base.seen.append(("timing", base.nice()))
+            return orig(w, *args, **kwargs)
+
+        base._time_reference = timed
+        later = CompileLater(base, lock)
+        later._gated = True  # (as on a GPU: the hold is handed to the run, whose compile lets it go)
+        try:
+            later.times(task, configs)
+            _wait_for(lambda: later.timed == len(configs), "the compiled reference timed")
+            _wait_for(lambda: base.workers[-1].closed, "the worker closed")
+        finally:
+            later.close()
+        low = compile_later.COMPILE_NICE
+        per_config = [("trace", own), ("compile", low, True), ("compiled run", own), ("timing", own)]
+        assert base.seen == [("load", low)] + per_config * len(configs)
+        assert base.nice() == low  # (after the last timing, holding nothing)
+    finally:
+        p.kill()
+        p.wait(30)

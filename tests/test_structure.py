@@ -189,6 +189,8 @@ LATE_IMPORTS = {
         "the fork server imports the worker loop, and must not import cpp_extension (sandbox/confine/forkserver.py)",
     ("kbench_env.pipeline.integrity", "torch.utils.flop_counter"):
         "a quarter of a second to import, for the roofline floor only (the trusted side, once per configuration)",
+    ("kbench_env.worker.compile_gate", "torch._dynamo"):
+        "every worker imports this module, and only a reference's worker that compiles needs dynamo",
     ("kbench_env.worker.compile_gate", "torch._inductor"):
         "every worker imports this module, and only a reference's worker that compiles needs inductor",
     ("kbench_env.fastpath", "kbench_env.builder.fast"):

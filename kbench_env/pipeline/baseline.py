@@ -83,15 +83,19 @@ class Baselines(StartsAhead):
     def key(self, task: Task, cfg: Config) -> tuple:
         return (task.name, task.source_hash, cfg.name, self.device, self.backend_name)
 
-    def worker(self, task: Task) -> Worker:
-        """A worker running the reference as the candidate (no audit: the reference may use anything)."""
+    def worker(self, task: Task, compile_warm: bool = False) -> Worker:
+        """A worker running the reference as the candidate (no audit: the reference may use anything);
+        ``compile_warm``: one that will compile it (torch.compile's modules imported as it starts)."""
         return Worker(task.source + "\n\nModelNew = Model\n", self.backend_name, self.device, self.build_root,
-                      self.limits, audit=False)
+                      self.limits, audit=False, compile_warm=compile_warm)
 
-    def _loaded_worker(self, task: Task) -> Worker:
-        """A reference worker with the reference loaded (closed if the load fails)."""
-        w = self.worker(task)
+    def _loaded_worker(self, task: Task, compile_warm: bool = False, started=None) -> Worker:
+        """A reference worker with the reference loaded (closed if the load fails); ``started(worker)`` is called
+        once it is started, before its load is waited for."""
+        w = self.worker(task, compile_warm)
         try:
+            if started is not None:
+                started(w)
             expect(w.recv(self.limits.build_timeout, "reference load"), task)
         except BaseException:
             w.close()
@@ -305,9 +309,11 @@ class Baselines(StartsAhead):
             reply = w.recv(timeout, what)
         expect(reply, task)
 
-    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set, labels=None) -> dict:
+    def _time_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, ran: set, labels=None,
+                        detail: dict | None = None) -> dict:
         """Time ``cfg``'s reference in ``w`` (run first unless ``ran`` names it: ``prepare`` ran it), each of
-        ``labels`` (default: ``_labels``)."""
+        ``labels`` (default: ``_labels``). ``detail``: filled per label with how a GPU timing went (its set-up's
+        seconds, block size, method, blocks), a diagnosis kept apart from the cached figures."""
         inputs = prepared[cfg.name].inputs
         out = {}
         for label, compiled in labels or self._labels():
@@ -322,6 +328,9 @@ class Baselines(StartsAhead):
                 g = time_gpu(w, name, inputs, self.noise, self.timing, self.limits.time_timeout, self.device,
                              backward=task.backward, draws=input_draws(task, cfg))
                 h = {"median_ms": g.timing.median_ms, "iqr_ms": g.timing.iqr_ms, "gpu": g.reference_figures()}
+                if detail is not None:
+                    detail[label] = {"set_up_s": round(g.set_up_seconds, 3), "block": g.block, "method": g.method,
+                                     "blocks": len(g.walls_ms)}
             if compiled:
                 out["compile_ms"] = h["median_ms"]
             else:

@@ -5,9 +5,11 @@ gives ``speedup_compile``, a figure shown beside the reward. Timed with the eage
 reference's exclusive hold of the device and torch.compile's compile of every configuration (seconds of the host's
 CPU each) to the first candidate of every task, on a fresh machine while the candidates' builds take the cores.
 Here a task's compiled reference is run and timed in a reference worker of its own, in one thread for the
-evaluator: its compile at the lowest priority (nice 19, not the idle class: a compile starved for as long as the
-builds keep the cores would run out of its timeout) where this process may raise the worker again (idle_start.py),
-its run under a shared hold of the trusted side's places (as a run ahead's, reference_start.AheadHold), its timing
+evaluator. The worker is behind the builds (nice 19, not the idle class: a compile starved for as long as the builds
+keep the cores would run out of its timeout) whenever it holds nothing of the device: its start, which imports
+torch.compile's modules (compile_gate.warm), and on a GPU the compile itself, which lets the device go; it is back
+at its own priority while it holds the device (only where this process may raise it again: idle_start.py). Its run
+is under a shared hold of the trusted side's places (as a run ahead's, reference_start.AheadHold), its timing
 under an exclusive hold taken only while no candidate holds or waits for the device (``acquire_idle``), each
 configuration's as in the eager reference's timing (``Baselines._time_reference``). Until a configuration's
 compiled time is known, a candidate's ``speedup_compile`` is None (pipeline/timing.py asks for every
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING
 from kbench_env.machine.device import Device
 from kbench_env.pipeline.context import Prepared
 from kbench_env.sandbox import idle_start
-from kbench_env.sandbox.placement import threads_main_first
+from kbench_env.sandbox.placement import set_each_thread
 
 if TYPE_CHECKING:
     from kbench_env.pipeline.baseline import Baselines
@@ -48,17 +50,25 @@ CLOSE_JOIN_S = 10.0
 POLL_S = 0.05
 
 
+#: Configurations' diagnoses kept (``log``).
+LOG_KEPT = 256
+
+
 #: The compile's niceness: below the builds' (builder/server.BUILD_NICE), whose builds are a step's critical path.
 COMPILE_NICE = 19
 
 
 def _renice(pid: int | None, value: int) -> None:
     """Every thread of process ``pid`` at niceness ``value`` (the threads and processes it starts after inherit it)."""
-    for tid in threads_main_first(pid) if pid is not None else []:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, value)
-        except OSError:  # the thread ended
-            pass
+    set_each_thread(pid, lambda tid: os.setpriority(os.PRIO_PROCESS, tid, value))
+
+
+def _set_up_steps(w) -> dict | None:
+    """The worker's own account of the last timed block's set-up (gpu_executor's ``steps_ms``), where traced."""
+    for entry in reversed(getattr(w, "trace", None) or []):
+        if isinstance(entry, dict) and "steps_ms" in entry:
+            return entry["steps_ms"]
+    return None
 
 
 class _Left(Exception):
@@ -70,8 +80,9 @@ class _TrustedHold:
     POLL_S, so that ``stopped`` (the evaluator closed) or ``timeout`` seconds end the wait (``_Left``); the
     compiled reference's run gives it to ``Baselines._run_reference``, which lets it go while inductor compiles."""
 
-    def __init__(self, lock, stopped, timeout: float):
+    def __init__(self, lock, stopped, timeout: float, on_acquire=None, on_release=None):
         self.lock, self.stopped, self.timeout, self.held = lock, stopped, timeout, False
+        self.on_acquire, self.on_release = on_acquire, on_release  # (called once the hold is taken, let go)
 
     def acquire(self) -> None:
         deadline = time.monotonic() + self.timeout
@@ -82,11 +93,15 @@ class _TrustedHold:
                 raise _Left()
             else:
                 time.sleep(POLL_S)
+        if self.on_acquire is not None:
+            self.on_acquire()
 
     def release(self) -> None:
         if self.held:
             self.held = False
             self.lock.release(trusted=True)
+            if self.on_release is not None:
+                self.on_release()
 
 
 class CompileLater:
@@ -108,6 +123,9 @@ class CompileLater:
         self._gated = Device.parse(base.device).is_cuda
         self.timed = self.failed = self.left = 0
         self.errors: deque = deque(maxlen=8)
+        #: per configuration timed: where its time went (the run's shared hold, the wait for an idle device, the
+        #: exclusive hold, the timing's set-up and its steps in the worker, block size, method, blocks), a diagnosis
+        self.log: deque = deque(maxlen=LOG_KEPT)
 
     def fields(self, task: Task, cfg: Config) -> dict:
         """The reference cache's fields of ``cfg``'s compiled time: the eager entry's, with a label of their own."""
@@ -181,42 +199,60 @@ class CompileLater:
         todo = [(i, c) for i, c in enumerate(configs) if self.known(task, c) is None]
         if not todo:
             return
-        w = self.base._loaded_worker(task)
+        own = {}  # the worker's pid and its own niceness, read as it starts
+
+        def started(w) -> None:
+            own["pid"] = pid = getattr(getattr(w, "proc", None), "pid", None)
+            try:
+                own["nice"] = os.getpriority(os.PRIO_PROCESS, pid) if pid is not None else 0
+            except OSError:
+                own["nice"] = 0
+            self._lower(pid)  # its start (torch.compile's imports: compile_gate.warm) behind the builds
+
+        w = self.base._loaded_worker(task, compile_warm=True, started=started)
         with self._cond:
             if self._closed:
                 w.close()
                 return
             self._worker = w
-        pid = getattr(getattr(w, "proc", None), "pid", None)
-        try:
-            nice = os.getpriority(os.PRIO_PROCESS, pid) if pid is not None else 0
-        except OSError:
-            nice = 0
+        pid, nice = own.get("pid"), own.get("nice", 0)
+        if getattr(w, "trace", ()) is None:
+            w.trace = []  # (the set-up's steps in the worker, for ``log``)
         try:
             seed = secrets.randbits(62)
             for i, cfg in todo:
                 if self._closed:
                     return
                 prepared = {cfg.name: Prepared.made(task, cfg, seed, i, self.base.device)}
-                if self._may_renice:
-                    _renice(pid, COMPILE_NICE)  # torch.compile's compile behind the builds
                 # Run under a shared hold of the trusted side's places (no task lock: nothing of the eager side's is
                 # used). On a GPU the compile lets it go (worker/compile_gate.py); on the CPU it keeps it, so that no
-                # candidate's timing runs beside a compile on the same cores.
-                hold = _TrustedHold(self.lock, lambda: self._closed, IDLE_WAIT_S)
+                # candidate's timing runs beside a compile on the same cores. The worker runs at its own priority
+                # exactly while it holds the device, and behind the builds while it does not: a hold kept by a
+                # process that the builds starve of the cores keeps every candidate's timing waiting.
+                hold = _TrustedHold(self.lock, lambda: self._closed, IDLE_WAIT_S,
+                                    on_acquire=lambda: self._raise(pid, nice), on_release=lambda: self._lower(pid))
+                t0 = time.monotonic()
                 hold.acquire()
                 try:
                     self.base._run_reference(w, task, cfg, prepared, "compile", True, hold if self._gated else None)
                 finally:
                     hold.release()
-                if self._may_renice:
-                    _renice(pid, nice)  # timed at the worker's own priority, as every reference and candidate
+                t1 = time.monotonic()
                 self._acquire_idle()
+                self._raise(pid, nice)  # timed at the worker's own priority, as every reference and candidate
+                t2, detail = time.monotonic(), {}
+                if isinstance(getattr(w, "trace", None), list):
+                    w.trace.clear()
                 try:
                     got = self.base._time_reference(w, task, cfg, prepared, {f"{cfg.name}#compile"},
-                                                    labels=[("compile", True)])
+                                                    labels=[("compile", True)], detail=detail)
                 finally:
                     self.lock.release()
+                    self._lower(pid)
+                    self.log.append({"task": task.name, "config": cfg.name, "run_s": round(t1 - t0, 3),
+                                     "idle_wait_s": round(t2 - t1, 3), "hold_s": round(time.monotonic() - t2, 3),
+                                     **detail.get("compile", {}), "steps_ms": _set_up_steps(w),
+                                     "at": time.monotonic()})
                 self._known[self.base.key(task, cfg)] = got["compile_ms"]
                 if self.base.disk is not None:
                     self.base.disk.put(self.fields(task, cfg), {"compile_ms": got["compile_ms"]})
@@ -225,6 +261,16 @@ class CompileLater:
             with self._cond:
                 self._worker = None
             w.close()
+
+    def _lower(self, pid: int | None) -> None:
+        """The worker behind the builds (COMPILE_NICE), where this process may raise it again."""
+        if self._may_renice:
+            _renice(pid, COMPILE_NICE)
+
+    def _raise(self, pid: int | None, nice: int) -> None:
+        """The worker back at its own niceness (where it was lowered)."""
+        if self._may_renice:
+            _renice(pid, nice)
 
     def _acquire_idle(self) -> None:
         """The device alone, taken only while no candidate holds or waits for it (``acquire_idle``, in slices of

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from kbench_env.config import environ
-from kbench_env.sandbox.placement import threads_main_first
+from kbench_env.sandbox.placement import set_each_thread
 
 _CAP_SYS_NICE = 23
 
@@ -39,16 +39,8 @@ def enabled() -> bool:
 
 
 def _set_all(pid: int | None, policy: int) -> int:
-    """Every thread of process ``pid`` at ``policy``, its main thread first; how many were set (a thread that ended
-    meanwhile is not; none without a process)."""
-    done = 0
-    for tid in threads_main_first(pid) if pid is not None else []:
-        try:
-            os.sched_setscheduler(tid, policy, os.sched_param(0))
-            done += 1
-        except OSError:  # the thread ended
-            pass
-    return done
+    """Every thread of process ``pid`` at ``policy``, its main thread first; how many were set."""
+    return set_each_thread(pid, lambda tid: os.sched_setscheduler(tid, policy, os.sched_param(0)))
 
 
 def lower(pid: int | None) -> int:

@@ -13,17 +13,18 @@ from kbench_env.sandbox.confine.policy import Limits
 
 
 def worker_job(limits: Limits, source: str | None, backend: str, device: str, scratch: str, build_root: str,
-               audit: bool, report, cgroup: str | None, builds: bool = True) -> dict:
+               audit: bool, report, cgroup: str | None, builds: bool = True, compile_warm: bool = False) -> dict:
     """The job of a worker for ``source`` (None: a spare, which waits for its candidate); ``report``: the write end
     of its report channel; ``cgroup``: the path of its pids cgroup, if it has one; ``builds``: the trusted builder
     compiles for it, so the compilers' own programs are hidden from it where its mount namespace can hide them (a
-    reference worker keeps them: torch.compile's baseline compiles in it)."""
+    reference worker keeps them: torch.compile's baseline compiles in it); ``compile_warm``: it imports
+    torch.compile's modules as it starts (worker/compile_gate.warm)."""
     off = set(limits.isolation_off)
     hide = [d for d in (forkserver_dir(),) if d] + (compiler_dirs() if builds else [])
     return {
         "source": source, "backend": backend, "device": device, "scratch": scratch,
         "build_root": build_root, "env": scrubbed_environment(worker=True),
-        "threads": limits.threads, "audit": audit, "spare_idle_s": policy.SPARE_IDLE_S,
+        "threads": limits.threads, "audit": audit, "spare_idle_s": policy.SPARE_IDLE_S, "compile_warm": compile_warm,
         # Settings that trade a GPU evaluation's cost, read here: the worker's environment is scrubbed of them
         "audit_mode": environ.get("KBENCH_GPU_AUDIT"),
         "warmup": environ.get("KBENCH_WORKER_WARMUP"),

@@ -77,6 +77,19 @@ def threads_main_first(pid: int) -> list[int]:
     return [pid] + [t for t in threads_of(pid) if t != pid]
 
 
+def set_each_thread(pid: int | None, setter) -> int:
+    """``setter(tid)`` on every thread of process ``pid``, its main thread first (``threads_main_first``); how many
+    were set (a thread that ended meanwhile raises OSError and is not; none without a process)."""
+    done = 0
+    for tid in threads_main_first(pid) if pid is not None else []:
+        try:
+            setter(tid)
+            done += 1
+        except OSError:  # the thread ended
+            pass
+    return done
+
+
 class Placement:
     """Pins every thread of the processes ``pids`` to ``cores`` and, if allowed, boosts their priority;
     ``restore`` undoes both."""

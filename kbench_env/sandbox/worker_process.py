@@ -55,10 +55,11 @@ class Worker:
     """One sandboxed candidate process. Use as a context manager; ``close()`` always reaps it."""
 
     def __init__(self, source: str | None, backend: str, device: str, build_root: str, limits: Limits | None = None,
-                 scratch_root: str | None = None, audit: bool = True, builder=None):
+                 scratch_root: str | None = None, audit: bool = True, builder=None, compile_warm: bool = False):
         """``source=None`` starts a spare: confined (and on a GPU, with CUDA started) but waiting for its candidate,
         which ``assign`` hands it (SpareWorkers keeps one ready). ``builder`` (builder.Builder) compiles what the
-        candidate builds; without one (a reference worker) every build request is refused."""
+        candidate builds; without one (a reference worker) every build request is refused. ``compile_warm``: the
+        worker imports torch.compile's modules as it starts (a reference worker that will compile)."""
         self.limits = limits or Limits()
         self._device = device
         self._builds = WorkerBuilds(builder, build_root, self.limits)
@@ -76,7 +77,7 @@ class Worker:
         self._cgroup = self._report = self.proc = self.scratch = self.cpu_marks = None
         self._hands = None
         try:
-            self._start(source, backend, device, build_root, scratch_root, audit, builder is not None)
+            self._start(source, backend, device, build_root, scratch_root, audit, builder is not None, compile_warm)
         except BaseException:
             if self.proc is None or self.proc.pid is None:
                 self._release()  # nothing was started: give back the cgroup, the scratch and waiting workers
@@ -132,7 +133,8 @@ class Worker:
         self._assigned = True
         self.send({"type": messages.SOURCE, "source": source})
 
-    def _start(self, source, backend, device, build_root, scratch_root, audit, builds: bool) -> None:
+    def _start(self, source, backend, device, build_root, scratch_root, audit, builds: bool,
+               compile_warm: bool = False) -> None:
         self.scratch = os.path.realpath(tempfile.mkdtemp(prefix="kbench-worker-",
                                                          dir=scratch_root or self.limits.scratch_root))
         if self.limits.isolation and "cgroup" not in self.limits.isolation_off and self.limits.processes:
@@ -146,7 +148,7 @@ class Worker:
         # caller expects (wire.FrameReader); requests go out through wire.send_frame, bounded in time as well.
         self._reader = wire.FrameReader(self.conn.fileno(), wire.HEADROOM)
         job = worker_job(self.limits, source, backend, device, self.scratch, build_root, audit, report_w,
-                         self._cgroup.path if self._cgroup else None, builds)
+                         self._cgroup.path if self._cgroup else None, builds, compile_warm)
         if self._cgroup is not None:  # the worker waits until it is in each; it reports the stop it gets
             job["sandbox"]["cgroup_hierarchies"] = self._cgroup.hierarchies
             job["sandbox"]["freezer"] = self._cgroup.freezer.version if self._cgroup.freezer is not None else None

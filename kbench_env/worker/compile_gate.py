@@ -44,6 +44,15 @@ def compile_model(model, gate: bool, conn, send, sync):
     return torch.compile(model, backend=_Gate(conn, send, sync).backend, dynamic=False)
 
 
+def warm() -> None:
+    """Import what a compile imports at its start (dynamo, inductor's entry and its benchmarker): seconds of CPU that
+    a reference worker which will compile (pipeline/compile_later.py) spends as it starts, at its low priority and
+    before the trusted side holds the device for its run, instead of inside the run's hold."""
+    import torch._dynamo  # noqa: F401
+    import torch._inductor.compile_fx  # noqa: F401
+    import torch._inductor.runtime.benchmarking  # noqa: F401
+
+
 def options() -> dict:
     """OPTIONS, and inductor's precompiled headers (the CPU's C++ kernels) off where this torch has the setting:
     inductor hashes a header it precompiles with an ``openssl`` subprocess, a program the worker's confinement does

@@ -164,7 +164,6 @@ def _warm_up(device: str, job: dict) -> tuple[float, float]:
     return time.perf_counter() - t0, cuda_start
 
 
-
 class _Session:
     """What the request handlers share once the candidate is loaded: its module, the models and the inputs per
     configuration."""
@@ -347,6 +346,8 @@ def main(conn, job: dict) -> None:
     else:
         select_device(device)
         warmup_seconds = cuda_start_seconds = 0.0
+    if job.get("compile_warm"):
+        compile_gate.warm()
     cpu_started = time.process_time()  # (since the fork: the start's CPU, sandbox/cpu_tally.py's stages)
     source = job["source"]
     if source is None:  # a spare: wait for a candidate, or leave
