@@ -333,7 +333,7 @@ def compile_later_figures(evaluators: list, since: float | None = None) -> str |
     if not laters:
         return None
     text = (f"timed {sum(x.timed for x in laters)}, left {sum(x.left for x in laters)}, "
-            f"failed {sum(x.failed for x in laters)}")
+            f"failed {sum(x.failed for x in laters)}, gave way {sum(getattr(x, 'gave_way', 0) for x in laters)}")
     log = compile_later_log(evaluators, since)
     if log:
         holds = [e["hold_s"] for e in log]
