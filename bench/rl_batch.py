@@ -340,7 +340,8 @@ def compile_later_figures(evaluators: list, since: float | None = None) -> str |
         top = max(log, key=lambda e: e["hold_s"])
         text += (f"; exclusive hold a configuration median {statistics.median(holds):.2f} s, longest "
                  f"{top['hold_s']:.2f} s ({top['task']} {top['config']}: set-up {top.get('set_up_s')} s, "
-                 f"steps {top.get('steps_ms')} ms, {top.get('blocks')} blocks of {top.get('block')}, "
+                 f"steps {top.get('steps_ms')} ms, their CPU ms (thread, process), switches (waited, preempted), "
+                 f"threads {top.get('steps_usage')}, {top.get('blocks')} blocks of {top.get('block')}, "
                  f"{top.get('method')})")
     return text
 
