@@ -370,3 +370,24 @@ def test_rl_batch_counts_the_builders_caches_per_pass_and_across_a_restart():
     assert line == ("heads made 0, heads reused 6, binding objects reused 4, host starts made 0, "
                     "host starts reused 3")
     assert _served(before, {}) is None
+
+
+def test_rl_batch_reports_the_compiled_references_and_where_the_longest_hold_went():
+    from types import SimpleNamespace
+
+    from bench.rl_batch import compile_later_figures
+
+    log = [{"task": "robust/rmsnorm_forward", "config": "small", "hold_s": 31.88, "at": 9.0, "set_up_s": 31.69,
+            "steps_ms": {"capture": 31482.3}, "steps_usage": {"capture": [900.0, 950.0, 2400, 30, 3]},
+            "block": 2461, "method": "cuda-graph", "blocks": 5},
+           {"task": "level1/relu", "config": "odd", "hold_s": 0.5, "at": 2.0}]
+    later = SimpleNamespace(timed=6, left=1, failed=0, gave_way=2, log=log)
+    evaluators = [SimpleNamespace(baselines=SimpleNamespace(later=later))]
+    line = compile_later_figures(evaluators)
+    assert line.startswith("timed 6, left 1, failed 0, gave way 2; exclusive hold a configuration median 16.19 s, "
+                           "longest 31.88 s (robust/rmsnorm_forward small: set-up 31.69 s"), line
+    assert "{'capture': [900.0, 950.0, 2400, 30, 3]}" in line and "5 blocks of 2461, cuda-graph" in line
+    assert "median 31.88 s" in compile_later_figures(evaluators, since=5.0)  # those timed before ``since`` left out
+    del later.gave_way  # (an evaluator without the give-way: counted as none)
+    assert "failed 0, gave way 0;" in compile_later_figures(evaluators)
+    assert compile_later_figures([SimpleNamespace(baselines=SimpleNamespace(later=None))]) is None
