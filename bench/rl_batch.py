@@ -329,7 +329,7 @@ def compile_later_figures(evaluators: list, since: float | None = None) -> str |
     evaluators: configurations timed, tasks left for a later candidate (no idle device in time) and failed, then
     the exclusive holds of the configurations timed after ``since`` (their median, and where the longest's time
     went); None where no evaluator times them so."""
-    laters = [x for ev in evaluators if (x := getattr(ev.baselines, "later", None)) is not None]
+    laters = _laters(evaluators)
     if not laters:
         return None
     text = (f"timed {sum(x.timed for x in laters)}, left {sum(x.left for x in laters)}, "
@@ -349,8 +349,13 @@ def compile_later_figures(evaluators: list, since: float | None = None) -> str |
 def compile_later_log(evaluators: list, since: float | None = None) -> list:
     """The configurations' diagnoses that the evaluators' compile_later threads kept (CompileLater.log), those
     timed after ``since`` (time.monotonic) where given."""
-    laters = [x for ev in evaluators if (x := getattr(ev.baselines, "later", None)) is not None]
-    return [dict(e) for x in laters for e in list(getattr(x, "log", ())) if since is None or e.get("at", 0) >= since]
+    return [dict(e) for x in _laters(evaluators) for e in list(getattr(x, "log", ()))
+            if since is None or e.get("at", 0) >= since]
+
+
+def _laters(evaluators: list) -> list:
+    """The evaluators' compile_later threads (pipeline/compile_later.py), where they have one."""
+    return [x for ev in evaluators if (x := getattr(ev.baselines, "later", None)) is not None]
 
 
 def ahead_timeline(evaluators: list, t0: float) -> str | None:
