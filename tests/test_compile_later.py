@@ -64,10 +64,13 @@ class _Disk:
 
 class _Worker:
     def __init__(self):
-        self.proc, self.closed, self.trace = None, False, None
+        self.proc, self.closed, self.killed, self.trace = None, False, False, None
 
     def close(self):
         self.closed = True
+
+    def kill(self):
+        self.killed = True
 
 
 class _Base:
@@ -104,7 +107,8 @@ class _Base:
         self.timings.append(cfg.name)
         # what a GPU timing reports of itself: its detail, and the worker's steps of the set-up in its trace
         detail["compile"] = {"set_up_s": 0.25, "block": 64, "method": "cuda-graph", "blocks": 3}
-        w.trace.append({"recv": "timed block set-up", "steps_ms": {"capture": float(len(self.timings))}})
+        w.trace.append({"recv": "timed block set-up", "steps_ms": {"capture": float(len(self.timings))},
+                        "steps_usage": {"capture": [1.0, 2.0, 3, 0, 4]}})
         return {"compile_ms": 1.5 + len(self.timings)}
 
 
@@ -133,6 +137,7 @@ def test_compiled_reference_waits_for_the_candidates_hold_then_is_timed_once_and
         # each configuration's diagnosis: where its time went, the timing's own account and the worker's set-up
         assert [(e["task"], e["config"]) for e in later.log] == [(task.name, c.name) for c in configs]
         assert [e["steps_ms"] for e in later.log] == [{"capture": float(i + 1)} for i in range(len(configs))]
+        assert all(e["steps_usage"] == {"capture": [1.0, 2.0, 3, 0, 4]} for e in later.log)
         assert all(e["block"] == 64 and e["blocks"] == 3 and e["method"] == "cuda-graph" for e in later.log)
         assert all(isinstance(e[k], float) for e in later.log for k in ("run_s", "idle_wait_s", "hold_s"))
         got = later.times(task, configs)
@@ -342,3 +347,138 @@ def test_the_worker_is_behind_the_builds_exactly_while_it_holds_nothing(relu):
     finally:
         p.kill()
         p.wait(30)
+
+
+class _SlowBase(_Base):
+    """Baselines whose first ``slow`` timings hold the device until their worker is killed (the timing in it then
+    fails, as one in a worker a give-way ends does) or ``finish`` is set; ``started``: how many began."""
+
+    def __init__(self, slow: int):
+        super().__init__()
+        self.slow, self.started, self.finish = slow, 0, threading.Event()
+
+    def _time_reference(self, w, task, cfg, prepared, ran, labels=None, detail=None):
+        self.started += 1
+        if self.started <= self.slow:
+            _wait_for(lambda: w.killed or self.finish.is_set(), "the worker killed or the timing let end", 60)
+            if w.killed:
+                raise RuntimeError("the worker ended during the timing")
+        return super()._time_reference(w, task, cfg, prepared, ran, labels, detail)
+
+
+def _gpu_later(base, lock) -> CompileLater:
+    later = CompileLater(base, lock)
+    later._gated = True  # (as on a GPU, where a timing gives way)
+    return later
+
+
+def _a_candidates_timing_waits(lock) -> threading.Thread:
+    t = threading.Thread(target=lambda: (lock.acquire(), lock.release()), daemon=True)
+    t.start()
+    return t
+
+
+def test_a_long_gpu_timing_gives_way_to_a_waiting_candidate_and_is_asked_for_again(relu, monkeypatch):
+    task, configs = relu
+    monkeypatch.setattr(compile_later, "GIVE_WAY_S", 0.1)
+    base, lock = _SlowBase(slow=1), SharedDeviceLock(None)
+    later = _gpu_later(base, lock)
+    try:
+        later.times(task, configs)
+        _wait_for(lambda: base.started == 1, "the first configuration's timing holding the device alone")
+        candidate = _a_candidates_timing_waits(lock)
+        candidate.join(60)
+        assert not candidate.is_alive()  # it had the device: the compiled reference's timing gave way
+        assert later.gave_way == 1 and later.timed == 0 and later.failed == 0
+        assert base.workers[0].killed and base.workers[0].closed and base.timings == []
+        assert later.log[-1]["config"] == configs[0].name and later.log[-1]["gave_way"] is True
+        _wait_for(lambda: not later._queued, "the task left the queue")
+        assert later.times(task, configs) == {}  # nothing known: the next candidate asks again
+        _wait_for(lambda: later.timed == len(configs), "timed on the next ask, nobody waiting")
+        assert [e["gave_way"] for e in later.log] == [True] + [False] * len(configs)
+    finally:
+        base.finish.set()
+        later.close()
+
+
+def test_a_long_timing_runs_to_its_end_unless_a_gpu_candidate_waits_within_its_tries(relu, monkeypatch):
+    task, configs = relu
+    monkeypatch.setattr(compile_later, "GIVE_WAY_S", 0.05)
+    watches = []
+
+    class Watch(compile_later._GiveWay):
+        def __init__(self, *args):
+            super().__init__(*args)
+            watches.append(self)
+
+    monkeypatch.setattr(compile_later, "_GiveWay", Watch)
+    # Nobody waits: watched past GIVE_WAY_S, never given way, timed when it ends.
+    base, lock = _SlowBase(slow=1), SharedDeviceLock(None)
+    looked = []
+    seen = lock.waited_for
+    lock.waited_for = lambda: (looked.append(1), seen())[1]
+    later = _gpu_later(base, lock)
+    try:
+        later.times(task, configs)
+        _wait_for(lambda: len(looked) >= 3, "the watch looking at the lock", 60)
+        base.finish.set()
+        _wait_for(lambda: later.timed == len(configs), "timed")
+        assert later.gave_way == 0 and len(watches) == len(configs) and not any(w.fired for w in watches)
+    finally:
+        later.close()
+    # Given way GIVE_WAY_TRIES times, the configuration is timed however long it holds the device.
+    tries = compile_later.GIVE_WAY_TRIES
+    watches.clear()
+    base, lock = _SlowBase(slow=tries + 1), SharedDeviceLock(None)
+    later = _gpu_later(base, lock)
+    try:
+        for k in range(tries):
+            later.want(task, configs)
+            _wait_for(lambda: base.started == k + 1, "the timing holding the device")
+            _a_candidates_timing_waits(lock).join(60)
+            _wait_for(lambda: later.gave_way == k + 1 and not later._queued, "given way")
+        later.want(task, configs)
+        _wait_for(lambda: base.started == tries + 1, "the timing after the tries")
+        waiting = _a_candidates_timing_waits(lock)
+        assert len(watches) == tries  # no watch on this one: the candidate waits for its end
+        base.finish.set()
+        waiting.join(60)
+        _wait_for(lambda: later.timed == len(configs), "timed")
+        assert later.gave_way == tries and base.timings == [c.name for c in configs]
+    finally:
+        base.finish.set()
+        later.close()
+    # The CPU's compiled reference (its timing on the cores, as the candidates'): never watched.
+    watches.clear()
+    base, lock = _Base(), SharedDeviceLock(None)
+    later = CompileLater(base, lock)
+    try:
+        later.times(task, configs)
+        _wait_for(lambda: later.timed == len(configs), "timed")
+        assert watches == []
+    finally:
+        later.close()
+
+
+_SLOW_LOAD = ("import time\nimport torch.nn as nn\ntime.sleep(600)\n\n\nclass ModelNew(nn.Module):\n"
+              "    def forward(self, x):\n        return x\n")
+
+
+def test_a_real_worker_killed_by_another_thread_ends_the_wait_in_its_recv():
+    """What a give-way does to the timing's thread: the watch kills the worker's processes from its own thread, and
+    the timing thread's ``recv`` ends at once with the worker's death (not at its timeout), free to close it."""
+    from kbench_env.sandbox.worker_process import Worker, WorkerError
+
+    root = os.path.join(str(ROOT), ".kbench-cache", "builds", "cpu")
+    os.makedirs(root, exist_ok=True)
+    w = Worker(_SLOW_LOAD, "cpu", "cpu", root)
+    try:
+        killer = threading.Timer(1.0, w.kill)
+        killer.start()
+        with pytest.raises(WorkerError) as err:
+            w.recv(300, "load")  # the load sleeps longer than this
+        killer.join(30)
+        assert "timed out" not in str(err.value), err.value
+    finally:
+        w.close()
+    assert w.proc.exitcode is not None

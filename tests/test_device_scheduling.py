@@ -4,6 +4,7 @@ holder (timing) of one process not starved by another process's stream of shared
 from __future__ import annotations
 
 import multiprocessing as mp
+import sys
 import threading
 import time
 
@@ -495,10 +496,56 @@ def test_the_lock_says_when_an_exclusive_holder_waits(tmp_path):
     assert not lock.exclusive_waiting()
     writer = threading.Thread(target=lambda: (lock.acquire(), lock.release()), daemon=True)
     writer.start()
+    _seen_then_let_in(lock, lock.exclusive_waiting, writer, "the waiting writer")
+    assert not lock.exclusive_waiting()
+
+
+def _seen_then_let_in(lock, seen, waiter, what: str) -> None:
+    """Wait until ``seen()`` says ``waiter`` waits (within a deadline), then let the hold go and ``waiter`` end."""
     deadline = time.monotonic() + 30
-    while not lock.exclusive_waiting():
-        assert time.monotonic() < deadline, "the waiting writer was never seen"
+    while not seen():
+        assert time.monotonic() < deadline, f"{what} was never seen"
         time.sleep(0.001)
     lock.release()
-    writer.join(30)
-    assert not writer.is_alive() and not lock.exclusive_waiting()
+    waiter.join(30)
+    assert not waiter.is_alive()
+
+
+def test_the_lock_says_when_anyone_waits_for_its_holder(tmp_path):
+    """``waited_for``: a candidate's check or a timing of this process, or another process's timing at the gate (a
+    second lock on the same file stands for it: flock holds per open file), waits; a trusted shared holder (a
+    reference run ahead) does not count, nor does the holder itself."""
+    path = str(tmp_path / "gpu-w.lock")
+    lock, other = SharedDeviceLock(path), SharedDeviceLock(path)
+
+    assert lock.acquire_idle(5.0)
+    assert not lock.waited_for()  # held alone, nobody waiting
+    for waiter in (lambda: (lock.acquire(shared=True), lock.release()),  # a candidate's check
+                   lambda: (lock.acquire(), lock.release()),  # a timing of this process
+                   lambda: (other.acquire(), other.release())):  # another process's timing
+        t = threading.Thread(target=waiter, daemon=True)
+        t.start()
+        _seen_then_let_in(lock, lock.waited_for, t, "the waiter")
+        assert lock.acquire_idle(30.0)
+        assert not lock.waited_for()
+    trusted = threading.Thread(target=lambda: (lock.acquire(shared=True, trusted=True), lock.release(trusted=True)),
+                               daemon=True)
+    trusted.start()  # a reference run ahead waits for the hold too, and is no reason to give way
+    deadline = time.monotonic() + 30
+    while not _in_wait(trusted):
+        assert time.monotonic() < deadline, "the trusted holder never waited"
+        time.sleep(0.001)
+    assert not lock.waited_for()
+    lock.release()
+    trusted.join(30)
+    assert not trusted.is_alive()
+
+
+def _in_wait(thread) -> bool:
+    """Whether ``thread`` is inside the lock's wait for its turn (its stack read, not guessed from time)."""
+    frame = sys._current_frames().get(thread.ident)  # noqa: SLF001
+    while frame is not None:
+        if frame.f_code.co_name == "_wait":
+            return True
+        frame = frame.f_back
+    return False

@@ -149,6 +149,12 @@ class SharedDeviceLock(DeviceLock):
         with self._cond:
             return bool(self._writers_waiting or self._exclusive) or not self._gate_open()
 
+    def waited_for(self) -> bool:
+        """Whether anyone waits for this lock: a timing (this process's, or another's at the gate) or a candidate's
+        shared holder of this process; a holder whose work is not a candidate's may then give way."""
+        with self._cond:
+            return bool(self._writers_waiting or self._untrusted_waiting) or not self._gate_open()
+
     def _acquire_exclusive(self, blocking: bool) -> bool:
         with self._cond:
             self._writers_waiting += 1

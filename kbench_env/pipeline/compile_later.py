@@ -17,7 +17,10 @@ configuration's); the times are kept in memory and in the reference cache on dis
 (their fields with ``"label": "compile"``), so that a later process has them from its first candidate.
 
 A task wanted again while queued or being timed is not queued twice; one whose timing did not get the device
-within ``IDLE_WAIT_S`` is left for its next candidate to ask again.
+within ``IDLE_WAIT_S`` is left for its next candidate to ask again. On a GPU a timing that holds the device longer
+than GIVE_WAY_S while a candidate's work waits for it gives way (its worker killed, the hold let go: ``_GiveWay``)
+and is left for later too, up to GIVE_WAY_TRIES times a configuration: whatever keeps it long, a figure beside the
+reward must not keep the reward's timings waiting.
 """
 
 from __future__ import annotations
@@ -54,6 +57,16 @@ POLL_S = 0.05
 LOG_KEPT = 256
 
 
+#: A compiled reference's exclusive hold of a GPU (seconds) past which its timing gives way once a candidate's work
+#: waits for the device: the worker is killed (the hold let go) and the configuration left for a later candidate to
+#: ask for again. A configuration's timing holds a GPU for a fraction of a second; a candidate's timing that waits
+#: for a figure shown beside the reward waits on the reward's path.
+GIVE_WAY_S = 5.0
+#: Timings of one configuration given way, after which it is timed however long it holds the device (one whose
+#: timing is that long by nature is timed all the same).
+GIVE_WAY_TRIES = 2
+
+
 #: The compile's niceness: below the builds' (builder/server.BUILD_NICE), whose builds are a step's critical path.
 COMPILE_NICE = 19
 
@@ -63,12 +76,48 @@ def _renice(pid: int | None, value: int) -> None:
     set_each_thread(pid, lambda tid: os.setpriority(os.PRIO_PROCESS, tid, value))
 
 
-def _set_up_steps(w) -> dict | None:
-    """The worker's own account of the last timed block's set-up (gpu_executor's ``steps_ms``), where traced."""
+def _set_up_steps(w) -> dict:
+    """The worker's own account of the last timed block's set-up (gpu_executor's ``steps_ms`` and ``steps_usage``),
+    where traced; ``steps_ms`` None where not."""
     for entry in reversed(getattr(w, "trace", None) or []):
         if isinstance(entry, dict) and "steps_ms" in entry:
-            return entry["steps_ms"]
-    return None
+            return {k: entry.get(k) for k in ("steps_ms", "steps_usage")}
+    return {"steps_ms": None}
+
+
+class _GaveWay(Exception):
+    """A compiled reference's timing given way to a waiting candidate (``_GiveWay``)."""
+
+
+class _GiveWay:
+    """While a compiled reference holds the device alone: a thread that, once the hold has lasted ``after`` seconds
+    and anyone waits for ``lock`` (``waited_for``), kills ``worker``'s processes (the timing in it fails, and the
+    caller's ``finally`` lets the hold go and closes the worker, from its own thread). ``fired``: it did; ``stop``
+    (the timing over) keeps it from firing later."""
+
+    def __init__(self, lock, worker, after: float):
+        self.fired = False
+        self._done, self._mutex = threading.Event(), threading.Lock()
+        self._thread = threading.Thread(target=self._watch, args=(lock, worker, after), daemon=True,
+                                        name="kbench-compile-give-way")
+        self._thread.start()
+
+    def _watch(self, lock, worker, after: float) -> None:
+        if self._done.wait(after):
+            return
+        while not self._done.wait(POLL_S):
+            if lock.waited_for():
+                with self._mutex:
+                    if self._done.is_set():
+                        return
+                    self.fired = True
+                worker.kill()  # (the timing's thread, in the worker's recv, sees it end and closes it)
+                return
+
+    def stop(self) -> None:
+        with self._mutex:
+            self._done.set()
+        self._thread.join(CLOSE_JOIN_S)
 
 
 class _Left(Exception):
@@ -107,7 +156,8 @@ class _TrustedHold:
 class CompileLater:
     """The compiled reference's timings of ``base``'s evaluator (``times``, ``want``), made in one thread of their
     own under ``device_lock`` (a SharedDeviceLock: ``acquire_idle`` and trusted shared holds). ``timed``: the
-    configurations timed here; ``failed``: tasks whose compiled reference failed (``errors``: the last messages)."""
+    configurations timed here; ``failed``: tasks whose compiled reference failed (``errors``: the last messages);
+    ``gave_way``: timings given way to a waiting candidate (GIVE_WAY_S)."""
 
     def __init__(self, base: Baselines, device_lock):
         self.base, self.lock = base, device_lock
@@ -121,7 +171,8 @@ class CompileLater:
         self._closed = False
         self._may_renice = idle_start.may_raise()  # (lowering a niceness is undone only with CAP_SYS_NICE)
         self._gated = Device.parse(base.device).is_cuda
-        self.timed = self.failed = self.left = 0
+        self.timed = self.failed = self.left = self.gave_way = 0
+        self._tries: dict = {}  # Baselines.key -> its timings given way so far (GIVE_WAY_TRIES)
         self.errors: deque = deque(maxlen=8)
         #: per configuration timed: where its time went (the run's shared hold, the wait for an idle device, the
         #: exclusive hold, the timing's set-up and its steps in the worker, block size, method, blocks), a diagnosis
@@ -180,9 +231,11 @@ class CompileLater:
                     return
                 task, configs = self._queue.popleft()
             try:
-                self._time_task(task, configs)
+                self._time_task(task, configs, give_way=True)
             except _Left:
                 self.left += 1
+            except _GaveWay:
+                self.gave_way += 1
             except Exception as exc:  # noqa: BLE001 - a figure beside the reward: the next candidate asks again
                 if not self._closed:  # (``close`` ends the worker under it)
                     self.failed += 1
@@ -191,11 +244,12 @@ class CompileLater:
                 with self._cond:
                     self._queued.discard((task.name, task.source_hash))
 
-    def _time_task(self, task: Task, configs: list[Config]) -> None:
+    def _time_task(self, task: Task, configs: list[Config], give_way: bool = False) -> None:
+        """``give_way``: a GPU timing held longer than GIVE_WAY_S gives way to a waiting candidate (``_GaveWay``)."""
         with self._timing:  # (what the other one timed meanwhile is known: not timed again)
-            self._time_locked(task, configs)
+            self._time_locked(task, configs, give_way and self._gated)
 
-    def _time_locked(self, task: Task, configs: list[Config]) -> None:
+    def _time_locked(self, task: Task, configs: list[Config], give_way: bool) -> None:
         todo = [(i, c) for i, c in enumerate(configs) if self.known(task, c) is None]
         if not todo:
             return
@@ -243,20 +297,32 @@ class CompileLater:
                 t2, detail = time.monotonic(), {}
                 if isinstance(getattr(w, "trace", None), list):
                     w.trace.clear()
+                key = self.base.key(task, cfg)
+                watch = (_GiveWay(self.lock, w, GIVE_WAY_S)
+                         if give_way and self._tries.get(key, 0) < GIVE_WAY_TRIES else None)
                 try:
                     got = self.base._time_reference(w, task, cfg, prepared, {f"{cfg.name}#compile"},
                                                     labels=[("compile", True)], detail=detail)
+                except Exception:
+                    if watch is not None and watch.fired:
+                        self._tries[key] = self._tries.get(key, 0) + 1
+                        raise _GaveWay() from None
+                    raise
                 finally:
+                    if watch is not None:
+                        watch.stop()
                     self.lock.release()
                     self._lower(pid)
                     self.log.append({"task": task.name, "config": cfg.name, "run_s": round(t1 - t0, 3),
                                      "idle_wait_s": round(t2 - t1, 3), "hold_s": round(time.monotonic() - t2, 3),
-                                     **detail.get("compile", {}), "steps_ms": _set_up_steps(w),
-                                     "at": time.monotonic()})
-                self._known[self.base.key(task, cfg)] = got["compile_ms"]
+                                     **detail.get("compile", {}), **_set_up_steps(w),
+                                     "gave_way": bool(watch is not None and watch.fired), "at": time.monotonic()})
+                self._known[key] = got["compile_ms"]
                 if self.base.disk is not None:
                     self.base.disk.put(self.fields(task, cfg), {"compile_ms": got["compile_ms"]})
                 self.timed += 1
+                if watch is not None and watch.fired:  # (killed as the timing ended: the rest left for later)
+                    raise _GaveWay()
         finally:
             with self._cond:
                 self._worker = None

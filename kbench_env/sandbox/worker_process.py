@@ -237,7 +237,7 @@ class Worker:
                     if self.trace is not None:
                         self.trace.append({"recv": what, "bytes": len(data), "s": round(time.monotonic() - t0, 4),
                                            "busy_s": round(float(header.get("busy_s") or 0.0), 4),
-                                           **({"steps_ms": header["steps_ms"]} if "steps_ms" in header else {})})
+                                           **{k: header[k] for k in ("steps_ms", "steps_usage") if k in header}})
                 except Exception as exc:  # a malformed message is the candidate's doing
                     self.kill()
                     raise WorkerError(f"the worker sent an unreadable message during {what}: {exc}", self.log_tail()) from None

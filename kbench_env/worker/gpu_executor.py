@@ -22,6 +22,10 @@ outputs itself after DONE, and believes the reported device time only inside its
 
 from __future__ import annotations
 
+import resource
+import threading
+import time
+
 import torch
 
 from kbench_env.measure import stats
@@ -107,6 +111,40 @@ def describe(outs: list, exporter: Exporter) -> tuple[list, list]:
     return layout, table
 
 
+def _usage() -> tuple:
+    """This thread's CPU seconds, this process's, this thread's voluntary and involuntary context switches (it
+    waited; it was preempted), and the process's threads: where a slow set-up step's wall time went."""
+    try:
+        r = resource.getrusage(resource.RUSAGE_THREAD)
+        switches = (r.ru_nvcsw, r.ru_nivcsw)
+    except (AttributeError, OSError):  # (no per-thread usage on this system)
+        switches = (0, 0)
+    return (time.thread_time(), time.process_time(), *switches, threading.active_count())
+
+
+def _timed_calls(model, seconds: list):
+    """``model`` with each call's seconds (this process's clock) appended to ``seconds``."""
+    clock = stats._perf_counter
+
+    def call(*args):
+        t0 = clock()
+        try:
+            return model(*args)
+        finally:
+            seconds.append(clock() - t0)
+    return call
+
+
+def _slowest(seconds: list) -> dict:
+    """The capture's calls (its two warm-up calls first): how many, the slowest and where it came, how many took a
+    millisecond or more, and their sum."""
+    if not seconds:
+        return {"n": 0}
+    at = max(range(len(seconds)), key=seconds.__getitem__)
+    return {"n": len(seconds), "max_ms": round(seconds[at] * 1e3, 2), "at": at,
+            "over_1ms": sum(x >= 1e-3 for x in seconds), "sum_ms": round(sum(seconds) * 1e3, 2)}
+
+
 def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     """GPU_SLOTS: the configuration's block made and captured; its memory exported."""
     cfg = header["config"]
@@ -115,13 +153,18 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     cuda = getattr(s.backend, "_cuda", None) or s.backend  # (the Triton backend's GPU side is CUDA's)
     stds = input_stds(originals)
     make = _own_inputs(originals, stds)
-    steps, clock = {}, stats._perf_counter  # where a set-up's time goes, for KBENCH_TRACE (a diagnosis only)
-    t = clock()
+    # where a set-up's time goes (a diagnosis only, for the trace): each step's wall ms, and its CPU (this thread's,
+    # the process's), context switches (voluntary, involuntary) and threads at its end
+    steps, usage, clock = {}, {}, stats._perf_counter
+    t, u = clock(), _usage()
 
     def step(name: str) -> None:
-        nonlocal t
+        nonlocal t, u
         torch.cuda.synchronize()
-        steps[name], t = round((clock() - t) * 1e3, 2), clock()
+        now = _usage()
+        usage[name] = [round((now[0] - u[0]) * 1e3, 1), round((now[1] - u[1]) * 1e3, 1), now[2] - u[2],
+                       now[3] - u[3], now[4]]
+        steps[name], t, u = round((clock() - t) * 1e3, 2), clock(), _usage()
 
     handed = [make(-1 - i) for i in range(max(1, int(header.get("warmup", 3))))]
     with grad:
@@ -140,8 +183,10 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         # every row a content of its own for the capture, unlike any warm-up input (the trusted side overwrites it)
         fill_perturbed(big, originals, OWN_SEED - 200, 1e-2, stds)
         step("fill")
-        captured = cuda._capture(model, make, block, handed=handed, static_in=sets)
+        calls: list = []
+        captured = cuda._capture(_timed_calls(model, calls), make, block, handed=handed, static_in=sets)
         step("capture")
+        usage["capture_calls"] = _slowest(calls)
     exporter = Exporter()
     graph, outs = (captured[0], captured[2]) if captured is not None else (None, None)
     st = _Block(model, big, sets, graph, outs, exporter)
@@ -154,7 +199,7 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         reply["layout"], reply["outputs"] = describe(outs, exporter)
     reply["handles"] = exporter.handles
     step("export")
-    reply["steps_ms"] = steps
+    reply["steps_ms"], reply["steps_usage"] = steps, usage
     send(reply)
 
 
