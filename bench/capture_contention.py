@@ -1,0 +1,127 @@
+"""Is a timed block's graph capture slow under a busy trainer step because each captured call's output is a new
+cudaMalloc of the graph's fresh private pool, and other processes' driver work stalls cudaMalloc? And does a pool
+reserved before the capture (one cudaMalloc, the capture's outputs carved from it) take that away? Issue #36: a
+compiled reference's capture of 2,461 calls took 31.5 s in a trainer step (12.8 ms a call) and 0.20 s alone
+(compiled_capture_h200_20261202.md); other processes' CUDA contexts ending raise a 256 MiB cudaMalloc's p99 to
+11-14 ms (cuda_teardown_stall_h200_20261202.md).
+
+For each background load (FLIGHT children, ROUNDS captures a variant):
+  none      nothing beside this process
+  malloc    children allocating and freeing 1 GiB of device memory in a loop (cudaMalloc/cudaFree)
+  pinned    children allocating and freeing 1 GiB of pinned host memory in a loop (cudaHostAlloc/cudaFreeHost)
+  die       children that start CUDA, take 8 GiB of device memory and are killed a second later (workers closed)
+the capture of CALLS calls of ``x * 2`` (OUT_MB of output each, every output kept: a timed block's shape), in
+  plain     torch.cuda.graph's own fresh pool, as kbench captures now (a cudaMalloc an output)
+  reserved  the graph's pool (graph_pool_handle) grown first by a capture of its own that allocates the block's
+            outputs' size and frees it (one cudaMalloc), the block's capture then carving its outputs from it
+  mempool   the same with a torch.cuda.MemPool grown under use_mem_pool, its id given as the graph's pool
+is timed, and its calls one by one: wall seconds (median, max), calls that took 1 ms or more, the slowest call.
+
+    python bench/capture_contention.py
+"""
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+FLIGHT, ROUNDS, CALLS, OUT_MB = 4, 3, 2400, 4
+
+CHILD = """import sys, time, torch
+mode = sys.argv[1]
+torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+if mode == "die":
+    x = torch.ones(2 << 30, dtype=torch.float32, device="cuda"); torch.cuda.synchronize()
+    print("ready", flush=True); time.sleep(3600)
+print("ready", flush=True)
+while True:
+    if mode == "malloc":
+        x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); del x; torch.cuda.empty_cache()
+    else:
+        x = torch.empty(1 << 30, dtype=torch.uint8, pin_memory=True); del x
+"""
+
+
+def slot(mode, stop):
+    """One child at a time until ``stop``: "die" ones killed a second after they are ready, others run on."""
+    while not stop.is_set():
+        p = subprocess.Popen([sys.executable, "-c", CHILD, mode], stdout=subprocess.PIPE)
+        try:
+            if p.stdout.readline():  # (EOF: it died first)
+                stop.wait(1.0 if mode == "die" else 3600)
+        finally:
+            p.send_signal(signal.SIGKILL)
+            p.wait(120)
+            p.stdout.close()
+
+
+def capture(torch, variant: str):
+    x = torch.ones(OUT_MB << 18, device="cuda")  # OUT_MB MiB of float32
+    for _ in range(2):
+        x * 2
+    torch.cuda.synchronize()
+    pool, g0, kw = None, None, {}
+    t0 = time.perf_counter()
+    if variant == "mempool":  # (torch.cuda.MemPool's id as the graph's pool: not in graph()'s documentation)
+        pool = torch.cuda.MemPool()
+        with torch.cuda.use_mem_pool(pool):
+            r = torch.empty(CALLS * (OUT_MB << 20), dtype=torch.uint8, device="cuda")
+            del r
+        kw = {"pool": pool.id}
+    elif variant == "reserved":  # the pool grown by a capture of its own that allocates and frees the block's size
+        pool, g0 = torch.cuda.graph_pool_handle(), torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g0, pool=pool):
+            r = torch.empty(CALLS * (OUT_MB << 20), dtype=torch.uint8, device="cuda")
+            del r
+        kw = {"pool": pool}
+    t1 = time.perf_counter()
+    g, outs, calls = torch.cuda.CUDAGraph(), [], []
+    with torch.cuda.graph(g, **kw):
+        for _ in range(CALLS):
+            a = time.perf_counter()
+            outs.append(x * 2)
+            calls.append(time.perf_counter() - a)
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    g.replay(); torch.cuda.synchronize()
+    ok = bool((outs[-1] == 2).all())
+    del g, g0, outs
+    pool = None
+    torch.cuda.synchronize(); torch.cuda.empty_cache()
+    return t1 - t0, t2 - t1, calls, ok
+
+
+def main():
+    import torch
+    torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {CALLS} calls of {OUT_MB} MiB outputs, "
+          f"{FLIGHT} children at a time", flush=True)
+    for mode in ("none", "malloc", "pinned", "die", "none"):
+        stop = threading.Event()
+        slots = [threading.Thread(target=slot, args=(mode, stop), daemon=True)
+                 for _ in range(FLIGHT if mode != "none" else 0)]
+        [t.start() for t in slots]
+        time.sleep(3 if mode != "none" else 0)
+        for variant in ("plain", "reserved", "mempool"):
+            walls, slow, worst, reserve, oks = [], 0, 0.0, [], True
+            for _ in range(ROUNDS):
+                try:
+                    r, w, calls, ok = capture(torch, variant)
+                except Exception as exc:  # noqa: BLE001 - a variant this torch refuses: said, and the rest go on
+                    print(f"{mode:6s} {variant:8s}: {type(exc).__name__}: {exc}"[:300], flush=True)
+                    torch.cuda.synchronize(); torch.cuda.empty_cache()
+                    break
+                walls.append(w); reserve.append(r); oks &= ok
+                slow += sum(c >= 1e-3 for c in calls); worst = max(worst, max(calls))
+            if not walls:
+                continue
+            print(f"{mode:6s} {variant:8s}: capture s median {statistics.median(walls):.3f} max {max(walls):.3f}; "
+                  f"calls >= 1 ms {slow} of {ROUNDS * CALLS}, slowest {1e3 * worst:.1f} ms; "
+                  f"reserve s median {statistics.median(reserve):.3f}; replayed right {oks}", flush=True)
+        stop.set()
+        [t.join(120) for t in slots]
+
+
+if __name__ == "__main__":
+    main()
