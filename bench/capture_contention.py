@@ -17,8 +17,10 @@ the capture of CALLS calls of ``x * 2`` (OUT_MB of output each, every output kep
   mempool   the same with a torch.cuda.MemPool grown under use_mem_pool, its id given as the graph's pool
 is timed, and its calls one by one: wall seconds (median, max), calls that took 1 ms or more, the slowest call.
 
-    python bench/capture_contention.py
+    python bench/capture_contention.py            # x * 2, eager: one kernel and one output a call
+    FN=compiled python bench/capture_contention.py   # torch.compile'd gelu, as compile_later's reference
 """
+import os
 import signal
 import statistics
 import subprocess
@@ -56,10 +58,26 @@ def slot(mode, stop):
             p.stdout.close()
 
 
+FNS = {}
+
+
+def fn(torch):
+    """The captured call: ``x * 2`` eagerly, or (FN=compiled) torch.compile'd tanh-gelu scaled so that an input of
+    ones still gives 2 (checked after the replay)."""
+    if "f" not in FNS:
+        if os.environ.get("FN") == "compiled":
+            scale = 2.0 / float(torch.nn.functional.gelu(torch.ones(1), approximate="tanh"))
+            FNS["f"] = torch.compile(lambda x: torch.nn.functional.gelu(x, approximate="tanh") * scale)
+        else:
+            FNS["f"] = lambda x: x * 2
+    return FNS["f"]
+
+
 def capture(torch, variant: str):
+    f = fn(torch)
     x = torch.ones(OUT_MB << 18, device="cuda")  # OUT_MB MiB of float32
     for _ in range(2):
-        x * 2
+        f(x)
     torch.cuda.synchronize()
     pool, g0, kw = None, None, {}
     t0 = time.perf_counter()
@@ -80,12 +98,12 @@ def capture(torch, variant: str):
     with torch.cuda.graph(g, **kw):
         for _ in range(CALLS):
             a = time.perf_counter()
-            outs.append(x * 2)
+            outs.append(f(x))
             calls.append(time.perf_counter() - a)
     torch.cuda.synchronize()
     t2 = time.perf_counter()
     g.replay(); torch.cuda.synchronize()
-    ok = bool((outs[-1] == 2).all())
+    ok = bool(torch.allclose(outs[-1], torch.full_like(outs[-1], 2.0), rtol=1e-3))
     del g, g0, outs
     pool = None
     torch.cuda.synchronize(); torch.cuda.empty_cache()
@@ -95,7 +113,8 @@ def capture(torch, variant: str):
 def main():
     import torch
     torch.zeros(1, device="cuda"); torch.cuda.synchronize()
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {CALLS} calls of {OUT_MB} MiB outputs, "
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {CALLS} calls of {OUT_MB} MiB outputs "
+          f"({os.environ.get('FN') or 'eager'}), "
           f"{FLIGHT} children at a time", flush=True)
     for mode in ("none", "malloc", "pinned", "die", "none"):
         stop = threading.Event()
