@@ -19,6 +19,7 @@ is timed, and its calls one by one: wall seconds (median, max), calls that took 
 
     python bench/capture_contention.py            # x * 2, eager: one kernel and one output a call
     FN=compiled python bench/capture_contention.py   # torch.compile'd gelu, as compile_later's reference
+    PHASES=none,die ROUNDS=2 python bench/capture_contention.py   # fewer phases and rounds
 """
 import os
 import signal
@@ -28,7 +29,9 @@ import sys
 import threading
 import time
 
-FLIGHT, ROUNDS, CALLS, OUT_MB = 4, 3, 2400, 4
+FLIGHT, CALLS, OUT_MB = 4, 2400, 4
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+PHASES = os.environ.get("PHASES", "none,malloc,pinned,die,none").split(",")
 
 CHILD = """import sys, time, torch
 mode = sys.argv[1]
@@ -116,7 +119,7 @@ def main():
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {CALLS} calls of {OUT_MB} MiB outputs "
           f"({os.environ.get('FN') or 'eager'}), "
           f"{FLIGHT} children at a time", flush=True)
-    for mode in ("none", "malloc", "pinned", "die", "none"):
+    for mode in PHASES:
         stop = threading.Event()
         slots = [threading.Thread(target=slot, args=(mode, stop), daemon=True)
                  for _ in range(FLIGHT if mode != "none" else 0)]
