@@ -342,7 +342,9 @@ def compile_later_figures(evaluators: list, since: float | None = None) -> str |
                  f"{top['hold_s']:.2f} s ({top['task']} {top['config']}: set-up {top.get('set_up_s')} s, "
                  f"steps {top.get('steps_ms')} ms, their CPU ms (thread, process), switches (waited, preempted), "
                  f"threads {top.get('steps_usage')}, {top.get('blocks')} blocks of {top.get('block')}, "
-                 f"{top.get('method')})")
+                 f"{top.get('method')}"
+                 + (f"; given way, its threads then: {top['gave_way_threads']}" if top.get("gave_way_threads") else "")
+                 + ")")
     return text
 
 

@@ -386,7 +386,11 @@ def test_rl_batch_reports_the_compiled_references_and_where_the_longest_hold_wen
     line = compile_later_figures(evaluators)
     assert line.startswith("timed 6, left 1, failed 0, gave way 2; exclusive hold a configuration median 16.19 s, "
                            "longest 31.88 s (robust/rmsnorm_forward small: set-up 31.69 s"), line
-    assert "{'capture': [900.0, 950.0, 2400, 30, 3]}" in line and "5 blocks of 2461, cuda-graph" in line
+    assert "{'capture': [900.0, 950.0, 2400, 30, 3]}" in line and "5 blocks of 2461, cuda-graph)" in line
+    assert "given way" not in line  # (not given way: no look at its threads)
+    log[0]["gave_way_threads"] = {"threads": 41, "states": {"D": 1, "S": 40}, "waits": {"uvm_wait": 1}}
+    assert "cuda-graph; given way, its threads then: {'threads': 41, 'states': {'D': 1, 'S': 40}" in (
+        compile_later_figures(evaluators))
     assert "median 31.88 s" in compile_later_figures(evaluators, since=5.0)  # those timed before ``since`` left out
     del later.gave_way  # (an evaluator without the give-way: counted as none)
     assert "failed 0, gave way 0;" in compile_later_figures(evaluators)
