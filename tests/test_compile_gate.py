@@ -1,5 +1,5 @@
 """The reference's compile with the device's hold let go (worker/compile_gate.py; Baselines._run_reference with a
-run ahead's AheadHold): the worker's two messages around inductor's compile, and the trusted side's locks let go
+run ahead's TrustedHold): the worker's two messages around inductor's compile, and the trusted side's locks let go
 and taken again between them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 from kbench_env.machine.shared_device_lock import SharedDeviceLock
 from kbench_env.pipeline.baseline import Baselines
-from kbench_env.pipeline.reference_start import AheadHold
+from kbench_env.pipeline.trusted_hold import TrustedHold
 from kbench_env.protocol import messages as msg
 from kbench_env.protocol.wire import pack, unpack
 from kbench_env.worker import compile_gate
@@ -101,7 +101,7 @@ def test_the_trusted_side_lets_the_device_and_the_tasks_lock_go_while_the_worker
     """Between READY compiling and READY compiled nothing of the run ahead's is held: a timing's exclusive hold and
     the task's lock can both be taken then; GO goes only once both are held again, and OUTPUT ends the run held."""
     device, task_lock = SharedDeviceLock(str(tmp_path / "gpu-test.lock")), threading.Lock()
-    hold = AheadHold(device, task_lock)
+    hold = TrustedHold(device, 5.0, task_lock=task_lock)
     hold.acquire()
     seen = []
 

@@ -392,10 +392,12 @@ def test_a_long_gpu_timing_gives_way_to_a_waiting_candidate_and_is_asked_for_aga
         assert later.gave_way == 1 and later.timed == 0 and later.failed == 0
         assert base.workers[0].killed and base.workers[0].closed and base.timings == []
         assert later.log[-1]["config"] == configs[0].name and later.log[-1]["gave_way"] is True
+        assert later.log[-1]["gave_way_after_s"] >= compile_later.GIVE_WAY_S  # (never before its hold's threshold)
         _wait_for(lambda: not later._queued, "the task left the queue")
         assert later.times(task, configs) == {}  # nothing known: the next candidate asks again
         _wait_for(lambda: later.timed == len(configs), "timed on the next ask, nobody waiting")
         assert [e["gave_way"] for e in later.log] == [True] + [False] * len(configs)
+        assert [e["gave_way_after_s"] is None for e in later.log] == [False] + [True] * len(configs)
     finally:
         base.finish.set()
         later.close()
@@ -482,3 +484,62 @@ def test_a_real_worker_killed_by_another_thread_ends_the_wait_in_its_recv():
     finally:
         w.close()
     assert w.proc.exitcode is not None
+
+
+_BURN = ("import sys, time\n"
+         "while time.thread_time() < 0.5:\n"
+         "    pass\n"
+         "print('burned', flush=True)\n"
+         "sys.stdin.readline()\n")  # (blocked in a read until the test closes its stdin)
+
+
+def _burned_child():
+    """A process that has used 0.5 s of CPU and is now blocked in a read (its main thread asleep: looked for, since
+    it says "burned" just before it blocks)."""
+    from kbench_env.sandbox.confine.proc_table import thread_states
+
+    p = subprocess.Popen([sys.executable, "-c", _BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "burned"
+    _wait_for(lambda: thread_states(p.pid).get(p.pid, {}).get("state") == "S", "the child blocked in its read")
+    return p
+
+
+def test_a_processs_threads_are_read_with_their_state_cpu_and_wait():
+    from kbench_env.sandbox.confine.proc_table import thread_states
+
+    p = _burned_child()
+    try:
+        threads = thread_states(p.pid)
+        main = threads[p.pid]  # (the main thread's id is the process's)
+        assert main["ticks"] >= 0.4 * os.sysconf("SC_CLK_TCK")  # its 0.5 s of CPU, in clock ticks
+        assert main["state"] == "S" and main["syscall"] not in (None, "running")  # blocked in its read
+    finally:
+        p.stdin.close()
+        p.wait(30)
+    assert thread_states(p.pid) == {}  # gone: nothing to read
+
+
+def test_a_give_way_looks_at_the_workers_threads_before_it_kills_them():
+    p = _burned_child()
+
+    class Worker:
+        proc, killed_with = p, None
+
+        def kill(self):  # what the snapshot saw, before the kill
+            Worker.killed_with = watch.snapshot
+            p.kill()
+
+    lock = SharedDeviceLock(None)
+    lock.waited_for = lambda: True  # a candidate waits
+    watch = compile_later._GiveWay(lock, Worker(), 0.0)
+    try:
+        _wait_for(lambda: Worker.killed_with is not None, "the worker killed")
+    finally:
+        watch.stop()
+        p.kill()
+        p.wait(30)
+    snap = Worker.killed_with
+    assert watch.fired and snap["threads"] >= 1 and sum(snap["states"].values()) == snap["threads"]
+    assert snap["states"].get("S", 0) >= 1 and snap["waits"]
+    main = [r for r in snap["busiest"] if r["tid"] == p.pid]
+    assert main and main[0]["cpu_ms"] == 0 and main[0]["state"] == "S"  # asleep in its read over the gap

@@ -454,9 +454,9 @@ class _CountingLock:
         self.lock, self.waiting, self.shared_acquires = lock, waiting, 0
         self.max_shared = lock.max_shared
 
-    def acquire(self, blocking: bool = True, shared: bool = False) -> bool:
+    def acquire(self, blocking: bool = True, shared: bool = False, timeout: float | None = None) -> bool:
         self.shared_acquires += shared
-        return self.lock.acquire(blocking, shared)
+        return self.lock.acquire(blocking, shared, timeout=timeout)
 
     def release(self) -> None:
         self.lock.release()

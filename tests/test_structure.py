@@ -193,6 +193,9 @@ LATE_IMPORTS = {
         "every worker imports this module, and only a reference's worker that compiles needs dynamo",
     ("kbench_env.worker.compile_gate", "torch._inductor"):
         "every worker imports this module, and only a reference's worker that compiles needs inductor",
+    ("kbench_env.builder.compiler", "kbench_env.sandbox.confine.proc_table"):
+        "the worker's import closure reaches this module (its CompileError), and the process table's reader, which "
+        "only a build past its deadline needs, is not in that closure (tests/test_boundary.py)",
     ("kbench_env.fastpath", "kbench_env.builder.fast"):
         "only a process with no builder to ask (the builder itself, a test) builds in place; candidates import "
         "fastpath in the worker, which must not load the compiler's driver code",

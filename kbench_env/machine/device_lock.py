@@ -99,6 +99,33 @@ def open_shared_file(path: Path) -> int:
     return fd
 
 
+#: The longest a holder of a device lock waits for it by default (seconds), past which the wait ends in
+#: DeviceWaitTimeout rather than go on: every hold is bounded by the timeouts of the work done under it (each
+#: exchange with a worker has its own), so a wait this long means a hold that was never let go, not a long queue
+#: (16 candidates in flight, each holding the device for at most its run and timing timeouts, wait far less).
+WAIT_S = 3600.0
+#: How often a wait with a deadline tries another process's file lock again (seconds): a blocking ``flock`` cannot
+#: be given one.
+FILE_POLL_S = 0.002
+
+
+class DeviceWaitTimeout(TimeoutError):
+    """A device lock not free within its deadline (WAIT_S by default)."""
+
+
+def flock_by(fd: int, op: int, deadline: float) -> bool:
+    """``flock(fd, op)`` tried until ``deadline`` (time.monotonic): True once taken, False if still held then."""
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(FILE_POLL_S, left))
+
+
 class DeviceLock:
     """``threading.Lock``-like (``acquire``, ``release``, context manager) lock held across processes.
 
@@ -124,13 +151,16 @@ class DeviceLock:
                 self._failed = True
         return self._fd
 
-    def _lock_file(self, op: int, blocking: bool) -> bool:
-        """``flock`` the file with ``op`` (LOCK_EX or LOCK_SH); False only when not ``blocking`` and it is held.
-        Without a lock file, or when the file lock fails, this process's lock alone holds: True."""
+    def _lock_file(self, op: int, blocking: bool, deadline: float | None = None) -> bool:
+        """``flock`` the file with ``op`` (LOCK_EX or LOCK_SH); False only when not ``blocking`` and it is held, or
+        when it is still held at ``deadline`` (time.monotonic; None: no deadline). Without a lock file, or when the
+        file lock fails, this process's lock alone holds: True."""
         fd = self._open()
         if fd is None:
             return True
         try:
+            if blocking and deadline is not None:
+                return flock_by(fd, op, deadline)
             fcntl.flock(fd, op if blocking else op | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
@@ -145,10 +175,13 @@ class DeviceLock:
             except OSError:
                 pass
 
-    def acquire(self, blocking: bool = True) -> bool:
-        if not self._thread.acquire(blocking):
+    def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take the lock; False when not ``blocking`` and it is held, or when it is still held ``timeout`` seconds
+        later (None: no deadline, for callers that bound the wait themselves)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not self._thread.acquire(blocking, -1 if deadline is None or not blocking else max(0.0, timeout)):
             return False
-        if not self._lock_file(fcntl.LOCK_EX, blocking):
+        if not self._lock_file(fcntl.LOCK_EX, blocking, deadline):
             self._thread.release()
             return False
         self._since_ns = time.monotonic_ns()
@@ -162,7 +195,8 @@ class DeviceLock:
         self._thread.release()
 
     def __enter__(self):
-        self.acquire()
+        if not self.acquire(timeout=WAIT_S):
+            raise DeviceWaitTimeout(f"the device lock {self._file or ''} was not free within {WAIT_S:.0f} s")
         return self
 
     def __exit__(self, *exc) -> None:

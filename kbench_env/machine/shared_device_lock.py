@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from kbench_env.machine import interpreter
-from kbench_env.machine.device_lock import DeviceLock, log_hold, open_shared_file
+from kbench_env.machine.device_lock import DeviceLock, flock_by, log_hold, open_shared_file
 
 #: Shared holders at once per lock (each Evaluator has its own), by default: the correctness runs that may be on
 #: the device together.
@@ -75,8 +75,13 @@ class SharedDeviceLock(DeviceLock):
         self._gate: tuple[int, int] | None = None  # (the exclusive holders' descriptor, the shared holders' probe)
         self._gate_failed = False
 
-    def acquire(self, blocking: bool = True, shared: bool = False, trusted: bool = False) -> bool:
-        return self._acquire_shared(blocking, trusted) if shared else self._acquire_exclusive(blocking)
+    def acquire(self, blocking: bool = True, shared: bool = False, trusted: bool = False,
+                timeout: float | None = None) -> bool:
+        """A shared or exclusive hold; False when not ``blocking`` and it cannot be had now, or when it cannot be
+        had within ``timeout`` seconds (None: no deadline, for callers that bound the wait themselves)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return (self._acquire_shared(blocking, trusted, deadline) if shared
+                else self._acquire_exclusive(blocking, deadline))
 
     def acquire_idle(self, timeout: float, before_trusted: bool = False) -> bool:
         """An exclusive hold taken only while nobody holds the lock or waits for it (in this process; another
@@ -155,19 +160,20 @@ class SharedDeviceLock(DeviceLock):
         with self._cond:
             return bool(self._writers_waiting or self._untrusted_waiting) or not self._gate_open()
 
-    def _acquire_exclusive(self, blocking: bool) -> bool:
+    def _acquire_exclusive(self, blocking: bool, deadline: float | None = None) -> bool:
         with self._cond:
             self._writers_waiting += 1
             self._cond.notify_all()  # a reference's timing waiting ahead (``_ahead_wait``) steps back for it
             try:
-                if not self._wait(lambda: not (self._exclusive or self._shared or self._file_busy), blocking):
+                if not self._wait(lambda: not (self._exclusive or self._shared or self._file_busy), blocking,
+                                  deadline):
                     return False
             finally:
                 self._writers_waiting -= 1
                 self._cond.notify_all()  # shared holders held back by this waiter look again
             self._exclusive = True
-        gated = self._close_gate(blocking)
-        ok = gated and self._lock_file(fcntl.LOCK_EX, blocking)
+        gated = self._close_gate(blocking, deadline)
+        ok = gated and self._lock_file(fcntl.LOCK_EX, blocking, deadline)
         if gated:
             self._open_gate()
         if ok:
@@ -179,7 +185,7 @@ class SharedDeviceLock(DeviceLock):
             self._cond.notify_all()
         return False
 
-    def _acquire_shared(self, blocking: bool, trusted: bool = False) -> bool:
+    def _acquire_shared(self, blocking: bool, trusted: bool = False, deadline: float | None = None) -> bool:
         def may_enter():  # (the gate last: its probe is two system calls)
             places = self._trusted < self.max_trusted if trusted else self._shared - self._trusted < self.max_shared
             return (not (self._exclusive or self._writers_waiting or self._file_busy)
@@ -190,7 +196,7 @@ class SharedDeviceLock(DeviceLock):
             if not trusted and self._writers_waiting:
                 self._cond.notify_all()  # a reference's timing waiting ahead (``_ahead_wait``) steps back for it
             try:
-                if not self._wait(may_enter, blocking):
+                if not self._wait(may_enter, blocking, deadline):
                     return False
             finally:
                 self._untrusted_waiting -= not trusted
@@ -199,7 +205,7 @@ class SharedDeviceLock(DeviceLock):
                 self._trusted += trusted
                 return True
             self._file_busy = True
-        ok = self._lock_file(fcntl.LOCK_SH, blocking)  # outside the condition: another process may hold LOCK_EX
+        ok = self._lock_file(fcntl.LOCK_SH, blocking, deadline)  # outside the condition: another process's LOCK_EX
         with self._cond:
             self._file_busy = False
             if ok:
@@ -208,11 +214,17 @@ class SharedDeviceLock(DeviceLock):
             self._cond.notify_all()
         return ok
 
-    def _wait(self, predicate, blocking: bool) -> bool:
+    def _wait(self, predicate, blocking: bool, deadline: float | None = None) -> bool:
         if not blocking:
             return predicate()
         while not predicate():  # with a gate, also woken to look again: another process's holder cannot wake it
-            self._cond.wait(GATE_POLL_S if self._gate is not None else None)
+            poll = GATE_POLL_S if self._gate is not None else None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                poll = left if poll is None else min(poll, left)
+            self._cond.wait(poll)
         return True
 
     # ------------------------------------------------------------------ the gate between processes
@@ -227,13 +239,15 @@ class SharedDeviceLock(DeviceLock):
                 self._gate_failed = True
         return self._gate
 
-    def _close_gate(self, blocking: bool) -> bool:
+    def _close_gate(self, blocking: bool, deadline: float | None = None) -> bool:
         """Hold the gate (``LOCK_EX``) for an exclusive holder about to wait for the lock file; False only when
-        not ``blocking`` and another exclusive holder has it."""
+        not ``blocking`` and another exclusive holder has it, or it still has it at ``deadline``."""
         fds = self._gate_fds()
         if fds is None:
             return True
         try:
+            if blocking and deadline is not None:
+                return flock_by(fds[0], fcntl.LOCK_EX, deadline)
             fcntl.flock(fds[0], fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False

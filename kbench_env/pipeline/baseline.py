@@ -291,7 +291,7 @@ class Baselines(StartsAhead):
     def _run_reference(self, w: Worker, task: Task, cfg: Config, prepared: dict, label: str, compiled: bool,
                        hold=None) -> None:
         """The reference's run of ``cfg`` in ``w`` (its model made, and compiled when asked), before its timing.
-        With ``hold`` (a run ahead's locks: reference_start.AheadHold), a compile lets them go while
+        With ``hold`` (a trusted hold: pipeline/trusted_hold.py), a compile lets them go while
         inductor compiles and takes them again before the compiled graph runs (worker/compile_gate.py)."""
         p = prepared[cfg.name]
         gate = compiled and hold is not None

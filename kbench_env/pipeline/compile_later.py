@@ -9,7 +9,7 @@ evaluator. The worker is behind the builds (nice 19, not the idle class: a compi
 keep the cores would run out of its timeout) whenever it holds nothing of the device: its start, which imports
 torch.compile's modules (compile_gate.warm), and on a GPU the compile itself, which lets the device go; it is back
 at its own priority while it holds the device (only where this process may raise it again: idle_start.py). Its run
-is under a shared hold of the trusted side's places (as a run ahead's, reference_start.AheadHold), its timing
+is under a shared hold of the trusted side's places (as a run ahead's: pipeline/trusted_hold.py), its timing
 under an exclusive hold taken only while no candidate holds or waits for the device (``acquire_idle``), each
 configuration's as in the eager reference's timing (``Baselines._time_reference``). Until a configuration's
 compiled time is known, a candidate's ``speedup_compile`` is None (pipeline/timing.py asks for every
@@ -29,12 +29,14 @@ import os
 import secrets
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from kbench_env.machine.device import Device
 from kbench_env.pipeline.context import Prepared
+from kbench_env.pipeline.trusted_hold import HoldNotHad, TrustedHold
 from kbench_env.sandbox import idle_start
+from kbench_env.sandbox.confine.proc_table import thread_states
 from kbench_env.sandbox.placement import set_each_thread
 
 if TYPE_CHECKING:
@@ -65,6 +67,10 @@ GIVE_WAY_S = 5.0
 #: Timings of one configuration given way, after which it is timed however long it holds the device (one whose
 #: timing is that long by nature is timed all the same).
 GIVE_WAY_TRIES = 2
+#: A give-way's look at the worker's threads before it kills them: the seconds between its two reads (their CPU in
+#: between), and how many of the busiest it keeps.
+SNAPSHOT_GAP_S = 0.2
+SNAPSHOT_THREADS = 8
 
 
 #: The compile's niceness: below the builds' (builder/server.BUILD_NICE), whose builds are a step's critical path.
@@ -89,14 +95,34 @@ class _GaveWay(Exception):
     """A compiled reference's timing given way to a waiting candidate (``_GiveWay``)."""
 
 
+def _threads_snapshot(pid: int | None, gap: float = SNAPSHOT_GAP_S) -> dict | None:
+    """What process ``pid``'s threads were doing, read twice ``gap`` seconds apart (proc_table.thread_states): how
+    many, their states, the kernel functions the others waited in (the commonest), and the busiest threads with
+    their CPU ms over the gap, state, wait channel and system call. A timing that gives way sends no account of its
+    own set-up (``steps_usage``): this says from outside whether it ran, waited in the driver or waited for a lock."""
+    if pid is None:
+        return None
+    before = thread_states(pid)
+    time.sleep(gap)
+    after, tick_ms = thread_states(pid), 1e3 / os.sysconf("SC_CLK_TCK")
+    rows = [{"tid": tid, "state": t["state"], "cpu_ms": round((t["ticks"] - before.get(tid, t)["ticks"]) * tick_ms),
+             "wchan": t["wchan"], "syscall": t["syscall"]} for tid, t in after.items()]
+    rows.sort(key=lambda r: -r["cpu_ms"])
+    return {"gap_s": gap, "threads": len(rows), "states": dict(Counter(r["state"] for r in rows)),
+            "waits": dict(Counter(r["wchan"] for r in rows if r["state"] != "R").most_common(6)),
+            "busiest": rows[:SNAPSHOT_THREADS]}
+
+
 class _GiveWay:
     """While a compiled reference holds the device alone: a thread that, once the hold has lasted ``after`` seconds
     and anyone waits for ``lock`` (``waited_for``), kills ``worker``'s processes (the timing in it fails, and the
-    caller's ``finally`` lets the hold go and closes the worker, from its own thread). ``fired``: it did; ``stop``
-    (the timing over) keeps it from firing later."""
+    caller's ``finally`` lets the hold go and closes the worker, from its own thread). ``fired``: it did, ``fired_after``
+    seconds after it started; ``stop`` (the timing over) keeps it from firing later; ``snapshot``: the worker's threads
+    just before the kill (``_threads_snapshot``)."""
 
     def __init__(self, lock, worker, after: float):
-        self.fired = False
+        self.fired, self.fired_after, self.snapshot = False, None, None
+        self._t0 = time.monotonic()
         self._done, self._mutex = threading.Event(), threading.Lock()
         self._thread = threading.Thread(target=self._watch, args=(lock, worker, after), daemon=True,
                                         name="kbench-compile-give-way")
@@ -110,7 +136,8 @@ class _GiveWay:
                 with self._mutex:
                     if self._done.is_set():
                         return
-                    self.fired = True
+                    self.fired, self.fired_after = True, round(time.monotonic() - self._t0, 3)
+                self.snapshot = _threads_snapshot(getattr(getattr(worker, "proc", None), "pid", None))
                 worker.kill()  # (the timing's thread, in the worker's recv, sees it end and closes it)
                 return
 
@@ -120,37 +147,18 @@ class _GiveWay:
         self._thread.join(CLOSE_JOIN_S)
 
 
-class _Left(Exception):
-    """The device did not come within its wait, or the evaluator closed: the task is left for later."""
+class _Unwatched:
+    """A timing that is not watched (on the CPU, in ``time_now``, past GIVE_WAY_TRIES): it never gives way."""
+
+    fired, fired_after, snapshot = False, None, None
+
+    def stop(self) -> None:
+        pass
 
 
-class _TrustedHold:
-    """A shared hold of the trusted side's places (as a run ahead's: shared_device_lock.py), taken by trying every
-    POLL_S, so that ``stopped`` (the evaluator closed) or ``timeout`` seconds end the wait (``_Left``); the
-    compiled reference's run gives it to ``Baselines._run_reference``, which lets it go while inductor compiles."""
-
-    def __init__(self, lock, stopped, timeout: float, on_acquire=None, on_release=None):
-        self.lock, self.stopped, self.timeout, self.held = lock, stopped, timeout, False
-        self.on_acquire, self.on_release = on_acquire, on_release  # (called once the hold is taken, let go)
-
-    def acquire(self) -> None:
-        deadline = time.monotonic() + self.timeout
-        while not self.held:
-            if self.lock.acquire(blocking=False, shared=True, trusted=True):
-                self.held = True
-            elif self.stopped() or time.monotonic() > deadline:
-                raise _Left()
-            else:
-                time.sleep(POLL_S)
-        if self.on_acquire is not None:
-            self.on_acquire()
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.lock.release(trusted=True)
-            if self.on_release is not None:
-                self.on_release()
+class _Left(HoldNotHad):
+    """The device did not come within its wait for an idle device, or the evaluator closed: the task is left for
+    later (as a trusted hold not had: trusted_hold.HoldNotHad)."""
 
 
 class CompileLater:
@@ -218,7 +226,7 @@ class CompileLater:
         process ends), holding the device as the thread does; a failure raises."""
         try:
             self._time_task(task, configs)
-        except _Left:
+        except HoldNotHad:
             raise RuntimeError(f"the device did not come idle within {IDLE_WAIT_S:.0f} s to time the compiled "
                                f"reference of {task.name}") from None
 
@@ -232,7 +240,7 @@ class CompileLater:
                 task, configs = self._queue.popleft()
             try:
                 self._time_task(task, configs, give_way=True)
-            except _Left:
+            except HoldNotHad:
                 self.left += 1
             except _GaveWay:
                 self.gave_way += 1
@@ -283,8 +291,8 @@ class CompileLater:
                 # candidate's timing runs beside a compile on the same cores. The worker runs at its own priority
                 # exactly while it holds the device, and behind the builds while it does not: a hold kept by a
                 # process that the builds starve of the cores keeps every candidate's timing waiting.
-                hold = _TrustedHold(self.lock, lambda: self._closed, IDLE_WAIT_S,
-                                    on_acquire=lambda: self._raise(pid, nice), on_release=lambda: self._lower(pid))
+                hold = TrustedHold(self.lock, IDLE_WAIT_S, stopped=lambda: self._closed,
+                                   on_acquire=lambda: self._raise(pid, nice), on_release=lambda: self._lower(pid))
                 t0 = time.monotonic()
                 hold.acquire()
                 try:
@@ -299,29 +307,30 @@ class CompileLater:
                     w.trace.clear()
                 key = self.base.key(task, cfg)
                 watch = (_GiveWay(self.lock, w, GIVE_WAY_S)
-                         if give_way and self._tries.get(key, 0) < GIVE_WAY_TRIES else None)
+                         if give_way and self._tries.get(key, 0) < GIVE_WAY_TRIES else _Unwatched())
                 try:
                     got = self.base._time_reference(w, task, cfg, prepared, {f"{cfg.name}#compile"},
                                                     labels=[("compile", True)], detail=detail)
                 except Exception:
-                    if watch is not None and watch.fired:
+                    if watch.fired:
                         self._tries[key] = self._tries.get(key, 0) + 1
                         raise _GaveWay() from None
                     raise
                 finally:
-                    if watch is not None:
-                        watch.stop()
+                    watch.stop()
                     self.lock.release()
                     self._lower(pid)
                     self.log.append({"task": task.name, "config": cfg.name, "run_s": round(t1 - t0, 3),
                                      "idle_wait_s": round(t2 - t1, 3), "hold_s": round(time.monotonic() - t2, 3),
                                      **detail.get("compile", {}), **_set_up_steps(w),
-                                     "gave_way": bool(watch is not None and watch.fired), "at": time.monotonic()})
+                                     "gave_way": watch.fired, "gave_way_after_s": watch.fired_after,
+                                     "gave_way_threads": watch.snapshot,
+                                     "at": time.monotonic()})
                 self._known[key] = got["compile_ms"]
                 if self.base.disk is not None:
                     self.base.disk.put(self.fields(task, cfg), {"compile_ms": got["compile_ms"]})
                 self.timed += 1
-                if watch is not None and watch.fired:  # (killed as the timing ended: the rest left for later)
+                if watch.fired:  # (killed as the timing ended: the rest left for later)
                     raise _GaveWay()
         finally:
             with self._cond:

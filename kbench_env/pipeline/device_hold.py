@@ -12,10 +12,11 @@ import threading
 import time
 
 from kbench_env.machine.device import Device
-from kbench_env.machine.device_lock import DeviceLock, cpu_lock_path, gpu_lock_path, log_hold
+from kbench_env.machine.device_lock import WAIT_S, DeviceLock, cpu_lock_path, gpu_lock_path, log_hold
 from kbench_env.machine.shared_device_lock import SharedDeviceLock
 from kbench_env.pipeline.result import EvalResult, phase
 from kbench_env.pipeline.threads import trusted_threads
+from kbench_env.sandbox.diagnosis import WorkerError
 
 
 def shared_checks_setting(setting, device: str) -> bool:
@@ -94,9 +95,10 @@ class DeviceHold:
             return
         with phase(result, "check_wait"):
             t0 = time.monotonic_ns()
-            self.slots.acquire()
+            if not self.slots.acquire(timeout=WAIT_S):
+                raise _not_free(self.lock, "a place among the candidates being checked")
             self._slot = True
-            self.lock.acquire(shared=True)
+            _take(self.lock, shared=True)
             _log_wait(self.lock, t0)
         try:
             yield
@@ -137,16 +139,25 @@ class DeviceHold:
         """Let the waiting timing have the device, then hold it shared again (phase ``check_wait``)."""
         with phase(result, "check_wait"):
             self.lock.release()
-            self.lock.acquire(shared=True)
+            _take(self.lock, shared=True)
 
     def _acquire(self, result: EvalResult, waiting: str, shared: bool) -> None:
         with phase(result, waiting):
             t0 = time.monotonic_ns()
-            if shared:
-                self.lock.acquire(shared=True)
-            else:
-                self.lock.acquire()
+            _take(self.lock, shared=shared)
             _log_wait(self.lock, t0)
+
+
+def _take(lock, shared: bool) -> None:
+    """``lock`` held (shared or alone) within WAIT_S, or WorkerError: a hold of the device never let go."""
+    if not (lock.acquire(shared=True, timeout=WAIT_S) if shared else lock.acquire(timeout=WAIT_S)):
+        raise _not_free(lock, "the device")
+
+
+def _not_free(lock, what: str) -> WorkerError:
+    where = getattr(lock, "_file", None) or "of this process"
+    return WorkerError(f"{what} was not free within {WAIT_S:.0f} s (lock {where}): a hold that was never let go, "
+                       "the evaluator's fault and not the candidate's; the candidate was not run further")
 
 
 def _log_wait(lock, start_ns: int) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from kbench_env.pipeline.context import Prepared
 from kbench_env.pipeline.reference_cache import ReferenceCache
+from kbench_env.pipeline.trusted_hold import HoldNotHad, TrustedHold
 
 if TYPE_CHECKING:
     from kbench_env.sandbox.worker_process import Worker
@@ -113,29 +114,6 @@ class Started:
         self._thread.join(timeout)
 
 
-class AheadHold:
-    """A run ahead's two locks, taken together in the stages' order (the device's shared hold of the trusted side's
-    places, then the task's lock) and let go together in the reverse order. A compile lets both go while inductor
-    compiles and takes both again before the compiled graph runs (Baselines._run_reference, worker/compile_gate.py):
-    re-taking the device while still holding the task's lock would wait for a timing of the same task that waits for
-    that lock."""
-
-    def __init__(self, device_lock, task_lock):
-        self.device_lock, self.task_lock, self.held = device_lock, task_lock, False
-
-    def acquire(self) -> None:
-        if not self.held:
-            self.device_lock.acquire(shared=True, trusted=True)
-            self.task_lock.acquire()
-            self.held = True
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.task_lock.release()
-            self.device_lock.release(trusted=True)
-
-
 class StartsAhead:
     """Baselines' reference workers started beside the build, and their runs ahead (a mixin of Baselines, whose
     state it shares: ``_starts``, ``_ready``, the task locks, the calibration)."""
@@ -172,7 +150,7 @@ class StartsAhead:
         nothing held) would wait for them.
         Whatever a candidate's preparation or timing has taken first (the worker, or the task's lock) is theirs:
         this does nothing more. Locks in the stages' order: the device's, then the task's; a compile lets both go
-        while inductor compiles (``AheadHold``), and a timing of the task that comes meanwhile waits for it
+        while inductor compiles (pipeline/trusted_hold.py), and a timing of the task that comes meanwhile waits for it
         (``wait_run_ahead``)."""
         key = (task.name, task.source_hash)
         self.ahead_times["up"].append(time.monotonic())
@@ -180,8 +158,11 @@ class StartsAhead:
             self._calibrate_once(None, task, configs)  # this process's known GPU calibration, if any
         if not self._ready_place(started):
             return
-        hold, running = AheadHold(device_lock, self._task_lock(task)), False
-        hold.acquire()
+        hold, running = TrustedHold(device_lock, self.limits.build_timeout, task_lock=self._task_lock(task)), False
+        try:  # (not had within the wait: the candidates' stages run and time the reference themselves)
+            hold.acquire()
+        except HoldNotHad:
+            return
         try:
             todo = self._missing(task, configs) if self._unknown(task, configs) else []
             if not todo or key in self._ready or key in self._running or self._starts.get(key) is not started:

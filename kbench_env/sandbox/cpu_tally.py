@@ -22,6 +22,8 @@ import os
 import threading
 from collections import defaultdict
 
+from kbench_env.sandbox.confine.proc_table import stat_fields
+
 ROLES = ("candidate", "reference", "spare_unused")
 STAGES = ("start", "load", "serve")
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -32,17 +34,9 @@ def process_cpu_seconds(pid: int | None) -> float | None:
     None where it cannot be read (gone, another namespace's)."""
     if pid is None:
         return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            text = f.read()
-    except OSError:
-        return None
-    # The fields after the command name (which may hold spaces and parentheses): state is field 3, utime 14,
-    # stime 15, cutime 16, cstime 17.
-    fields = text[text.rindex(")") + 2:].split()
-    try:
-        return sum(int(v) for v in fields[11:15]) / _TICK
-    except (ValueError, IndexError):
+    try:  # (stat's utime 14, stime 15, cutime 16, cstime 17: indices 11-14 from the state, field 3)
+        return sum(int(v) for v in stat_fields(f"/proc/{pid}/stat")[11:15]) / _TICK
+    except (OSError, ValueError, IndexError):
         return None
 
 
