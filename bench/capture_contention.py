@@ -10,16 +10,22 @@ For each background load (FLIGHT children, ROUNDS captures a variant):
   malloc    children allocating and freeing 1 GiB of device memory in a loop (cudaMalloc/cudaFree)
   pinned    children allocating and freeing 1 GiB of pinned host memory in a loop (cudaHostAlloc/cudaFreeHost)
   die       children that start CUDA, take 8 GiB of device memory and are killed a second later (workers closed)
+  cupti     children that start CUDA and loop the workers' audit: kineto (CUPTI) started, a few kernels, stopped
+  cuptinew  children that start CUDA, run one such audit and exit (fresh workers' first audit, CUPTI's set-up)
 the capture of CALLS calls of ``x * 2`` (OUT_MB of output each, every output kept: a timed block's shape), in
   plain     torch.cuda.graph's own fresh pool, as kbench captures now (a cudaMalloc an output)
   reserved  the graph's pool (graph_pool_handle) grown first by a capture of its own that allocates the block's
             outputs' size and frees it (one cudaMalloc), the block's capture then carving its outputs from it
   mempool   the same with a torch.cuda.MemPool grown under use_mem_pool, its id given as the graph's pool
-is timed, and its calls one by one: wall seconds (median, max), calls that took 1 ms or more, the slowest call.
+is timed, and its calls one by one: wall seconds (median, max), calls that took 1 ms or more, the slowest call; and
+a thread samples the capturing thread's kernel wait channel every millisecond: the share of samples in the NVIDIA
+driver's lock (``os_acquire_rwlock_*``: where a given-way timing's worker was found waiting,
+rl_batch_train_kernelbench_h200_20261202f.md) and the longest run of such samples.
 
     python bench/capture_contention.py            # x * 2, eager: one kernel and one output a call
     FN=compiled python bench/capture_contention.py   # torch.compile'd gelu, as compile_later's reference
     PHASES=none,die ROUNDS=2 python bench/capture_contention.py   # fewer phases and rounds
+    PHASES=none,cupti,cuptinew VARIANTS=plain python bench/capture_contention.py   # the audit's CUPTI beside
 """
 import os
 import signal
@@ -32,6 +38,7 @@ import time
 FLIGHT, CALLS, OUT_MB = 4, 2400, 4
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 PHASES = os.environ.get("PHASES", "none,malloc,pinned,die,none").split(",")
+VARIANTS = os.environ.get("VARIANTS", "plain,reserved,mempool").split(",")
 
 CHILD = """import sys, time, torch
 mode = sys.argv[1]
@@ -39,6 +46,17 @@ torch.zeros(1, device="cuda"); torch.cuda.synchronize()
 if mode == "die":
     x = torch.ones(2 << 30, dtype=torch.float32, device="cuda"); torch.cuda.synchronize()
     print("ready", flush=True); time.sleep(3600)
+if mode in ("cupti", "cuptinew"):
+    y = torch.ones(1 << 20, device="cuda")
+    print("ready", flush=True)
+    while True:
+        with torch.autograd.profiler.profile(use_kineto=True, use_device="cuda") as prof:
+            for _ in range(20):
+                y = y * 1.0001
+            torch.cuda.synchronize()
+        prof.key_averages()
+        if mode == "cuptinew":
+            sys.exit(0)
 print("ready", flush=True)
 while True:
     if mode == "malloc":
@@ -53,12 +71,56 @@ def slot(mode, stop):
     while not stop.is_set():
         p = subprocess.Popen([sys.executable, "-c", CHILD, mode], stdout=subprocess.PIPE)
         try:
-            if p.stdout.readline():  # (EOF: it died first)
+            if p.stdout.readline() and mode != "cuptinew":  # (EOF: it died first; cuptinew ends by itself)
                 stop.wait(1.0 if mode == "die" else 3600)
+            elif mode == "cuptinew":
+                p.wait(120)
         finally:
             p.send_signal(signal.SIGKILL)
             p.wait(120)
             p.stdout.close()
+
+
+class WchanWatch:
+    """Samples a thread's kernel wait channel every millisecond while entered: how many samples, how many in the
+    NVIDIA driver's lock (``os_acquire_rwlock*``), the longest run of those in a row (ms), and the commonest waits."""
+
+    def __init__(self, tid: int):
+        self.path = f"/proc/self/task/{tid}/wchan"
+        self.samples, self.in_lock, self.longest, self.waits = 0, 0, 0, {}
+
+    def __enter__(self):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+        return False
+
+    def _run(self):
+        run = 0
+        while not self._stop.wait(0.001):
+            try:
+                with open(self.path) as f:
+                    w = f.read().strip() or "0"
+            except OSError:
+                return
+            self.samples += 1
+            self.waits[w] = self.waits.get(w, 0) + 1
+            if w.startswith("os_acquire_rwlock"):
+                self.in_lock += 1
+                run += 1
+                self.longest = max(self.longest, run)
+            else:
+                run = 0
+
+    def summary(self) -> str:
+        common = sorted(self.waits.items(), key=lambda kv: -kv[1])[:3]
+        return (f"wchan samples {self.samples}, in the driver's lock {self.in_lock} (longest run {self.longest} ms); "
+                f"commonest {common}")
 
 
 FNS = {}
@@ -125,11 +187,13 @@ def main():
                  for _ in range(FLIGHT if mode != "none" else 0)]
         [t.start() for t in slots]
         time.sleep(3 if mode != "none" else 0)
-        for variant in ("plain", "reserved", "mempool"):
+        for variant in VARIANTS:
             walls, slow, worst, reserve, oks = [], 0, 0.0, [], True
+            watch = WchanWatch(threading.get_native_id())
             for _ in range(ROUNDS):
                 try:
-                    r, w, calls, ok = capture(torch, variant)
+                    with watch:
+                        r, w, calls, ok = capture(torch, variant)
                 except Exception as exc:  # noqa: BLE001 - a variant this torch refuses: said, and the rest go on
                     print(f"{mode:6s} {variant:8s}: {type(exc).__name__}: {exc}"[:300], flush=True)
                     torch.cuda.synchronize(); torch.cuda.empty_cache()
@@ -140,7 +204,8 @@ def main():
                 continue
             print(f"{mode:6s} {variant:8s}: capture s median {statistics.median(walls):.3f} max {max(walls):.3f}; "
                   f"calls >= 1 ms {slow} of {ROUNDS * CALLS}, slowest {1e3 * worst:.1f} ms; "
-                  f"reserve s median {statistics.median(reserve):.3f}; replayed right {oks}", flush=True)
+                  f"reserve s median {statistics.median(reserve):.3f}; replayed right {oks}; {watch.summary()}",
+                  flush=True)
         stop.set()
         [t.join(120) for t in slots]
 
