@@ -83,7 +83,7 @@ def _excess(diff: torch.Tensor, r: torch.Tensor, elem: float) -> torch.Tensor:
     ``elem`` is 0): what the ``max`` figure reads."""
     if not elem:
         return diff
-    return torch.sub(diff, r.abs(), alpha=elem).clamp_min_(0.0)
+    return r.abs().mul_(-elem).add_(diff).clamp_min_(0.0)  # one tensor more than ``diff``, not two
 
 
 def error_figures(cand: torch.Tensor, ref: torch.Tensor, elem: float = 0.0) -> tuple[float, float, tuple]:
