@@ -41,7 +41,7 @@ WORKER_CLOSURE = {
     "kbench_env.config": ["", "environ"],  # the KBENCH_* variables' one reader (the builder's CUTLASS checkout)
     "kbench_env.backends": ["", "base", "cpu", "cuda", "cutlass", "extension", "gpu_calibration", "narrow_head",
                             "triton"],
-    "kbench_env.tasks": ["", "sizes", "task"],
+    "kbench_env.tasks": ["", "pysource", "sizes", "task"],  # pysource: the parses of task.py and sizes.py
     "kbench_env.sandbox": [""],
     "kbench_env.sandbox.confine": ["", "audit_hook", "confinement", "environment", "landlock", "libc", "namespaces",
                                    "paths", "privileges", "record_controls", "rlimits", "seccomp"],

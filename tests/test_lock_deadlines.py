@@ -169,3 +169,39 @@ def test_an_evaluation_whose_device_is_never_free_ends_with_the_evaluators_error
         ev.close()
     assert not r.correct
     assert "was not free within" in r.error and "not the candidate's" in r.error, r.feedback()
+
+
+def test_a_step_aside_whose_wait_ends_in_an_error_leaves_the_other_holders_shares_alone(monkeypatch):
+    """A check that stepped aside for a waiting timing and could not hold the device again within the deadline
+    ends with the evaluator's error holding nothing: the checks' hold does not release again at its end, which
+    would end another check's share of the lock in its place and let the timing start beside that check."""
+    from kbench_env.pipeline import device_hold
+    from kbench_env.pipeline.result import EvalResult
+
+    monkeypatch.setattr(device_hold, "WAIT_S", 0.5)
+    lock = SharedDeviceLock(None)
+    a = device_hold.DeviceHold(lock, threading.BoundedSemaphore(4), "cpu", 1)
+    b = device_hold.DeviceHold(lock, threading.BoundedSemaphore(4), "cpu", 1)
+    result = EvalResult(task="t", backend="cpu", device="cpu")
+    timing_had = threading.Event()
+
+    def timing():
+        assert lock.acquire(timeout=60)  # waits for both checks; new shared holders wait behind it
+        timing_had.set()
+        lock.release()
+
+    with b, b.checks(result):
+        with pytest.raises(Exception) as raised:
+            with a, a.checks(result):
+                t = threading.Thread(target=timing, daemon=True)
+                t.start()
+                deadline = time.monotonic() + 30
+                while not a.timing_waits() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert a.timing_waits()
+                a.step_aside(result)  # the timing still waits for b: a cannot hold it again within 0.5 s
+        assert "was not free within" in str(raised.value)
+        assert lock._shared == 1  # noqa: SLF001 - b's share, still counted
+        assert not timing_had.wait(0.3)  # the timing still waits for b
+    t.join(30)
+    assert timing_had.is_set() and not t.is_alive()

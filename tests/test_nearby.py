@@ -116,8 +116,9 @@ from hypothesis import strategies as st  # noqa: E402
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(shape=st.lists(st.integers(0, 5), min_size=0, max_size=3), dtype=st.sampled_from(
     [torch.float32, torch.float64, torch.bfloat16, torch.float16]), seed=st.integers(0, 2**31),
-    kind=st.sampled_from(["close", "far", "zero_ref", "equal", "nan", "inf_both", "inf_cand"]))
-def test_the_figures_read_at_once_are_the_figures_read_one_by_one(shape, dtype, seed, kind):
+    kind=st.sampled_from(["close", "far", "zero_ref", "equal", "nan", "inf_both", "inf_cand"]),
+    elem=st.sampled_from([0.0, 2.0 ** -6, 0.5]))
+def test_the_figures_read_at_once_are_the_figures_read_one_by_one(shape, dtype, seed, kind, elem):
     """compare.py's one-read figures (``_finite_figures``) against ``error_figures`` on the same outputs: equal
     wherever both outputs are finite, None (the step-by-step path) wherever either is not; compare_outputs' verdict
     and message follow the figures."""
@@ -135,12 +136,12 @@ def test_the_figures_read_at_once_are_the_figures_read_one_by_one(shape, dtype, 
         cand.view(-1)[0] = float("nan") if kind == "nan" else float("inf")
         if kind == "inf_both":
             ref.view(-1)[0] = float("inf")
-    got = _finite_figures(cand, ref)
+    got = _finite_figures(cand, ref, elem)
     finite = bool(torch.isfinite(cand).all() and torch.isfinite(ref).all())
     if not finite or ref.numel() == 0:
         assert got is None
     else:
-        assert got == error_figures(cand, ref)
+        assert got == error_figures(cand, ref, elem)
     mismatch, figures = compare_outputs(cand, ref, dtype)
     if kind in ("close", "equal") and ref.numel():
         assert mismatch is None and figures["norm_err"] <= 1e-2

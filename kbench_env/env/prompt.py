@@ -13,6 +13,7 @@ from kbench_env.machine.hardware import describe
 from kbench_env.pipeline.formats import check_format, format_example, format_line, format_rules
 from kbench_env.pipeline.rules import prompt_rules
 from kbench_env.tasks.task import Task
+from kbench_env.tasks import pysource
 
 SYSTEM_PROMPT = ("You are an expert performance engineer who writes fast, correct kernels. You answer with one "
                  "Python code block that defines ModelNew.")
@@ -20,7 +21,7 @@ SYSTEM_PROMPT = ("You are an expert performance engineer who writes fast, correc
 
 def reference_program(task: Task) -> str:
     """The task source with the KBENCH declaration removed."""
-    tree = ast.parse(task.source)
+    tree = pysource.parse(task.source)
     lines = task.source.splitlines()
     drop: set[int] = set()
     for stmt in tree.body:

@@ -11,7 +11,12 @@ configurations, float32 for half precision: tasks/task.py, ``REFERENCE_DTYPE``).
 degenerate outputs cannot pass on an absolute tolerance:
 
 - ``norm``: ``||cand - ref||_2 / ||ref||_2`` (norm-wise relative error over the whole output);
-- ``max``: ``max |cand - ref| / rms(ref)`` (the worst element, relative to the output's typical magnitude).
+- ``max``: ``max (|cand - ref| - elem * |ref|)+ / rms(ref)`` (the worst element, relative to the output's typical
+  magnitude), where ``elem`` is a few rounding steps of the dtype: an element's error within its own size's rounding
+  does not count. Without it a correctly rounded output fails where its largest elements are far above its rms (a
+  bfloat16 softmax over 50k columns: its largest probabilities ~80x the rms, so one bfloat16 rounding there is
+  already ~0.16 of the rms against a tolerance of 0.2).
+  ``elem`` is far below the ``norm`` tolerance of the same dtype, so no output that errs everywhere by it passes.
 
 An output passes when both are within the tolerance of its dtype. Integer and boolean outputs must match exactly.
 Tasks may override the tolerances per dtype (``KBENCH["tolerance"]``).
@@ -26,11 +31,13 @@ import torch
 
 #: Default tolerances per output dtype. float32: computing in TF32 or half precision gives norm errors of
 #: ~3e-4 to 1e-3 and fails; an honest float32 kernel (any summation order) stays near 1e-6.
+#: ``elem``: four half-steps of rounding for the half precisions (their results see few roundings before the last),
+#: 64 for float32 and float64 (a longer chain of roundings, each a half-step of the dtype).
 DEFAULT_TOLERANCES = {
-    "float64": {"norm": 1e-9, "max": 1e-7},
-    "float32": {"norm": 5e-5, "max": 2e-3},
-    "float16": {"norm": 4e-3, "max": 5e-2},
-    "bfloat16": {"norm": 2e-2, "max": 2e-1},
+    "float64": {"norm": 1e-9, "max": 1e-7, "elem": 2.0 ** -47},
+    "float32": {"norm": 5e-5, "max": 2e-3, "elem": 2.0 ** -18},
+    "float16": {"norm": 4e-3, "max": 5e-2, "elem": 2.0 ** -9},
+    "bfloat16": {"norm": 2e-2, "max": 2e-1, "elem": 2.0 ** -6},
 }
 
 @dataclass
@@ -71,8 +78,17 @@ def _unravel(flat: int, shape: tuple) -> tuple:
     return tuple(reversed(idx))
 
 
-def error_figures(cand: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, tuple]:
-    """(norm-wise relative error, max error relative to rms, index of the worst element).
+def _excess(diff: torch.Tensor, r: torch.Tensor, elem: float) -> torch.Tensor:
+    """Each element's error past ``elem`` of its reference's magnitude, never below 0 (``diff`` itself where
+    ``elem`` is 0): what the ``max`` figure reads."""
+    if not elem:
+        return diff
+    return r.abs().mul_(-elem).add_(diff).clamp_min_(0.0)  # one tensor more than ``diff``, not two
+
+
+def error_figures(cand: torch.Tensor, ref: torch.Tensor, elem: float = 0.0) -> tuple[float, float, tuple]:
+    """(norm-wise relative error, max error past ``elem`` of the element relative to rms, index of the worst
+    element: the one with the largest error past ``elem``, or the largest error where none is past it).
 
     The difference is taken in float64 without a float64 copy of the candidate's output (the subtraction converts
     each element exactly as a copy would), and each figure comes from one pass: a NaN shows in the difference's
@@ -85,13 +101,16 @@ def error_figures(cand: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, 
     if math.isnan(diff_norm):
         idx = tuple(int(i) for i in torch.nonzero(torch.isnan(diff))[0].tolist())
         return math.inf, math.inf, idx
-    flat = int(torch.argmax(diff).item())
-    return _relative(diff_norm, r.norm().item(), diff.reshape(-1)[flat].item(), r.numel(),
-                     _unravel(flat, tuple(diff.shape)))
+    excess = _excess(diff, r, elem)
+    flat = int(torch.argmax(excess).item())
+    worst = excess.reshape(-1)[flat].item()
+    if worst == 0.0:
+        flat = int(torch.argmax(diff).item())
+    return _relative(diff_norm, r.norm().item(), worst, r.numel(), _unravel(flat, tuple(diff.shape)))
 
 
 def _relative(diff_norm: float, ref_norm: float, worst: float, n: int, idx: tuple) -> tuple[float, float, tuple]:
-    """The error figures from the difference's norm and largest element and the reference's norm."""
+    """The error figures from the difference's norm, the largest excess and the reference's norm."""
     if ref_norm == 0.0:  # an all-zero reference: only exact zeros pass
         err = math.inf if worst > 0 else 0.0
         return err, err, idx
@@ -99,22 +118,25 @@ def _relative(diff_norm: float, ref_norm: float, worst: float, n: int, idx: tupl
     return diff_norm / max(ref_norm, tiny), worst / max(ref_norm / math.sqrt(n), tiny), idx
 
 
-def _finite_figures(cand: torch.Tensor, ref: torch.Tensor) -> tuple[float, float, tuple] | None:
-    """``error_figures(cand, ref)`` where both are finite everywhere, else None (``compare_outputs`` then looks
-    where the non-finite values are), from one pass read back at once: on a GPU each figure read on its own is a
-    synchronisation, six of them a comparison, each waiting for whatever this process's other threads queued on
-    the device."""
+def _finite_figures(cand: torch.Tensor, ref: torch.Tensor, elem: float = 0.0) -> tuple[float, float, tuple] | None:
+    """``error_figures(cand, ref, elem)`` where both are finite everywhere, else None (``compare_outputs`` then
+    looks where the non-finite values are), from one pass read back at once: on a GPU each figure read on its own
+    is a synchronisation, six of them a comparison, each waiting for whatever this process's other threads queued
+    on the device."""
     if ref.numel() == 0:
         return None
     r = ref.detach().to(torch.float64)
     diff = torch.sub(cand, r).abs_()
-    flat = torch.argmax(diff).reshape(1)
+    excess = _excess(diff, r, elem)
+    flat = torch.argmax(excess).reshape(1)
     both_finite = torch.isfinite(cand).all() & torch.isfinite(ref).all()
-    finite, diff_norm, ref_norm, at, worst = torch.cat([
+    finite, diff_norm, ref_norm, at, worst, at_diff = torch.cat([
         both_finite.to(torch.float64).reshape(1), diff.norm().reshape(1), r.norm().reshape(1),
-        flat.to(torch.float64), diff.reshape(-1).gather(0, flat)]).tolist()
+        flat.to(torch.float64), excess.reshape(-1).gather(0, flat),
+        torch.argmax(diff).reshape(1).to(torch.float64)]).tolist()
     if not finite:
         return None
+    at = at if worst > 0.0 else at_diff
     return _relative(diff_norm, ref_norm, worst, r.numel(), _unravel(int(at), tuple(diff.shape)))
 
 
@@ -155,7 +177,7 @@ def compare_outputs(cand, ref, config_dtype: torch.dtype, overrides: dict | None
                 return Mismatch(f"{where} has dtype {c.dtype}, expected {expected_dtype}"), figures
             tol = tolerance_for(config_dtype, overrides)
             cd = c.detach().to(r.device)  # everything on the reference's device: no host copies of GPU outputs
-            got = _finite_figures(cd, r)  # (the common case, finite everywhere: one read of the device)
+            got = _finite_figures(cd, r, tol["elem"])  # (the common case, finite everywhere: one read of the device)
             all_finite = got is not None
             if got is None:  # a non-finite value somewhere: where, and whether the reference has it too
                 ref_finite, cand_finite = torch.isfinite(r), torch.isfinite(cd)
@@ -167,7 +189,8 @@ def compare_outputs(cand, ref, config_dtype: torch.dtype, overrides: dict | None
                         norm_err=math.inf, max_err=math.inf, index=idx,
                     ), figures
                 all_finite = bool(ref_finite.all())
-                got = error_figures(cd, r) if all_finite else error_figures(cd[ref_finite], r[ref_finite])
+                got = (error_figures(cd, r, tol["elem"]) if all_finite
+                       else error_figures(cd[ref_finite], r[ref_finite], tol["elem"]))
             norm_err, max_err, idx = got
             figures["norm_err"] = max(figures["norm_err"] or 0.0, norm_err)
             figures["max_err"] = max(figures["max_err"] or 0.0, max_err)
@@ -177,7 +200,8 @@ def compare_outputs(cand, ref, config_dtype: torch.dtype, overrides: dict | None
                     detail = f"; worst element at index {list(idx)}: got {cd[idx].item():.6g}, expected {r[idx].item():.6g}"
                 return Mismatch(
                     f"{where}: norm-wise relative error {norm_err:.3g} (tolerance {tol['norm']:.1g}), "
-                    f"max error / rms {max_err:.3g} (tolerance {tol['max']:.1g}){detail}",
+                    f"max error / rms {max_err:.3g} (tolerance {tol['max']:.1g}; past {tol['elem']:.2g} of each "
+                    f"element's own magnitude){detail}",
                     norm_err=norm_err, max_err=max_err, index=idx or None,
                 ), figures
         else:

@@ -69,6 +69,7 @@ class DeviceHold:
         self.lock, self.slots, self.device, self.worker_threads = lock, slots, device, worker_threads
         self.shared = slots is not None
         self._exclusive = self._slot = False
+        self._checking = False  # the checks' shared hold is held now (not while stepped aside)
 
     def __enter__(self) -> DeviceHold:
         return self
@@ -99,11 +100,14 @@ class DeviceHold:
                 raise _not_free(self.lock, "a place among the candidates being checked")
             self._slot = True
             _take(self.lock, shared=True)
+            self._checking = True
             _log_wait(self.lock, t0)
         try:
             yield
         finally:
-            self.lock.release()
+            if self._checking:  # (a step aside whose wait ended in an error holds nothing: releasing would end
+                self._checking = False  # another holder's share of the lock in its place)
+                self.lock.release()
 
     @contextlib.contextmanager
     def timing(self, result: EvalResult):
@@ -138,8 +142,10 @@ class DeviceHold:
     def step_aside(self, result: EvalResult) -> None:
         """Let the waiting timing have the device, then hold it shared again (phase ``check_wait``)."""
         with phase(result, "check_wait"):
+            self._checking = False
             self.lock.release()
             _take(self.lock, shared=True)
+            self._checking = True
 
     def _acquire(self, result: EvalResult, waiting: str, shared: bool) -> None:
         with phase(result, waiting):

@@ -146,6 +146,9 @@ class Ahead:
     method: str
     wrong: tuple | None
     reference: dict  # the reference's figures it was set up for (a timing bounded by others sets up anew)
+    #: seconds of its steps (``_warm_up``): the block set up in the worker, the warm-up block run, its outputs
+    #: judged (read, the reference run for their inputs, compared)
+    spent: dict = field(default_factory=dict)
 
     def close(self) -> None:
         """Unmap the worker's memory here, for a set-up that no timing used (the worker frees it as it ends)."""
@@ -162,21 +165,32 @@ def smaller_block(block: int, warm_wall_ms: float, reference: dict | None) -> in
     return max(1, min(block - 1, int(block * AIM_BLOCKS * ref_wall / warm_wall_ms)))
 
 
-def _warm_up(run: _Run, block: int, params: dict) -> tuple[int, str, float, tuple | None]:
-    """Set the block up in the worker and run it once, checked, not a sample: (size, method, wall ms, wrong)."""
+def _warm_up(run: _Run, block: int, params: dict,
+             spent: dict | None = None) -> tuple[int, str, float, tuple | None]:
+    """Set the block up in the worker and run it once, checked, not a sample: (size, method, wall ms, wrong). Each
+    step's seconds are added to ``spent`` ("set_up", "block", "verdict")."""
+    spent = {} if spent is None else spent
+    t0 = time.perf_counter()
     b, method = run.set_up(block, params)
+    t1 = time.perf_counter()
     wall, _, _, staged, _ = run.block(b)
-    return b, method, wall, run.verdict(staged, b, 0) or run.poison(b)
+    t2 = time.perf_counter()
+    wrong = run.verdict(staged, b, 0) or run.poison(b)
+    t3 = time.perf_counter()
+    for step, seconds in (("set_up", t1 - t0), ("block", t2 - t1), ("verdict", t3 - t2)):
+        spent[step] = spent.get(step, 0.0) + seconds
+    return b, method, wall, wrong
 
 
-def _set_up(run: _Run, reference: dict | None, params: dict, shrink: bool) -> tuple[int, str, tuple | None]:
+def _set_up(run: _Run, reference: dict | None, params: dict, shrink: bool,
+            spent: dict | None = None) -> tuple[int, str, tuple | None]:
     """The warm-up at the reference's block size (the reference's own: the worker's choice), again at a smaller
     size where the candidate is far slower than the reference (``smaller_block``, with ``shrink``)."""
-    b, method, wall, wrong = _warm_up(run, int(reference["block"]) if reference else 0, params)
+    b, method, wall, wrong = _warm_up(run, int(reference["block"]) if reference else 0, params, spent)
     smaller = smaller_block(b, wall, reference) if shrink and wrong is None else None
     if smaller is not None:
         run.reset()
-        b, method, _, wrong = _warm_up(run, smaller, params)
+        b, method, _, wrong = _warm_up(run, smaller, params, spent)
     return b, method, wrong
 
 
@@ -187,13 +201,13 @@ def set_up_ahead(worker, config: str, originals: list, noise: float, params: dic
     shared hold of the device (device_hold.py), so that the exclusive hold only times. Raises what the set-up
     raises, having unmapped what it mapped."""
     # (the warm-up's outputs are judged now, not deferred: no exclusive hold is held; time_gpu sets its own)
-    run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, False, draws)
+    run, spent = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, False, draws), {}
     try:
-        b, method, wrong = _set_up(run, reference, params, shrink=True)
+        b, method, wrong = _set_up(run, reference, params, shrink=True, spent=spent)
     except BaseException:
         run.close(release=False)
         raise
-    return Ahead(run, b, method, wrong, reference)
+    return Ahead(run, b, method, wrong, reference, spent)
 
 
 def time_gpu(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,

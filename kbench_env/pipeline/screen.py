@@ -12,6 +12,7 @@ import ast
 import re
 
 from kbench_env.protocol.screen_error import ScreenError  # raised here and by the backends' own screens
+from kbench_env.tasks import pysource
 
 MAX_SOURCE_CHARS = 200_000
 #: An LLM reply may hold prose and other code around the candidate's block.
@@ -117,7 +118,7 @@ def screen(source: str, backend=None) -> ast.Module:
     if "\x00" in source:
         raise ScreenError("source contains NUL bytes")
     try:
-        tree = ast.parse(source, filename="<candidate>")
+        tree = pysource.parse(source, filename="<candidate>")
     except SyntaxError as exc:
         line = (exc.text or "").rstrip("\n")
         if len(line) > 160:

@@ -96,11 +96,13 @@ def set_up_ahead(ctx: StageContext) -> None:
         if ctx.hold.timing_waits():
             ctx.hold.step_aside(ctx.result)
         try:
-            ctx.ahead[cfg.name] = gpu_blocks.set_up_ahead(
+            ahead = ctx.ahead[cfg.name] = gpu_blocks.set_up_ahead(
                 ctx.worker, cfg.name, inputs, t.noise, ctx.timing_params, ctx.limits.time_timeout, ctx.device,
                 _checker(ctx, cfg), t.check_calls, ref, ctx.task.backward, input_draws(ctx.task, cfg))
         except Exception:  # noqa: BLE001 - left to the timing, which reports it
             return
+        for step, seconds in ahead.spent.items():  # where the set-ups' time goes (phases ahead_set_up, ...)
+            add_phase(ctx.result, f"ahead_{step}", seconds)
 
 
 def ahead_budget(device: str, lock) -> float:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kbench_env.tasks.loaders import kernelbench
 from kbench_env.tasks.task import DTYPES, Config, Task, TaskError
+from kbench_env.tasks import pysource
 
 
 def _literal_kbench(tree: ast.Module, filename: str) -> dict:
@@ -52,7 +53,7 @@ def load_task(path_or_source: str | Path, name: str | None = None, dtype: str | 
         source = str(path_or_source)
     filename = str(path) if path else "<task>"
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = pysource.parse(source, filename=filename)
     except SyntaxError as exc:
         raise TaskError(f"{filename}: not valid Python: {exc}") from None
     meta = copy.deepcopy(_literal_kbench(tree, filename))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import operator
 from dataclasses import dataclass
+from kbench_env.tasks import pysource
 
 _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -176,7 +177,7 @@ def size_constants(source: str) -> dict:
     """The free integer sizes of a task file: ``{name: int or tuple/list of ints}`` (what a configuration's
     ``sizes`` may override), evaluated (``N = 2048 * 2`` gives 4096)."""
     out = {}
-    for c in constants(ast.parse(source)).values():
+    for c in constants(pysource.parse(source)).values():
         v = c.value
         if not c.free:
             continue
@@ -193,7 +194,7 @@ def _literal(value, like: ast.AST | None) -> ast.AST:
         if isinstance(like, ast.List) or (like is None and isinstance(value, list)):
             return ast.List(elts=items, ctx=ast.Load())
         return ast.Tuple(elts=items, ctx=ast.Load())
-    return ast.parse(repr(value), mode="eval").body
+    return pysource.parse(repr(value), mode="eval").body
 
 
 def apply_overrides(tree: ast.Module, sizes: dict) -> set:

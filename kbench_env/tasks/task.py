@@ -51,6 +51,7 @@ import torch
 
 from kbench_env.machine.device import Device
 from kbench_env.tasks.sizes import apply_overrides, size_constants  # noqa: F401 - size_constants: part of this module's API
+from kbench_env.tasks import pysource
 
 DTYPES = {
     "float32": torch.float32,
@@ -350,7 +351,7 @@ def describe_value(x) -> str:
 
 
 def build_module(source: str, sizes: dict, filename: str) -> types.ModuleType:
-    tree = ast.parse(source, filename=filename)
+    tree = pysource.parse(source, filename=filename)
     if sizes:
         missing = set(sizes) - apply_overrides(tree, sizes)
         tree = ast.fix_missing_locations(tree)
@@ -358,7 +359,7 @@ def build_module(source: str, sizes: dict, filename: str) -> types.ModuleType:
             raise TaskError(f"{filename}: size override(s) {sorted(missing)} name no module-level constant")
     mod = types.ModuleType("kbench_task")
     mod.__file__ = filename
-    exec(compile(tree, filename, "exec"), mod.__dict__)
+    exec(pysource.compile_tree(tree, filename), mod.__dict__)
     for need in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(mod, need):
             raise TaskError(f"{filename}: a task file must define {need} (KernelBench format)")

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from kbench_env.tasks.task import TaskError, seeded
+from kbench_env.tasks import pysource
 
 FORMS = ("forward", "backward")
 
@@ -182,7 +183,7 @@ def _identifier(name: str, taken: set) -> str:
 
 def _toplevel_names(source: str) -> set:
     names = set()
-    for node in ast.parse(source).body:
+    for node in pysource.parse(source).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -201,7 +202,7 @@ def _config_name(settings: dict, varying: list) -> str:
 
 def _docstring_line(source: str, func: str = "forward_fn") -> str:
     try:
-        tree = ast.parse(source)
+        tree = pysource.parse(source)
     except SyntaxError:
         return ""
     for node in tree.body:

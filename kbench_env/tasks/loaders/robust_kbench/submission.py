@@ -9,6 +9,7 @@ import re
 
 from kbench_env.tasks.loaders.robust_kbench.source import _model_class, _rk_block, _string_literal
 from kbench_env.tasks.task import Task, TaskError
+from kbench_env.tasks import pysource
 
 
 _PYBIND = re.compile(r"PYBIND11_MODULE\s*\(")
@@ -36,7 +37,7 @@ def _declaration(cu_source: str, name: str) -> str | None:
 
 
 def _rk_meta(task: Task) -> dict:
-    tree = ast.parse(task.source)
+    tree = pysource.parse(task.source)
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ROBUST_KBENCH" for t in stmt.targets):
             return ast.literal_eval(stmt.value)
@@ -44,7 +45,7 @@ def _rk_meta(task: Task) -> dict:
 
 
 def _rk_source_of(task: Task) -> str:
-    for stmt in ast.parse(task.source).body:
+    for stmt in pysource.parse(task.source).body:
         if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
                 and any(isinstance(t, ast.Name) and t.id == "ROBUST_KBENCH_SOURCE" for t in stmt.targets)):
             return stmt.value.value
