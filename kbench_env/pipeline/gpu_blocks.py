@@ -91,6 +91,8 @@ class GpuTiming:
     again_seconds: float = 0.0  # the timings after the first (time_gpu_retimed): what a paid bound or a short run cost
     check_seconds: float = 0.0
     deferred: DeferredChecks | None = None  # read outputs not judged yet (deferred_checks.py)
+    #: seconds of the timed blocks' parts (``_Run.take_parts``: "block_stage", "block_worker"), all timings'
+    parts: dict = field(default_factory=dict)
 
     @property
     def fixed_ms(self) -> float:
@@ -147,7 +149,7 @@ class Ahead:
     wrong: tuple | None
     reference: dict  # the reference's figures it was set up for (a timing bounded by others sets up anew)
     #: seconds of its steps (``_warm_up``): the block set up in the worker, the warm-up block run, its outputs
-    #: judged (read, the reference run for their inputs, compared)
+    #: judged (read, the reference run for their inputs, compared), and the parts of the first two
     spent: dict = field(default_factory=dict)
 
     def close(self) -> None:
@@ -168,8 +170,12 @@ def smaller_block(block: int, warm_wall_ms: float, reference: dict | None) -> in
 def _warm_up(run: _Run, block: int, params: dict,
              spent: dict | None = None) -> tuple[int, str, float, tuple | None]:
     """Set the block up in the worker and run it once, checked, not a sample: (size, method, wall ms, wrong). Each
-    step's seconds are added to ``spent`` ("set_up", "block", "verdict")."""
+    step's seconds are added to ``spent`` ("set_up", "block", "verdict"), and their parts (the run's
+    ``take_parts``: "set_up_worker", the worker's round trip, of it the worker's own steps "set_up_<step>" by its
+    account; "set_up_map", this side's mapping of the block's memory; "block_stage", the inputs drawn and copied
+    and the L2 flushed; "block_worker", the worker's run of the block and its reply)."""
     spent = {} if spent is None else spent
+    run.take_parts()  # (only this warm-up's)
     t0 = time.perf_counter()
     b, method = run.set_up(block, params)
     t1 = time.perf_counter()
@@ -177,7 +183,7 @@ def _warm_up(run: _Run, block: int, params: dict,
     t2 = time.perf_counter()
     wrong = run.verdict(staged, b, 0) or run.poison(b)
     t3 = time.perf_counter()
-    for step, seconds in (("set_up", t1 - t0), ("block", t2 - t1), ("verdict", t3 - t2)):
+    for step, seconds in (("set_up", t1 - t0), ("block", t2 - t1), ("verdict", t3 - t2), *run.take_parts().items()):
         spent[step] = spent.get(step, 0.0) + seconds
     return b, method, wall, wrong
 
@@ -244,6 +250,7 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
             times.append(used / b)
             calls, total = calls + b, total + used / 1e3
         out.method, out.check_seconds, out.deferred = method, run.check_seconds, run.checks
+        out.parts = run.take_parts()
         if wrong is not None:
             out.wrong_call, out.wrong = wrong
         else:
@@ -272,7 +279,7 @@ def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
     if ahead is not None and ahead.reference != kwargs.get("reference"):
         ahead.close()
         ahead = None
-    timings, kept, shrink, set_up, again, first = [], None, True, 0.0, 0.0, True
+    timings, kept, shrink, set_up, again, first, parts = [], None, True, 0.0, 0.0, True, {}
     while len(timings) < RETIMINGS:
         t0 = time.perf_counter()
         got = time_gpu(*args, ahead=ahead, shrink=shrink, **kwargs)
@@ -280,6 +287,9 @@ def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
         ahead, first = None, False
         got.again_seconds = again
         set_up = got.set_up_seconds = set_up + got.set_up_seconds
+        for name, seconds in parts.items():
+            got.parts[name] = got.parts.get(name, 0.0) + seconds
+        parts = got.parts
         if got.deferred is not None:  # every timing's read outputs are judged, the one that counts or not
             if kept is None:
                 kept = got.deferred
@@ -298,5 +308,5 @@ def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
     timings.sort(key=lambda t: t.ratio)
     paid = timings[(len(timings) - 1) // 2]
     paid.flagged = all(t.flagged for t in timings)
-    paid.deferred, paid.set_up_seconds, paid.again_seconds = kept, set_up, again
+    paid.deferred, paid.set_up_seconds, paid.again_seconds, paid.parts = kept, set_up, again, parts
     return paid

@@ -100,6 +100,25 @@ def mapped_leaves(layout: list, row, maps: Mappings, handle) -> list:
     return leaves
 
 
+#: The steps of a block's set-up the worker reports (worker/gpu_executor.py's ``steps_ms``), which the trusted side
+#: adds to the set-up's parts (a diagnosis: phases ``ahead_set_up_<step>``).
+WORKER_STEPS = ("warmup", "block_size", "buffers", "fill", "capture", "export")
+
+
+def worker_steps(steps_ms, ceiling_s: float) -> dict:
+    """The worker's account of its set-up (``steps_ms``: milliseconds by step) in seconds, of the known steps only,
+    each a finite number in ``[0, ceiling_s]`` (the round trip this side measured): the worker is not trusted, and
+    its account is a diagnosis that no figure of the reward reads."""
+    if not isinstance(steps_ms, dict):
+        return {}
+    out = {}
+    for name in WORKER_STEPS:
+        ms = steps_ms.get(name)
+        if isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms):
+            out[name] = min(max(float(ms) / 1e3, 0.0), max(ceiling_s, 0.0))
+    return out
+
+
 def handle_at(handles: list, i) -> str:
     """The ``i``-th memory handle the worker named; IpcError for an index it did not name."""
     if not isinstance(i, int) or not 0 <= i < len(handles):
@@ -157,11 +176,25 @@ class _Run:
         self.dsts: list = []
         self.layout, self.outputs, self.handles = [], [], []
         self.check_seconds = 0.0
+        self.parts: dict = {}
+
+    def take_parts(self) -> dict:
+        """Seconds of the set-ups' and blocks' parts (by name) since the last take, and start again."""
+        parts, self.parts = self.parts, {}
+        return parts
+
+    def _part(self, name: str, seconds: float) -> None:
+        self.parts[name] = self.parts.get(name, 0.0) + seconds
 
     def set_up(self, block: int, p: dict) -> tuple[int, str]:
+        t0 = time.perf_counter()
         self.worker.send({"type": msg.GPU_SLOTS, "config": self.config, "block": block, "backward": self.backward,
                           "warmup": p.get("warmup", 3)})
         ready, _ = _reply(self.worker, self.timeout, f"timed block set-up of configuration {self.config!r}")
+        t1 = time.perf_counter()
+        self._part("set_up_worker", t1 - t0)
+        for name, seconds in worker_steps(ready.get("steps_ms"), t1 - t0).items():
+            self._part(f"set_up_{name}", seconds)
         b, method = ready.get("block"), str(ready.get("method", ""))
         if not isinstance(b, int) or not 1 <= b <= MAX_BLOCK or (block and b != block):
             raise WorkerError(f"the worker set up timed blocks of {b!r} calls ({block or 'its choice'} asked)")
@@ -170,6 +203,7 @@ class _Run:
         self.dsts = input_views(self.maps, self.handles, self.inputs.originals, ready.get("inputs") or [], b)
         self.layout, self.outputs = ready.get("layout") or [], ready.get("outputs") or []
         self.method = method
+        self._part("set_up_map", time.perf_counter() - t1)
         return b, method
 
     def reset(self) -> None:
@@ -201,9 +235,13 @@ class _Run:
         _flush_l2(self.device)
         ev1.record(stream)
         torch.cuda.synchronize(self.device)
+        t1 = time.perf_counter()
         self.worker.send({"type": msg.GPU_BLOCK, "config": self.config, "backward": self.backward})
         header, _ = self.worker.recv(self.timeout, f"timed block of configuration {self.config!r}")
-        wall = (time.perf_counter() - t0) * 1e3
+        t2 = time.perf_counter()
+        wall = (t2 - t0) * 1e3
+        self._part("block_stage", t1 - t0)
+        self._part("block_worker", t2 - t1)
         if header["type"] == msg.ERROR:
             raise TimedCallFailed(header["message"])
         ms = header.get("ms")

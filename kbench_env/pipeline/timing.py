@@ -277,6 +277,8 @@ def _time_on_trusted_clock(ctx: StageContext, cfg: Config, cr, ref: dict, deferr
     if isinstance(bt, gpu_blocks.GpuTiming):  # the timed blocks' set-up inside the exclusive hold (not made ahead)
         add_phase(result, "timing_set_up", bt.set_up_seconds)
         add_phase(result, "timing_again", bt.again_seconds)  # the timings after the first (gpu_blocks.RETIMINGS)
+        for name, seconds in bt.parts.items():  # the timed blocks' parts (timing_block_stage, timing_block_worker)
+            add_phase(result, f"timing_{name}", seconds)
     if bt.wrong is not None:
         _wrong(result, cfg, bt.wrong_call, bt.wrong)
         return False
