@@ -69,6 +69,11 @@ class _FakeRun:
         self.closed = True
 
 
+#: One warm-up's parts as the stand-in gives them: its set-up's and its block's (seconds of the stand-in clock,
+#: which moves only when a step runs: no figure here is a measured time).
+PARTS = {"set_up_worker": 0.75, "set_up_capture": 0.5, "set_up_map": 0.25, "block_stage": 0.5, "block_worker": 1.5}
+
+
 @pytest.fixture
 def clock(monkeypatch):
     c = _Clock()
@@ -80,8 +85,8 @@ def test_a_set_up_keeps_each_steps_seconds(clock):
     run, spent = _FakeRun(clock, wall_ms=1.0), {}
     b, method, wrong = gpu_blocks._set_up(run, {"block": 64, "wall_ms": 1.0}, {}, shrink=True, spent=spent)
     assert (b, method, wrong) == (64, "cuda-graph", None)
-    assert spent == {"set_up": 1.0, "block": 2.0, "verdict": 12.0,  # the verdict and the poisoning both judged
-                     "set_up_worker": 0.75, "set_up_capture": 0.5, "set_up_map": 0.25, "block_stage": 0.5, "block_worker": 1.5}  # (not the parts left over)
+    # the verdict and the poisoning both judged; a warm-up's parts, not those left over from before it
+    assert spent == {"set_up": 1.0, "block": 2.0, "verdict": 12.0, **PARTS}
     assert [c[0] for c in run.calls] == ["set_up", "block"]
 
 
@@ -89,19 +94,19 @@ def test_a_far_slower_candidates_second_warm_up_adds_to_the_first(clock):
     run, spent = _FakeRun(clock, wall_ms=10 * gpu_blocks.SLOW_BLOCKS), {}
     b, _, _ = gpu_blocks._set_up(run, {"block": 64, "wall_ms": 1.0}, {}, shrink=True, spent=spent)
     assert b < 64 and ("reset", None) in run.calls  # shrunk: set up again at the smaller block
-    assert spent == {"set_up": 2.0, "block": 4.0, "verdict": 24.0, "set_up_worker": 1.5, "set_up_capture": 1.0, "set_up_map": 0.5, "block_stage": 1.0, "block_worker": 3.0}
+    assert spent == {"set_up": 2.0, "block": 4.0, "verdict": 24.0, **{k: 2 * v for k, v in PARTS.items()}}
 
 
 def test_a_wrong_warm_up_is_kept_with_its_steps(clock):
     run, spent = _FakeRun(clock, wall_ms=1.0, wrong=(3, "output wrong")), {}
     _, _, wrong = gpu_blocks._set_up(run, {"block": 8, "wall_ms": 1.0}, {}, shrink=True, spent=spent)
-    assert wrong == (3, "output wrong") and spent == {"set_up": 1.0, "block": 2.0, "verdict": 4.0, "set_up_worker": 0.75, "set_up_capture": 0.5, "set_up_map": 0.25, "block_stage": 0.5, "block_worker": 1.5}
+    assert wrong == (3, "output wrong") and spent == {"set_up": 1.0, "block": 2.0, "verdict": 4.0, **PARTS}
 
 
 def test_set_up_ahead_hands_its_steps_to_the_ahead(clock, monkeypatch):
     monkeypatch.setattr(gpu_blocks, "_Run", lambda *a, **k: _FakeRun(clock, wall_ms=1.0))
     ahead = gpu_blocks.set_up_ahead(None, "small", [], 0.01, {}, 10.0, "cuda", None, 1, {"block": 16, "wall_ms": 1.0})
-    assert ahead.block == 16 and ahead.spent == {"set_up": 1.0, "block": 2.0, "verdict": 12.0, "set_up_worker": 0.75, "set_up_capture": 0.5, "set_up_map": 0.25, "block_stage": 0.5, "block_worker": 1.5}
+    assert ahead.block == 16 and ahead.spent == {"set_up": 1.0, "block": 2.0, "verdict": 12.0, **PARTS}
 
 
 def test_the_evaluations_phases_sum_every_configurations_set_up_steps(monkeypatch):
