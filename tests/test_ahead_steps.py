@@ -40,7 +40,7 @@ class _FakeRun:
     def _part(self, name, seconds):
         self.parts[name] = self.parts.get(name, 0.0) + seconds
 
-    def set_up(self, block, params):
+    def set_up(self, block, params, shrink=None):
         self.calls.append(("set_up", block))
         self.clock.now += 1.0
         for name, seconds in (("set_up_worker", 0.75), ("set_up_capture", 0.5), ("set_up_map", 0.25)):
@@ -161,6 +161,23 @@ def test_the_workers_account_of_its_set_up_is_read_within_bounds(steps_ms, ceili
     assert worker_steps(steps_ms, ceiling) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("usage, expected", [
+    ({"capture": [300.0, 900.0, 5, 1, 18], "capture_calls": {"n": 2002, "sum_ms": 120.0}},
+     {"capture": 0.5, "capture_cpu": 0.3, "capture_calls": 0.12}),  # the thread's CPU, the candidate's calls
+    ({"capture": [5000.0], "capture_calls": {"sum_ms": -1.0}}, {"capture": 0.5, "capture_cpu": 1.0,
+                                                                "capture_calls": 0.0}),  # within bounds
+    ({"capture": [float("nan")], "export": [1.0], "injected": [1.0], "capture_calls": {"sum_ms": "9"}},
+     {"capture": 0.5, "export_cpu": 0.001}),  # only finite figures of the known steps
+    ({"capture": "x", "capture_calls": [1.0]}, {"capture": 0.5}), ("junk", {"capture": 0.5}),
+])
+def test_the_workers_usage_of_its_set_up_steps_is_read_within_bounds(usage, expected):
+    """Each step's CPU seconds (the worker's thread) and the candidate's calls inside the capture, from the worker's
+    ``steps_usage``: known steps only, finite, within the round trip, like its ``steps_ms``."""
+    from kbench_env.pipeline.gpu_run import worker_steps
+
+    assert worker_steps({"capture": 500.0}, 1.0, usage) == pytest.approx(expected)
+
+
 def test_the_known_steps_are_the_ones_the_gpu_executor_reports():
     """``WORKER_STEPS`` names every step worker/gpu_executor.py's set-up times (a step renamed there would read as
     nothing here)."""
@@ -174,14 +191,20 @@ def test_the_known_steps_are_the_ones_the_gpu_executor_reports():
 
 def test_a_timings_blocks_keep_their_parts_and_not_the_set_ups(clock, monkeypatch):
     """time_gpu's result carries its timed blocks' parts (``GpuTiming.parts``: what the phases
-    ``timing_block_stage`` and ``timing_block_worker`` sum), without the set-up's or the warm-up block's."""
+    ``timing_block_stage``, ``timing_block_worker``, ``timing_block_verdict`` and ``timing_close`` sum), without the
+    set-up's or the warm-up block's."""
     class Sized(_FakeRun):  # (the worker's choice of block size, where none is asked: 8 calls)
         check_seconds, checks = 0.0, None
 
-        def set_up(self, block, params):
-            return super().set_up(block or 8, params)
+        def set_up(self, block, params, shrink=None):
+            return super().set_up(block or 8, params, shrink)
+
+        def close(self, release):
+            self.clock.now += 16.0
+            super().close(release)
 
     monkeypatch.setattr(gpu_blocks, "_Run", lambda *a, **k: Sized(clock, wall_ms=1.0))
     out = gpu_blocks.time_gpu(None, "small", [], 0.01, {"min_reps": 1, "max_reps": 1}, 10.0, "cuda")
     assert out.wrong is None and len(out.walls_ms) == 5  # five blocks: the least a timing runs
-    assert out.parts == {"block_stage": 5 * 0.5, "block_worker": 5 * 1.5}
+    # (each block's verdict 4 s and poisoning 8 s; the close 16 s; the warm-up's verdict not among them)
+    assert out.parts == {"block_stage": 5 * 0.5, "block_worker": 5 * 1.5, "block_verdict": 5 * 12.0, "close": 16.0}

@@ -816,11 +816,16 @@ def set_up_results():
     """level1/relu evaluated one after another by one evaluator (checks shared): the shipped solution twice (the
     reference is known for the second at the latest), the slow candidate, the forger. Per evaluation, the set-ups made ahead of the
     timing and the timings that used one (gpu_blocks wrapped), and the reference's block sizes."""
-    from kbench_env.pipeline import gpu_blocks
+    from kbench_env.pipeline import gpu_blocks, gpu_run
 
     task, ev = resolve_task("level1/relu"), _evaluator("cuda")
-    made, used, made_for = [], [], []
-    set_up_ahead, time_gpu = gpu_blocks.set_up_ahead, gpu_blocks.time_gpu
+    made, used, made_for, set_ups = [], [], [], []
+    set_up_ahead, time_gpu, set_up = gpu_blocks.set_up_ahead, gpu_blocks.time_gpu, gpu_run._Run.set_up
+
+    def recorded_set_up(run, block, params, shrink=None):
+        got = set_up(run, block, params, shrink)
+        set_ups.append((run.config, block, shrink is not None, got[0]))
+        return got
 
     def ahead(*a, **k):
         made.append(set_up_ahead(*a, **k))
@@ -838,12 +843,14 @@ def set_up_results():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(gpu_blocks, "set_up_ahead", ahead)
         mp.setattr(gpu_blocks, "time_gpu", timed)
+        mp.setattr(gpu_run._Run, "set_up", recorded_set_up)
         for name, src in sources.items():
-            made.clear(), used.clear(), made_for.clear()
+            made.clear(), used.clear(), made_for.clear(), set_ups.clear()
             r = ev.evaluate(task, src, seed=2024)
             _record("cuda_set_up", name, r)
             out[name] = (r, list(made), list(used))
             out[name + "_configs"] = list(made_for)
+            out[name + "_set_ups"] = list(set_ups)  # (configuration, block asked, hint sent, block set up)
     blocks = {c.name: ev.baselines.times_by_key[ev.baselines.key(task, c)]["gpu"]["block"]
               for c in task.configs_for(ev.device)}
     from kbench_env.pipeline.timing import ahead_budget
@@ -883,6 +890,20 @@ def test_a_far_slower_candidate_is_timed_in_smaller_blocks(set_up_results):
     assert slow.correct and not slow.integrity_flags and slow.speedup < 0.5, slow.feedback()
     assert any(c.timed_block_calls < blocks[c.name] for c in slow.configs), [
         (c.name, c.timed_block_calls, blocks[c.name]) for c in slow.configs]
+
+
+def test_a_far_slower_candidate_is_set_up_in_smaller_blocks_before_its_first_warm_up(set_up_results):
+    """The slow candidate's call is measured before its first capture and its block made smaller there
+    (gpu_blocks.shrink_hint): no warm-up block at the reference's size, no second set-up; the shipped solution's
+    blocks are the reference's."""
+    out, blocks = set_up_results
+    slow, again = out["slow_set_ups"], out["again_set_ups"]
+    shrunk = [c.name for c in out["slow"][0].configs if c.timed_block_calls < blocks[c.name]]
+    first = {}
+    for config, asked, hint, got in slow:
+        first.setdefault(config, (asked, hint, got))
+    assert shrunk and all(first[c][1] and first[c][2] < first[c][0] == blocks[c] for c in shrunk), (shrunk, slow)
+    assert again and all(got == asked == blocks[c] for c, asked, _, got in again), again
 
 
 def test_a_candidate_slow_only_in_its_warm_up_is_timed_at_the_references_block_size(set_up_results):

@@ -3,7 +3,8 @@
 The worker (worker/gpu_executor.py) captures a block of B calls as one CUDA graph on input buffers it exports to
 this process (protocol/cuda_ipc.py; the exchange is gpu_run.py's), and replays it when told. Before the timed blocks
 comes the set-up: the block made and captured at the reference's block size and run once, checked, not a sample (the
-warm-up); a candidate far slower than its reference is set up again in fewer calls a block (``smaller_block``). Under
+warm-up); a candidate far slower than its reference is set up in fewer calls a block, at once where one call's device
+time shows it (``shrink_hint``), else again after its warm-up (``smaller_block``). Under
 shared checks it is done ahead of the timing, outside its exclusive hold (``set_up_ahead``). Per block, this side:
 
 1. makes the block's inputs on its own GPU memory from a secret seed drawn now (``BlockInputs``: the configuration's
@@ -31,6 +32,7 @@ about nothing that is believed beyond the bound: a forged device time gains at m
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -91,7 +93,8 @@ class GpuTiming:
     again_seconds: float = 0.0  # the timings after the first (time_gpu_retimed): what a paid bound or a short run cost
     check_seconds: float = 0.0
     deferred: DeferredChecks | None = None  # read outputs not judged yet (deferred_checks.py)
-    #: seconds of the timed blocks' parts (``_Run.take_parts``: "block_stage", "block_worker"), all timings'
+    #: seconds of the timed blocks' parts (``_Run.take_parts``: "block_stage", "block_worker"; and "block_verdict",
+    #: their read outputs checked and poisoned; "close", the blocks unmapped and released in the worker), all timings'
     parts: dict = field(default_factory=dict)
 
     @property
@@ -167,8 +170,23 @@ def smaller_block(block: int, warm_wall_ms: float, reference: dict | None) -> in
     return max(1, min(block - 1, int(block * AIM_BLOCKS * ref_wall / warm_wall_ms)))
 
 
-def _warm_up(run: _Run, block: int, params: dict,
-             spent: dict | None = None) -> tuple[int, str, float, tuple | None]:
+def shrink_hint(reference: dict | None) -> dict | None:
+    """What lets the worker set a far slower candidate up in fewer calls a block before its first capture, not after
+    a warm-up block at the reference's size (seconds of device time for a candidate hundreds of times slower):
+    one call's device time over ``above_ms`` (SLOW_BLOCKS times the reference's block's wall time, a call's share)
+    makes its block about ``aim_ms`` (AIM_BLOCKS of it) and no more than ``most`` calls, the largest block that
+    ``smaller_block`` gives. What the worker claims buys it no block that a slow warm-up could not buy, and a block
+    shrunk for a candidate that runs short is timed again at the reference's size (``short``). None where no
+    smaller block is possible."""
+    block, wall = int((reference or {}).get("block") or 0), float((reference or {}).get("wall_ms") or 0.0)
+    if wall <= 0.0 or block <= 1:
+        return None
+    most = max(1, math.ceil(block * AIM_BLOCKS / SLOW_BLOCKS) - 1)  # (smaller_block's own bounds: at least one)
+    return {"above_ms": SLOW_BLOCKS * wall / block, "aim_ms": AIM_BLOCKS * wall, "most": most}
+
+
+def _warm_up(run: _Run, block: int, params: dict, spent: dict | None = None,
+             shrink: dict | None = None) -> tuple[int, str, float, tuple | None]:
     """Set the block up in the worker and run it once, checked, not a sample: (size, method, wall ms, wrong). Each
     step's seconds are added to ``spent`` ("set_up", "block", "verdict"), and their parts (the run's
     ``take_parts``: "set_up_worker", the worker's round trip, of it the worker's own steps "set_up_<step>" by its
@@ -177,7 +195,7 @@ def _warm_up(run: _Run, block: int, params: dict,
     spent = {} if spent is None else spent
     run.take_parts()  # (only this warm-up's)
     t0 = time.perf_counter()
-    b, method = run.set_up(block, params)
+    b, method = run.set_up(block, params, shrink)
     t1 = time.perf_counter()
     wall, _, _, staged, _ = run.block(b)
     t2 = time.perf_counter()
@@ -190,9 +208,11 @@ def _warm_up(run: _Run, block: int, params: dict,
 
 def _set_up(run: _Run, reference: dict | None, params: dict, shrink: bool,
             spent: dict | None = None) -> tuple[int, str, tuple | None]:
-    """The warm-up at the reference's block size (the reference's own: the worker's choice), again at a smaller
-    size where the candidate is far slower than the reference (``smaller_block``, with ``shrink``)."""
-    b, method, wall, wrong = _warm_up(run, int(reference["block"]) if reference else 0, params, spent)
+    """The warm-up at the reference's block size (the reference's own: the worker's choice), or, with ``shrink``, at
+    the smaller size the worker makes it for a candidate whose call is far slower (``shrink_hint``); again at a
+    smaller size where the warm-up shows the candidate far slower than the reference (``smaller_block``)."""
+    hint = shrink_hint(reference) if shrink else None
+    b, method, wall, wrong = _warm_up(run, int(reference["block"]) if reference else 0, params, spent, hint)
     smaller = smaller_block(b, wall, reference) if shrink and wrong is None else None
     if smaller is not None:
         run.reset()
@@ -237,10 +257,12 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
         if ahead is None:
             b, method, wrong = _set_up(run, reference, params, shrink and reference is not None)
         out = GpuTiming(block=b, method=method, set_up_seconds=time.perf_counter() - t0)
-        times, calls, total, start = [], 0, 0.0, time.monotonic()
+        times, calls, total, start, verdicts = [], 0, 0.0, time.monotonic(), 0.0
         while wrong is None and not (times and _stop(times, total, time.monotonic() - start, b, params)):
             wall, ms, method, staged, staging = run.block(b)
+            t1 = time.perf_counter()
             wrong, staged = run.verdict(staged, b, calls) or run.poison(b), None  # not alive beside the next's
+            verdicts += time.perf_counter() - t1
             if wrong is not None:
                 break
             used = min(ms, wall)
@@ -250,7 +272,7 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
             times.append(used / b)
             calls, total = calls + b, total + used / 1e3
         out.method, out.check_seconds, out.deferred = method, run.check_seconds, run.checks
-        out.parts = run.take_parts()
+        out.parts = {**run.take_parts(), "block_verdict": verdicts}
         if wrong is not None:
             out.wrong_call, out.wrong = wrong
         else:
@@ -263,7 +285,9 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
     except BaseException:
         run.close(release=False)
         raise
+    t1 = time.perf_counter()
     run.close(release=True)
+    out.parts["close"] = time.perf_counter() - t1
     return out
 
 

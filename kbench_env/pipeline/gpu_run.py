@@ -101,21 +101,40 @@ def mapped_leaves(layout: list, row, maps: Mappings, handle) -> list:
 
 
 #: The steps of a block's set-up the worker reports (worker/gpu_executor.py's ``steps_ms``), which the trusted side
-#: adds to the set-up's parts (a diagnosis: phases ``ahead_set_up_<step>``).
-WORKER_STEPS = ("warmup", "block_size", "buffers", "fill", "capture", "export")
+#: adds to the set-up's parts (a diagnosis: phases ``ahead_set_up_<step>``), with each step's CPU seconds of the
+#: worker's thread (``steps_usage``: ``ahead_set_up_<step>_cpu``, where a step's wall time beyond it was a wait: the
+#: driver, the device, other processes) and the candidate's own calls during the capture (``capture_calls``).
+WORKER_STEPS = ("warmup", "call", "block_size", "buffers", "fill", "capture", "export")
 
 
-def worker_steps(steps_ms, ceiling_s: float) -> dict:
-    """The worker's account of its set-up (``steps_ms``: milliseconds by step) in seconds, of the known steps only,
-    each a finite number in ``[0, ceiling_s]`` (the round trip this side measured): the worker is not trusted, and
-    its account is a diagnosis that no figure of the reward reads."""
-    if not isinstance(steps_ms, dict):
-        return {}
+def _seconds(ms, ceiling_s: float) -> float | None:
+    """A worker's figure in ms as seconds in ``[0, ceiling_s]``, or None where it is not a finite number."""
+    if isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms):
+        return min(max(float(ms) / 1e3, 0.0), max(ceiling_s, 0.0))
+    return None
+
+
+def worker_steps(steps_ms, ceiling_s: float, usage=None) -> dict:
+    """The worker's account of its set-up (``steps_ms``: milliseconds by step; ``usage``: its ``steps_usage``, per
+    step the thread's CPU ms first, and ``capture_calls``' ``sum_ms``) in seconds, of the known steps only, each a
+    finite number in ``[0, ceiling_s]`` (the round trip this side measured): the worker is not trusted, and its
+    account is a diagnosis that no figure of the reward reads."""
+    steps_ms = steps_ms if isinstance(steps_ms, dict) else {}
+    usage = usage if isinstance(usage, dict) else {}
     out = {}
     for name in WORKER_STEPS:
-        ms = steps_ms.get(name)
-        if isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms):
-            out[name] = min(max(float(ms) / 1e3, 0.0), max(ceiling_s, 0.0))
+        figures = {name: steps_ms.get(name)}
+        used = usage.get(name)
+        if isinstance(used, list) and used:
+            figures[f"{name}_cpu"] = used[0]
+        for key, ms in figures.items():
+            seconds = _seconds(ms, ceiling_s)
+            if seconds is not None:
+                out[key] = seconds
+    calls = usage.get("capture_calls")
+    seconds = _seconds(calls.get("sum_ms"), ceiling_s) if isinstance(calls, dict) else None
+    if seconds is not None:
+        out["capture_calls"] = seconds
     return out
 
 
@@ -186,17 +205,24 @@ class _Run:
     def _part(self, name: str, seconds: float) -> None:
         self.parts[name] = self.parts.get(name, 0.0) + seconds
 
-    def set_up(self, block: int, p: dict) -> tuple[int, str]:
+    def set_up(self, block: int, p: dict, shrink: dict | None = None) -> tuple[int, str]:
+        """The block set up in the worker: ``block`` calls (0: the worker's choice), or, with ``shrink``
+        (gpu_blocks.shrink_hint), as few as the worker makes them for a far slower candidate, no more than the
+        hint's ``most``. (block size, method)."""
         t0 = time.perf_counter()
-        self.worker.send({"type": msg.GPU_SLOTS, "config": self.config, "block": block, "backward": self.backward,
-                          "warmup": p.get("warmup", 3)})
+        header = {"type": msg.GPU_SLOTS, "config": self.config, "block": block, "backward": self.backward,
+                  "warmup": p.get("warmup", 3)}
+        if shrink is not None:
+            header["shrink"] = shrink
+        self.worker.send(header)
         ready, _ = _reply(self.worker, self.timeout, f"timed block set-up of configuration {self.config!r}")
         t1 = time.perf_counter()
         self._part("set_up_worker", t1 - t0)
-        for name, seconds in worker_steps(ready.get("steps_ms"), t1 - t0).items():
+        for name, seconds in worker_steps(ready.get("steps_ms"), t1 - t0, ready.get("steps_usage")).items():
             self._part(f"set_up_{name}", seconds)
         b, method = ready.get("block"), str(ready.get("method", ""))
-        if not isinstance(b, int) or not 1 <= b <= MAX_BLOCK or (block and b != block):
+        shrunk = shrink is not None and isinstance(b, int) and 1 <= b <= int(shrink["most"])
+        if not isinstance(b, int) or not 1 <= b <= MAX_BLOCK or (block and b != block and not shrunk):
             raise WorkerError(f"the worker set up timed blocks of {b!r} calls ({block or 'its choice'} asked)")
         self.handles = list(ready.get("handles") or [])
         self.inputs = BlockInputs(self.originals, self.noise, b, self.device, self.draws)

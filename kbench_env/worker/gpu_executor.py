@@ -4,13 +4,15 @@ is checked against the trusted side's clock; what it reports about where its mem
 
 The exchange (pipeline/gpu_blocks.py drives it; protocol/cuda_ipc.py is both sides' access to the memory):
 
-    GPU_SLOTS {config, block, warmup}
+    GPU_SLOTS {config, block, warmup[, shrink]}
                    warm the model up, make ``block`` sets of input buffers (one allocation per input: a
                    [block, *shape] tensor whose row b is call b's input), capture the block as one CUDA graph
                    (eagerly run blocks where the candidate cannot be captured)
-                   -> GPU_BUFFERS {block, method, handles, inputs, layout, outputs}: the inputs' and (graph) the
-                   outputs' allocations as inter-process handles and offsets; ``block`` 0 lets this side choose
-                   (the reference's worker: about BLOCK_TARGET_MS of device work)
+                   -> GPU_BUFFERS {block, method, handles, inputs, layout, outputs[, call_ms]}: the inputs' and
+                   (graph) the outputs' allocations as inter-process handles and offsets; ``block`` 0 lets this
+                   side choose (the reference's worker: about BLOCK_TARGET_MS of device work); ``shrink`` (a far
+                   slower candidate's block made smaller before it is captured, ``shrunk_block``) lets it make
+                   fewer calls a block where one call's device time is over the hint's
     GPU_BLOCK      replay the block between two device events (the replay's whole time: nothing is subtracted, see
                    pipeline/gpu_blocks.py), or run it eagerly timed by this process's clock
                    -> DONE {ms, method} (+ where an eager block's outputs are)
@@ -43,6 +45,50 @@ from kbench_env.worker.executor import output_layout
 MAX_BLOCK = 4096
 BLOCK_TARGET_MS = 5.0
 BLOCK_BYTES = 8 << 30
+
+
+#: A call's device time for ``shrink``: the least of up to CALL_ROUNDS, each behind a spin of PRIME_CYCLES (about a
+#: millisecond) so that the call's launches queue while the device is busy and its events see no host gap between
+#: them; a round above the hint by more than SLICE_MS (other processes' turns on the device, which time-slicing puts
+#: inside a round's events, are shorter) ends the rounds: one call of a far slower candidate can take seconds.
+CALL_ROUNDS = 3
+PRIME_CYCLES = 2_000_000
+SLICE_MS = 20.0
+
+
+def call_device_ms(model, ins: list, above_ms: float) -> float:
+    """One call of ``model`` on ``ins``: its device time in ms, the least of up to CALL_ROUNDS rounds, stopped at the
+    first round not above ``above_ms`` (the block is kept then) or above it by more than SLICE_MS."""
+    best = float("inf")
+    for _ in range(CALL_ROUNDS):
+        ev0, ev1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(PRIME_CYCLES)
+        ev0.record()
+        model(*ins)
+        ev1.record()
+        ev1.synchronize()
+        best = min(best, ev0.elapsed_time(ev1))
+        if best <= above_ms or best > above_ms + SLICE_MS:
+            break
+    return best
+
+
+def read_shrink(header: dict) -> tuple | None:
+    """The trusted side's ``shrink`` (pipeline/gpu_blocks.shrink_hint) as (above_ms, aim_ms, most), or None."""
+    hint = header.get("shrink")
+    try:
+        return float(hint["above_ms"]), float(hint["aim_ms"]), int(hint["most"])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def shrunk_block(block: int, call_ms: float, hint: tuple) -> int:
+    """The block for a candidate one of whose calls takes ``call_ms`` on the device: ``block`` unless that is over
+    the hint's ``above_ms``, else about ``aim_ms`` of calls, no more than ``most`` and at least one."""
+    above_ms, aim_ms, most = hint
+    if not call_ms > above_ms or most < 1:  # (not a number: kept)
+        return block
+    return max(1, min(most, block, int(aim_ms / call_ms)))
 
 
 class _Block:
@@ -171,7 +217,11 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
         for ins in handed:
             model(*ins)
         step("warmup")
-        block = int(header.get("block") or 0)
+        block, hint, call_ms = int(header.get("block") or 0), read_shrink(header), None
+        if block > 0 and hint is not None:
+            call_ms = call_device_ms(model, handed[-1], hint[0])
+            block = shrunk_block(block, call_ms, hint)
+            step("call")
         if block <= 0:
             probe = make(-100)
             handed.append(probe)
@@ -200,6 +250,8 @@ def _gpu_slots(s, header: dict, payload, grad, send) -> None:
     reply["handles"] = exporter.handles
     step("export")
     reply["steps_ms"], reply["steps_usage"] = steps, usage
+    if call_ms is not None:
+        reply["call_ms"] = call_ms
     send(reply)
 
 
