@@ -279,6 +279,12 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
   (command -v top >/dev/null && top -b -d 1 -w 160 -o %CPU | awk '/^top -/ {n=0; print; next} /^ *PID/ {n=1; next} n && n++ <= 10' \
     >> "$OUT/top$tag.txt" 2>/dev/null) &
   TOP=$!
+  # SAMPLE=1: every thread of the host swept 5 times a second (bench/probes/thread_sampler.py): who burns system
+  # time and what sleeping threads wait on, cut by the hold log's steps into $OUT/threads$tag.txt
+  SAMPLER=
+  if [ -n "${SAMPLE:-}" ]; then
+    python3 bench/probes/thread_sampler.py record "$OUT/threads$tag.jsonl" --interval 0.2 & SAMPLER=$!
+  fi
   KBENCH_DEVICE_HOLD_LOG="$OUT/holds_steady$tag.jsonl" timeout -k 20 $(left ${END:-590}) $spy python3 bench/rl_batch.py \
     --device cuda --format ${FORMAT:-kernelbench} --tasks ${TASKS:-24} --per-task ${PER:-2} \
     --passes ${PASSES:-cold,steady} ${SHARED:+--shared-checks $SHARED} ${CAP:+--shared-cap $CAP} \
@@ -288,6 +294,12 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40
+  if [ -n "$SAMPLER" ]; then
+    kill $SAMPLER 2>/dev/null; wait $SAMPLER 2>/dev/null
+    python3 bench/probes/thread_sampler.py summary "$OUT/threads$tag.jsonl" --holds "$OUT/holds_steady$tag.jsonl" \
+      --top 15 > "$OUT/threads$tag.txt" 2>&1
+    gzip -f "$OUT/threads$tag.jsonl"
+  fi
   kill $SMI 2>/dev/null; pkill -P $VMSTAT 2>/dev/null; kill $VMSTAT 2>/dev/null; pkill -P $TOP 2>/dev/null; kill $TOP 2>/dev/null
   awk 'NR > 3 && $15 ~ /^[0-9]+$/ {n++; r+=$1; id+=$15} END {if (n) printf "host CPU: idle %.1f %% of %d s, run queue %.1f (means)\n", id/n, n, r/n}' \
     "$OUT/vmstat$tag.txt" 2>/dev/null
