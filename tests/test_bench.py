@@ -395,3 +395,43 @@ def test_rl_batch_reports_the_compiled_references_and_where_the_longest_hold_wen
     del later.gave_way  # (an evaluator without the give-way: counted as none)
     assert "failed 0, gave way 0;" in compile_later_figures(evaluators)
     assert compile_later_figures([SimpleNamespace(baselines=SimpleNamespace(later=None))]) is None
+
+
+def test_thread_sampler_sees_a_busy_thread_and_names_the_drivers_waits_per_step(tmp_path, capsys):
+    """bench/probes/thread_sampler.py: a sweep after this thread burned CPU lists it with its ticks; the summary cuts
+    a record by the hold log's steps and names an NVIDIA ioctl's wait by its request (RM_ALLOC), counted in the
+    step it fell in only."""
+    import io
+    import json
+    import os
+    import time
+
+    from bench.probes import thread_sampler as ts
+
+    seen: set = set()
+    last, _ = ts.sweep({}, seen, io.StringIO())
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.3:
+        sum(range(1000))
+    _, rows = ts.sweep(last, seen, io.StringIO())
+    mine = [r for r in rows if r[0] == os.getpid()]
+    assert mine and sum(r[4] + r[5] for r in mine) > 0
+
+    s = 1_000_000_000
+    holds = tmp_path / "holds.jsonl"
+    holds.write_text("".join(json.dumps({"lock": "g", "mode": m, "pid": 1, "thread": 1, "start_ns": a, "end_ns": b})
+                             + "\n" for m, a, b in [("exclusive", 100 * s, 110 * s), ("shared", 200 * s, 230 * s)]))
+    d_row = [7, 7, "python3", "D", 0, 0, "os_acquire_rwlock_write", {"nr": 16, "fd": "/dev/nvidiactl",
+                                                                      "req": hex(0xC020462B)}]
+    busy = [7, 7, "python3", "R", 3, 9]
+    record = tmp_path / "threads.jsonl"
+    lines = [{"proc": 7, "ppid": 1, "comm": "python3", "cmd": "python3 -c from kbench"}]
+    lines += [{"t_ns": 101 * s + k, "cpu": [1, 1, 1, 0], "cost_ms": 5.0, "threads": [busy]} for k in range(3)]
+    lines += [{"t_ns": 201 * s + k, "cpu": [1, 1, 1, 0], "cost_ms": 5.0, "threads": [d_row, busy]} for k in range(4)]
+    record.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    ts.main(["summary", str(record), "--holds", str(holds), "--window", "5"])
+    out = capsys.readouterr().out
+    first, second = out.split("stretch 2 at 100.0 s, its first 5 s")
+    assert "D os_acquire_rwlock_write" not in first, first
+    assert "     4  D os_acquire_rwlock_write sys16 nvidiactl RM_ALLOC\n" in second.split("stretch 2, the rest")[0]
+    assert "python3 from kbench" in first  # (options left out of a command's label)
