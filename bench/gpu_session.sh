@@ -316,7 +316,8 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # process of PASSES=train STEPS=${STEPS:-2} GAP=${GAP:-5} on $TASKS x ${PER:-3} with that setting: base (as
   # shipped), gil / idle (PROFILE: the trusted process sampled), spares<N> (KBENCH_SPARE_WORKERS=N), cap<N> (CAP=N),
   # builds<N> (BUILDS=N: builds at once), spinsync (KBENCH_WORKER_BLOCKING_SYNC=0: workers wait spinning, as
-  # torch's own synchronize does), spareidle0 (KBENCH_SPARE_IDLE_START=0: spares start at the default scheduling
+  # torch's own synchronize does), spareflight (KBENCH_GPU_SPARES_IN_FLIGHT=1: spares replaced at the takes, a batch
+  # in flight), spareidle0 (KBENCH_SPARE_IDLE_START=0: spares start at the default scheduling
   # policy, with bench/wip/spare_idle_start.patch applied), switch<us> (KBENCH_TIMING_SWITCH_US: the trusted process's
   # interpreter switch interval while it holds the device alone; switch0: Python's own 5 ms).
   # Each part writes under $OUT/<part>/; all of it comes back as $OUT/trainer.tgz (a device call returns 8 files).
@@ -353,6 +354,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
       builds*) train BUILDS=${part#builds} ;;
       spinsync) train KBENCH_WORKER_BLOCKING_SYNC=0 ;;
       spareidle0) train KBENCH_SPARE_IDLE_START=0 ;;
+      spareflight) train KBENCH_GPU_SPARES_IN_FLIGHT=1 ;;  # spares start while a batch is in flight (as before)
       later0) train KBENCH_COMPILE_LATER=0 ;;
       switch*) train KBENCH_TIMING_SWITCH_US=${part#switch} ;;
       ahead*|defer*)  # AHEAD / DEFER shares, one or both: ahead0.4, defer0.16, ahead0.4+defer0.16

@@ -1,7 +1,7 @@
 """The spare pool's size over time (sandbox.SpareWorkers), with fake workers and the pool's clock given: a trainer's
 batches arrive in bursts after quiet gaps (its policy generating), and each burst should find as many started
 workers as the last one had in flight (up to the pool's cap); a pool that saw no work for a spare's idle time
-shrinks back to one; on a GPU no spare starts while a single evaluation is in flight (its timed runs)."""
+shrinks back to one; on a GPU no spare starts while an evaluation is in flight (the driver's lock)."""
 
 from __future__ import annotations
 
@@ -159,10 +159,29 @@ def test_a_pool_that_saw_no_work_for_the_window_shrinks_back_to_one(make_pool):
     assert pool.served == served0  # the one left had gone
 
 
-def test_on_a_gpu_no_spare_starts_while_a_single_evaluation_is_in_flight(make_pool):
+def test_on_a_gpu_no_spare_starts_while_any_evaluation_is_in_flight(make_pool):
+    """A CUDA context's start holds the driver's lock that every evaluation in flight needs: a GPU pool starts its
+    spares only between batches, neither at the takes nor when some of the batch's evaluations end."""
+    pool, clock, log = make_pool(cap=6)
+    end(pool, burst(pool, 6))  # (the pool had none: every candidate started its own worker; none started besides)
+    assert log == [0] * 6 and pool.ready == 6
+    second = burst(pool, 6)  # six takes, each served by a spare: none replaced while the batch runs
+    assert pool.served == 6 and log == [0] * 6
+    end(pool, second[:5])  # five over, one still in flight: still none
+    clock.now += 60
+    fire_timer(pool)
+    assert log == [0] * 6 and pool.ready == 0
+    end(pool, second[5:])  # the batch is over: the pool refills to its peak
+    assert log == [0] * 12 and pool.ready == 6
+
+
+def test_with_spares_in_flight_a_gpu_pool_starts_one_per_evaluation_but_none_beside_a_single_one(make_pool,
+                                                                                                 monkeypatch):
+    monkeypatch.setenv("KBENCH_GPU_SPARES_IN_FLIGHT", "1")
     pool, clock, log = make_pool(cap=6)
     first = burst(pool, 6)
     assert 1 not in log  # the first take (one in flight) started none
+    assert max(log) > 1  # the later takes started spares with the batch in flight
     for w in pool._ready:  # noqa: SLF001 - every spare gone: the pool lacks its peak of six
         w.proc.exitcode = 0
     end(pool, first[:4])
@@ -186,6 +205,13 @@ def test_on_a_gpu_no_spare_starts_while_a_single_evaluation_is_in_flight(make_po
     end(pool, [one])
     assert log[n:] == [0]
     assert 1 not in log
+
+
+def test_a_cpu_pool_starts_spares_with_evaluations_in_flight(make_pool):
+    pool, _, log = make_pool(device="cpu", cap=4)
+    first = burst(pool, 3)
+    assert log and min(log) >= 1  # started at the takes, the batch in flight
+    end(pool, first)
 
 
 def test_a_gpu_pool_starts_no_more_spares_than_the_devices_memory_takes(make_pool):

@@ -104,6 +104,9 @@ VARIABLES: dict[str, Variable] = {v.name: v for v in (
              "the trusted side, into the worker's job"),
     Variable("KBENCH_TIMING_SWITCH_US", _int_or_none, 200, "the trusted process's interpreter switch interval "
              "(microseconds) while it holds a device alone; 0: Python's own (machine/interpreter.py)", _TRUSTED),
+    Variable("KBENCH_GPU_SPARES_IN_FLIGHT", _on, False, "1: on a GPU, spare workers start while several evaluations "
+             "are in flight too, one per evaluation (sandbox/spares.py: by default only with none in flight)",
+             _TRUSTED),
     Variable("KBENCH_SPARE_IDLE_START", _on, True, "0: spare workers start at the default scheduling policy, "
              "not at the idle class (sandbox/idle_start.py)", _TRUSTED),
     Variable("KBENCH_WORKER_BLOCKING_SYNC", _on, True, "0: a GPU worker's untimed waits for its device spin as "

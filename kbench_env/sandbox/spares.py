@@ -84,12 +84,16 @@ class SpareWorkers:
     its policy generates, and the next batch arrives at once: the pool refilled to the last batch's peak when the
     batch ended, so the new batch's candidates find spares. At least one, at most ``cap``.
 
-    When spares start (in the background, never on a candidate's path): when one is taken (while the taken worker
-    builds) and when an evaluation ends, up to one per evaluation in flight; the rest, up to the peak, only when no
-    evaluation is in flight (between batches). On a GPU with a single evaluation in flight none starts: its spares
-    start when it is over, so that a spare's start, which launches a kernel and starts the profiler, never overlaps
-    that evaluation's timed runs; with several in flight their workers' starts overlap each other's evaluations
-    anyway (each candidate starts one worker wherever the start happens).
+    When spares start (in the background, never on a candidate's path): on the CPU, when one is taken (while the
+    taken worker builds) and when an evaluation ends, up to one per evaluation in flight; the rest, up to the peak,
+    only when no evaluation is in flight (between batches). On a GPU only when no evaluation is in flight: a CUDA
+    context's start takes the NVIDIA driver's lock for about a second of kernel time in all, and every evaluation
+    in flight needs that lock for its allocations, mappings and graph captures: spares started at the takes keep
+    the batch's workers waiting on the lock with the GPU idle, and starting fewer at once only spreads the stall.
+    Started when the batch is over they start while the policy generates; a candidate that finds no spare starts
+    its own worker, as it would have had to anyway.
+    ``KBENCH_GPU_SPARES_IN_FLIGHT=1`` starts them on a GPU as on the CPU (except with a single evaluation in
+    flight, whose timed runs a start would overlap).
 
     Leaving. A spare leaves by itself after ``policy.SPARE_IDLE_S`` without a candidate. The pool's timer (one
     ``threading.Timer`` at a time, armed for the next deadline only while the window holds work) replaces a spare
@@ -114,6 +118,7 @@ class SpareWorkers:
         self._builder = builder
         self._cpu = Device.parse(device).is_cpu
         self._idle = idle_start.enabled()  # spares start at the idle scheduling class (idle_start.py)
+        self._in_flight = self._cpu or environ.get("KBENCH_GPU_SPARES_IN_FLIGHT")  # (the class docstring)
         # how many more spares the device's memory takes now (None: no bound); a driver call, made outside the lock
         self._room = room or (None if self._cpu else lambda: device_memory.room_for_processes(device))
         self._cap = cap
@@ -210,13 +215,14 @@ class SpareWorkers:
             return min(cap, max(1, self._peak()))
 
     def _target(self) -> int:
-        """Spares to have ready or starting now (the class docstring's rule): ``wanted`` with none in flight; one per
-        evaluation with some in flight; none on a GPU with a single one in flight."""
+        """Spares to have ready or starting now (the class docstring's rule): ``wanted`` with none in flight; with some
+        in flight one per evaluation on the CPU, none on a GPU (unless ``KBENCH_GPU_SPARES_IN_FLIGHT``: then one per
+        evaluation with several in flight, none with a single one)."""
         wanted = self.wanted()
         active = self.active
         if active == 0:
             return wanted
-        if active == 1 and not self._cpu:
+        if not self._in_flight or (active == 1 and not self._cpu):
             return 0
         return min(wanted, active)
 
