@@ -914,6 +914,43 @@ def test_a_candidate_slow_only_in_its_warm_up_is_timed_at_the_references_block_s
         (c.name, c.timed_block_calls, blocks[c.name]) for c in forger.configs]
 
 
+def test_timings_again_run_on_the_blocks_already_set_up():
+    """Every timing's bound taken as paid (RETIME_RATIO below any ratio): each configuration of the shipped relu is
+    timed RETIMINGS times, each block size set up once for them all (gpu_blocks.time_gpu_retimed's ``again``), the
+    candidate correct, unflagged and timed in the reference's block size; the worker replays the same blocks after
+    a timing as before one."""
+    from kbench_env.pipeline import gpu_blocks, gpu_run
+
+    task, ev = resolve_task("level1/relu"), _evaluator("cuda")
+    src = (ROOT / "tasks/solutions/cuda/level1/relu.py").read_text()
+    ev.evaluate(task, src, seed=7)  # the reference timed, its blocks known: the next set-ups are made ahead
+    set_ups, timings, set_up, time_gpu = [], [], gpu_run._Run.set_up, gpu_blocks.time_gpu
+
+    def recorded_set_up(run, block, params, shrink=None):
+        set_ups.append(run.config)
+        return set_up(run, block, params, shrink)
+
+    def timed(*a, ahead=None, **k):
+        timings.append((a[1], ahead is not None and not ahead.spent))  # (configuration, on a timing's blocks)
+        return time_gpu(*a, ahead=ahead, **k)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gpu_blocks, "RETIME_RATIO", -1.0)
+        mp.setattr(gpu_run._Run, "set_up", recorded_set_up)
+        mp.setattr(gpu_blocks, "time_gpu", timed)
+        r = ev.evaluate(task, src.replace("kb_relu", "kb_relu_again"), seed=8)
+    _record("cuda_retime", "again", r)
+    assert r.correct and not r.integrity_flags and r.speedup, r.feedback()
+    names = [c.name for c in task.configs_for("cuda")]
+    blocks = {c.name: ev.baselines.times_by_key[ev.baselines.key(task, c)]["gpu"]["block"]
+              for c in task.configs_for("cuda")}
+    assert [c for c, _ in timings] == [c for c in names for _ in range(gpu_blocks.RETIMINGS)], timings
+    assert [again for _, again in timings] == [False, True, True] * len(names), timings
+    assert sorted(set_ups) == sorted(names), set_ups  # one set-up a configuration (ahead or in the first timing)
+    assert [c.timed_block_calls for c in r.configs] == [blocks[n] for n in names]
+    assert r.phase_seconds.get("timing_again", 0.0) > 0.0
+
+
 # ---------------------------------------------------------------------- check inputs drawn on the device
 
 _DRAWN = '''

@@ -96,6 +96,8 @@ class GpuTiming:
     #: seconds of the timed blocks' parts (``_Run.take_parts``: "block_stage", "block_worker"; and "block_verdict",
     #: their read outputs checked and poisoned; "close", the blocks unmapped and released in the worker), all timings'
     parts: dict = field(default_factory=dict)
+    #: the blocks' run, left set up (``time_gpu(keep=True)``) for a timing again on the same blocks; None once closed
+    run: _Run | None = field(default=None, repr=False, compare=False)
 
     @property
     def fixed_ms(self) -> float:
@@ -239,19 +241,23 @@ def set_up_ahead(worker, config: str, originals: list, noise: float, params: dic
 def time_gpu(worker, config: str, originals: list, noise: float, params: dict, timeout: float, device,
              check=None, check_calls: int = 1, reference: dict | None = None, backward: bool = False,
              defer: bool = False, draws: list | None = None, ahead: Ahead | None = None,
-             shrink: bool = True) -> GpuTiming:
+             shrink: bool = True, keep: bool = False) -> GpuTiming:
     """Time configuration ``config`` (already run in ``worker``) on the GPU. ``check(out_leaves, inputs)`` says why an
     output is wrong for its inputs, or None; ``draws`` (tasks/input_draws.py) makes integer inputs fresh per call;
     ``reference`` (the reference's ``reference_figures``) sets the block size and bounds the reported times; without
     both (the reference's own timing) nothing is checked or bounded. Raises TimedCallFailed if the candidate fails in
     a timed block, WorkerError (or IpcError) if the worker breaks the exchange. ``defer``: the outputs read are
     judged later (``deferred``, deferred_checks.py). ``ahead``: the set-up done already (``set_up_ahead``, its
-    run's own options); ``shrink``: a far slower candidate may be timed in smaller blocks (``smaller_block``)."""
+    run's own options; or an earlier timing's blocks, ``again``); ``shrink``: a far slower candidate may be timed in
+    smaller blocks (``smaller_block``); ``keep``: a timing that ends well leaves its blocks set up (``out.run``) for
+    the caller to time again or close."""
     if ahead is not None:
         run, (b, method, wrong) = ahead.run, (ahead.block, ahead.method, ahead.wrong)
-        run.checks.defer = defer
+        if run.checks is not None:
+            run.checks.defer = defer
     else:
         run = _Run(worker, config, originals, noise, timeout, check, check_calls, device, backward, defer, draws)
+    checked_before = run.check_seconds  # (a set-up ahead's warm-up checks, or an earlier timing's: not this one's)
     try:
         t0 = time.perf_counter()
         if ahead is None:
@@ -271,7 +277,7 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
             out.device_ms.append(used)
             times.append(used / b)
             calls, total = calls + b, total + used / 1e3
-        out.method, out.check_seconds, out.deferred = method, run.check_seconds, run.checks
+        out.method, out.check_seconds, out.deferred = method, run.check_seconds - checked_before, run.checks
         out.parts = {**run.take_parts(), "block_verdict": verdicts}
         if wrong is not None:
             out.wrong_call, out.wrong = wrong
@@ -285,10 +291,29 @@ def time_gpu(worker, config: str, originals: list, noise: float, params: dict, t
     except BaseException:
         run.close(release=False)
         raise
+    if keep and out.wrong is None and out.timing is not None:
+        out.run = run
+        return out
+    close(out, run)
+    return out
+
+
+def close(out: GpuTiming, run: _Run) -> None:
+    """Unmap the timing's blocks here and have the worker release them (its part "close")."""
     t1 = time.perf_counter()
     run.close(release=True)
-    out.parts["close"] = time.perf_counter() - t1
-    return out
+    out.run = None
+    out.parts["close"] = out.parts.get("close", 0.0) + time.perf_counter() - t1
+
+
+def again(got: GpuTiming, reference: dict | None) -> Ahead | None:
+    """A timing's blocks, left set up, as the set-up of its timing again: the same block size, method and captured
+    calls, new inputs drawn from a new secret seed per block as every block has (the timing again takes a new
+    sample of this side's wall clock, which the set-up does not change); None where they were not left set up."""
+    if got.run is None:
+        return None
+    run, got.run = got.run, None
+    return Ahead(run, got.block, got.method, None, reference)
 
 
 def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
@@ -299,38 +324,51 @@ def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
     (the lowest of a few is the luckiest of this side's walls, a forger's gain of a few percent), and it is
     flagged only if every timing was under the bound by more than FLAG_RATIO (one burst flags no honest timing).
     A timing in shrunk blocks that ran short (``short``) does not count: it is timed again at the reference's
-    block size. ``ahead``: the first timing's set-up, done already (``set_up_ahead``)."""
+    block size. ``ahead``: the first timing's set-up, done already (``set_up_ahead``). A timing again for a paid
+    bound is on the blocks the timing before it set up (``again``): its set-up, warm-up and close were most of what
+    a timing again cost, none of it sampled."""
     if ahead is not None and ahead.reference != kwargs.get("reference"):
         ahead.close()
         ahead = None
-    timings, kept, shrink, set_up, again, first, parts = [], None, True, 0.0, 0.0, True, {}
-    while len(timings) < RETIMINGS:
-        t0 = time.perf_counter()
-        got = time_gpu(*args, ahead=ahead, shrink=shrink, **kwargs)
-        again += 0.0 if first else time.perf_counter() - t0
-        ahead, first = None, False
-        got.again_seconds = again
-        set_up = got.set_up_seconds = set_up + got.set_up_seconds
-        for name, seconds in parts.items():
-            got.parts[name] = got.parts.get(name, 0.0) + seconds
-        parts = got.parts
-        if got.deferred is not None:  # every timing's read outputs are judged, the one that counts or not
-            if kept is None:
-                kept = got.deferred
-            else:
-                kept.merge(got.deferred)
-            got.deferred = kept
-        if got.wrong is not None or got.timing is None:
-            return got
-        if got.short:
-            shrink = False
-            continue
-        if got.ratio <= RETIME_RATIO:
-            got.deferred = kept
-            return got
-        timings.append(got)
+    timings, kept, shrink, set_up, again_s, first, parts = [], None, True, 0.0, 0.0, True, {}
+    try:
+        while len(timings) < RETIMINGS:
+            t0 = time.perf_counter()
+            given, ahead = ahead, None  # (time_gpu closes what it is given if it fails)
+            got = time_gpu(*args, ahead=given, shrink=shrink, keep=True, **kwargs)
+            if got.short and got.run is not None:  # timed again at the reference's size: set up anew
+                close(got, got.run)
+            if got.ratio > RETIME_RATIO and len(timings) + 1 < RETIMINGS and not got.short:
+                ahead = again(got, kwargs.get("reference"))
+            elif got.run is not None:
+                close(got, got.run)
+            again_s += 0.0 if first else time.perf_counter() - t0
+            first = False
+            got.again_seconds = again_s
+            set_up = got.set_up_seconds = set_up + got.set_up_seconds
+            for name, seconds in parts.items():
+                got.parts[name] = got.parts.get(name, 0.0) + seconds
+            parts = got.parts
+            if got.deferred is not None:  # every timing's read outputs are judged, the one that counts or not
+                if kept is None:
+                    kept = got.deferred
+                elif got.deferred is not kept:  # (a timing again on the same blocks keeps into the same checks)
+                    kept.merge(got.deferred)
+                got.deferred = kept
+            if got.wrong is not None or got.timing is None:
+                return got
+            if got.short:
+                shrink = False
+                continue
+            if got.ratio <= RETIME_RATIO:
+                got.deferred = kept
+                return got
+            timings.append(got)
+    finally:
+        if ahead is not None:  # (blocks left for a timing again that never ran: an error on the way)
+            ahead.run.close(release=False)
     timings.sort(key=lambda t: t.ratio)
     paid = timings[(len(timings) - 1) // 2]
     paid.flagged = all(t.flagged for t in timings)
-    paid.deferred, paid.set_up_seconds, paid.again_seconds, paid.parts = kept, set_up, again, parts
+    paid.deferred, paid.set_up_seconds, paid.again_seconds, paid.parts = kept, set_up, again_s, parts
     return paid
