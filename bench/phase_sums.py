@@ -4,6 +4,9 @@ stretch of the hold log (the steps: runs of holds with no gap of ``--gap`` secon
 device was held alone (timings), held only shared (checks and set-ups ahead: no timing could run) and its longest
 shared stretches with when they began. A step's wall time is about its exclusive holds plus its shared-only
 stretches (the hold log shows no overlap of the two); the longest shared stretches are what kept timings waiting.
+The time between one timing's end and the next's start is split by the next timing's wait for the device (the
+log's "wait" of the same thread, ending as its hold began): before the wait began no candidate had asked to be
+timed (its checks and set-ups were not done); after, a timing waited for the shared holders to leave.
 
     python bench/phase_sums.py runs/rl_batch_fast_train.jsonl                      # every pass's phases
     python bench/phase_sums.py rows.jsonl --holds runs/holds_steady.jsonl --pass "train 2" --top 12
@@ -79,8 +82,41 @@ def stretches(holds: list[dict], gap_s: float = 2.0, top: int = 5) -> list[dict]
         longest = sorted(only, key=lambda s: s[0] - s[1])[:top]
         out.append({"start_s": (lo - t0) / 1e9, "span_s": (hi - lo) / 1e9, "alone_s": _length(alone) / 1e9,
                     "shared_only_s": _length(only) / 1e9, "shared_only_stretches": len(only),
-                    "longest_shared_only": [((a - lo) / 1e9, (b - a) / 1e9) for a, b in longest]})
+                    "longest_shared_only": [((a - lo) / 1e9, (b - a) / 1e9) for a, b in longest],
+                    **between_timings(holds, lo, hi)})
     return out
+
+
+#: How far a wait's logged end may be from its exclusive hold's start (ns): the wait is logged once the lock is
+#: taken, a few microseconds after the hold's own start.
+WAIT_MATCH_NS = 5_000_000
+
+
+def between_timings(holds: list[dict], lo: int, hi: int) -> dict:
+    """The gaps between consecutive exclusive holds starting in [lo, hi): their count and seconds, split into
+    ``not_asked_s`` (no timing waited yet), ``draining_s`` (the next timing waited for shared holders to leave) and
+    ``unmatched_s`` (an exclusive hold with no wait of its thread logged: the trusted side's own holds)."""
+    ex = sorted((h for h in holds if h.get("mode") == "exclusive" and lo <= h["start_ns"] < hi),
+                key=lambda h: h["start_ns"])
+    waits = defaultdict(list)
+    for h in holds:
+        if h.get("mode") == "wait":
+            waits[(h.get("pid"), h.get("thread"))].append(h)
+    got = {"gaps": 0, "between_s": 0.0, "not_asked_s": 0.0, "draining_s": 0.0, "unmatched_s": 0.0}
+    for prev, h in zip(ex, ex[1:]):
+        a, b = prev["end_ns"], h["start_ns"]
+        if b <= a:
+            continue
+        got["gaps"] += 1
+        got["between_s"] += (b - a) / 1e9
+        mine = [w for w in waits[(h.get("pid"), h.get("thread"))] if abs(w["end_ns"] - b) <= WAIT_MATCH_NS]
+        if not mine:
+            got["unmatched_s"] += (b - a) / 1e9
+            continue
+        asked = max(a, min(b, min(w["start_ns"] for w in mine)))
+        got["not_asked_s"] += (asked - a) / 1e9
+        got["draining_s"] += (b - asked) / 1e9
+    return got
 
 
 def _minus(spans: list[tuple[int, int]], cut: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -124,6 +160,9 @@ def main(argv=None) -> int:
         print(f"stretch {i} at {s['start_s']:.1f} s: {s['span_s']:.2f} s, held alone {s['alone_s']:.2f} s, "
               f"held only shared {s['shared_only_s']:.2f} s in {s['shared_only_stretches']}; longest shared only: "
               + ", ".join(f"{d:.2f} s at {t:.1f}" for t, d in s["longest_shared_only"]))
+        print(f"  between timings: {s['gaps']} gaps, {s['between_s']:.2f} s: no timing asked {s['not_asked_s']:.2f} s, "
+              f"a timing waiting for shared holders to leave {s['draining_s']:.2f} s, no wait logged "
+              f"{s['unmatched_s']:.2f} s")
     return 0
 
 

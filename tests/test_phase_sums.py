@@ -56,3 +56,15 @@ def test_the_command_prints_a_pass_and_its_steps(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "train 2: 1 candidates" in out and "sum=    1.500" in out
     assert "held alone 1.00 s, held only shared 2.00 s in 1" in out
+
+
+def test_the_time_between_timings_is_split_by_when_the_next_one_asked():
+    holds = [_hold("exclusive", 0, 1, thread=1),
+             _hold("wait", 2.5, 3, thread=2), _hold("exclusive", 3, 4, thread=2),  # asked 1.5 s after, drained 0.5
+             _hold("wait", 3.5, 6, thread=3), _hold("exclusive", 6, 7, thread=3),  # asked during the last: 2 s drained
+             _hold("exclusive", 8, 9, thread=4),  # no wait logged (the trusted side's own hold)
+             _hold("shared", 1, 3), _hold("shared", 4, 6), _hold("shared", 7, 8)]
+    (s,) = phase_sums.stretches(holds, gap_s=2.0)
+    assert s["gaps"] == 3 and s["between_s"] == pytest.approx(5.0)
+    assert s["not_asked_s"] == pytest.approx(1.5) and s["draining_s"] == pytest.approx(2.5)
+    assert s["unmatched_s"] == pytest.approx(1.0)
