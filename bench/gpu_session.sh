@@ -53,7 +53,8 @@
 #                                     # NO_TIME_AHEAD=1: a reference
 #                                     # run ahead is not timed there; AHEAD / DEFER: the memory shares of
 #                                     # set-ups ahead and kept checks; PROFILE=idle|gil: the trusted
-#                                     # process sampled (py-spy)
+#                                     # process sampled (py-spy); TIMINGS=1: every candidate timing's
+#                                     # figures against its bound in $OUT/timings.jsonl (bench/timing_log.py)
 #   bash bench/gpu_session.sh trainer # #36: the cold pass (or REFS=<refs.tgz>), then a trainer's steps once per word of $VARIANTS
 #                                     # (base, gil, idle, spares<N>, cap<N>, builds<N>, spinsync, ahead<share>, defer<share>, both
 #                                     # joined by +; default "base gil spares26"), all in
@@ -291,6 +292,7 @@ steady)  # issue #36: cold, then the steady state of a training run (references 
     ${PROCS:+--processes --per-gpu $PROCS} --steps ${STEPS:-3} --gap ${GAP:-20} \
     ${AHEAD:+--ahead-share $AHEAD} ${DEFER:+--defer-share $DEFER} ${NO_TIME_AHEAD:+--no-time-ahead} \
     ${BUILDS:+--build-workers $BUILDS} ${INFLIGHT:+--in-flight $INFLIGHT} \
+    ${TIMINGS:+--timings-log "$OUT/timings$tag.jsonl"} \
     --cache-dir "${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}" \
     --out "$OUT/rl_batch_${FORMAT:-kernelbench}_$(P=${PASSES:-cold,steady}; echo ${P//,/_})$tag.md" 2>&1 | tee "$OUT/rl_batch_steady$tag.log" \
     | grep -v "^  \[" | tail -40

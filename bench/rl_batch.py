@@ -236,8 +236,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
             task, cand, _ = items[i]
             hold = sum(r.phase_seconds.get(p, 0.0) for p in DEVICE_PHASES)
             exclusive = sum(r.phase_seconds.get(p, 0.0) for p in EXCLUSIVE_PHASES)
-            rows.append({"pass": label, "task": task, "candidate": cand, "device": r.device, "format": r.format,
-                         "correct": r.correct,
+            rows.append({"pass": label, "task": task, "candidate": cand, "source_hash": r.source_hash,
+                         "device": r.device, "format": r.format, "correct": r.correct,
                          "flags": r.integrity_flags, "error": r.error, "speedup": r.speedup,
                          "speedup_compile": r.speedup_compile,
                          "cached_build": r.cached_build,
@@ -578,7 +578,8 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{f' --defer-share {args.defer_share}' if args.defer_share else ''}"
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
-                  f"{f' --naive {args.naive}' if args.naive else ''}`"]
+                  f"{f' --naive {args.naive}' if args.naive else ''}"
+                  f"{f' --timings-log {args.timings_log}' if getattr(args, 'timings_log', None) else ''}`"]
     return "\n".join(lines) + "\n"
 
 
@@ -644,6 +645,8 @@ def main(argv=None) -> int:
     ap.add_argument("--in-flight", default=None, help="comma-separated candidates in flight at once for the train "
                     "pass's steps, taken in turn (16,24: steps 1, 3, ... 16, steps 2, 4, ... 24; default: all of a "
                     "step's): with --build-workers at least the largest, an A/B of the builds at once on one host")
+    ap.add_argument("--timings-log", default=None, help="append every GPU timing's figures against its bound here "
+                    "(JSONL, bench/timing_log.py): why a bound was paid and a candidate timed again")
     ap.add_argument("--out", default=None, help="Markdown report (written also when the run is cut by SIGTERM or "
                     "Ctrl-C); every evaluation is appended beside it to .jsonl as it finishes")
     args = ap.parse_args(argv)
@@ -689,6 +692,10 @@ def main(argv=None) -> int:
         deferred_checks.DEFER_SHARE = args.defer_share
     if args.build_workers:
         options["build_workers"] = args.build_workers
+    if args.timings_log:
+        from timing_log import install
+
+        install(args.timings_log)
     options["backend"], options["format"] = backend, args.format
     if args.consecutive:
         from rl_batch_consecutive import consecutive
