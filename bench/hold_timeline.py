@@ -19,19 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hold_overlap import _union, read_holds  # noqa: E402 - bench/'s own modules, beside this one
-from phase_sums import WAIT_MATCH_NS, _minus  # noqa: E402
-
-
-def stretch_bounds(holds: list[dict], gap_s: float = 2.0) -> list[tuple[int, int]]:
-    """The stretches of the log (ns): runs of holds with no gap of ``gap_s`` seconds between them (the steps)."""
-    spans = _union([(h["start_ns"], h["end_ns"]) for h in holds if h.get("mode") in ("exclusive", "shared")])
-    out: list = []
-    for a, b in spans:
-        if out and a - out[-1][1] <= gap_s * 1e9:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
+from phase_sums import _minus, stretch_bounds, wait_start, waits_by_thread  # noqa: E402
 
 
 def lanes(holds: list[dict], lo: int, hi: int) -> dict:
@@ -45,14 +33,13 @@ def lanes(holds: list[dict], lo: int, hi: int) -> dict:
         return ((span[0] - lo) / 1e9, (span[1] - lo) / 1e9)
 
     threads: dict = {}
+    waits = waits_by_thread(holds)
     for h in sorted((h for h in inside if h.get("mode") == "exclusive"), key=lambda h: h["start_ns"]):
         lane = threads.setdefault((h.get("pid"), h.get("thread")), {"waits": [], "holds": []})
         lane["holds"].append(s((h["start_ns"], h["end_ns"])))
-        for w in holds:  # the wait that ended as this hold began (device_hold.py logs it once the lock is taken)
-            if (w.get("mode") == "wait" and (w.get("pid"), w.get("thread")) == (h.get("pid"), h.get("thread"))
-                    and abs(w["end_ns"] - h["start_ns"]) <= WAIT_MATCH_NS):
-                lane["waits"].append(s((w["start_ns"], h["start_ns"])))
-                break
+        asked = wait_start(h, waits)
+        if asked is not None:
+            lane["waits"].append(s((asked, h["start_ns"])))
     return {"span_s": (hi - lo) / 1e9, "device": {"alone": [s(x) for x in alone],
                                                    "shared_only": [s(x) for x in _minus(shared, alone)]},
             "threads": list(threads.values())}

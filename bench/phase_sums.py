@@ -64,17 +64,8 @@ def stretches(holds: list[dict], gap_s: float = 2.0, top: int = 5) -> list[dict]
     if not held:
         return []
     t0 = min(h["start_ns"] for h in held)
-    spans = _union([(h["start_ns"], h["end_ns"]) for h in held])
-    groups, cur = [], [spans[0]]
-    for a, b in spans[1:]:
-        if a - cur[-1][1] > gap_s * 1e9:
-            groups.append(cur)
-            cur = []
-        cur.append((a, b))
-    groups.append(cur)
     out = []
-    for g in groups:
-        lo, hi = g[0][0], g[-1][1]
+    for lo, hi in stretch_bounds(held, gap_s):
         inside = [h for h in held if lo <= h["start_ns"] < hi]
         alone = _union([(h["start_ns"], h["end_ns"]) for h in inside if h["mode"] == "exclusive"])
         shared = _union([(h["start_ns"], h["end_ns"]) for h in inside if h["mode"] == "shared"])
@@ -87,9 +78,37 @@ def stretches(holds: list[dict], gap_s: float = 2.0, top: int = 5) -> list[dict]
     return out
 
 
+def stretch_bounds(holds: list[dict], gap_s: float = 2.0) -> list[tuple[int, int]]:
+    """(start, end) in ns of each run of holds (shared or exclusive) with no gap of ``gap_s`` seconds between them."""
+    out: list = []
+    for a, b in _union([(h["start_ns"], h["end_ns"]) for h in holds if h.get("mode") in ("exclusive", "shared")]):
+        if out and a - out[-1][1] <= gap_s * 1e9:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
 #: How far a wait's logged end may be from its exclusive hold's start (ns): the wait is logged once the lock is
 #: taken, a few microseconds after the hold's own start.
 WAIT_MATCH_NS = 5_000_000
+
+
+def waits_by_thread(holds: list[dict]) -> dict:
+    """The log's waits for the device, by (pid, thread)."""
+    waits = defaultdict(list)
+    for h in holds:
+        if h.get("mode") == "wait":
+            waits[(h.get("pid"), h.get("thread"))].append(h)
+    return waits
+
+
+def wait_start(hold: dict, waits: dict) -> int | None:
+    """When the exclusive ``hold``'s thread began waiting for it (ns): its wait that ended as the hold began
+    (device_hold.py logs the wait once the lock is taken); None where none was logged (the trusted side's holds)."""
+    mine = [w["start_ns"] for w in waits.get((hold.get("pid"), hold.get("thread")), ())
+            if abs(w["end_ns"] - hold["start_ns"]) <= WAIT_MATCH_NS]
+    return min(mine) if mine else None
 
 
 def between_timings(holds: list[dict], lo: int, hi: int) -> dict:
@@ -98,10 +117,7 @@ def between_timings(holds: list[dict], lo: int, hi: int) -> dict:
     ``unmatched_s`` (an exclusive hold with no wait of its thread logged: the trusted side's own holds)."""
     ex = sorted((h for h in holds if h.get("mode") == "exclusive" and lo <= h["start_ns"] < hi),
                 key=lambda h: h["start_ns"])
-    waits = defaultdict(list)
-    for h in holds:
-        if h.get("mode") == "wait":
-            waits[(h.get("pid"), h.get("thread"))].append(h)
+    waits = waits_by_thread(holds)
     got = {"gaps": 0, "between_s": 0.0, "not_asked_s": 0.0, "draining_s": 0.0, "unmatched_s": 0.0}
     for prev, h in zip(ex, ex[1:]):
         a, b = prev["end_ns"], h["start_ns"]
@@ -109,11 +125,11 @@ def between_timings(holds: list[dict], lo: int, hi: int) -> dict:
             continue
         got["gaps"] += 1
         got["between_s"] += (b - a) / 1e9
-        mine = [w for w in waits[(h.get("pid"), h.get("thread"))] if abs(w["end_ns"] - b) <= WAIT_MATCH_NS]
-        if not mine:
+        asked = wait_start(h, waits)
+        if asked is None:
             got["unmatched_s"] += (b - a) / 1e9
             continue
-        asked = max(a, min(b, min(w["start_ns"] for w in mine)))
+        asked = max(a, min(b, asked))
         got["not_asked_s"] += (asked - a) / 1e9
         got["draining_s"] += (b - asked) / 1e9
     return got

@@ -579,7 +579,7 @@ def report(args, chosen: list, passes: list[dict]) -> str:
                   f"{' --processes' if args.processes else ''}"
                   f"{f' --per-gpu {args.per_gpu}' if args.per_gpu > 1 else ''}"
                   f"{f' --naive {args.naive}' if args.naive else ''}"
-                  f"{f' --timings-log {args.timings_log}' if getattr(args, 'timings_log', None) else ''}`"]
+                  f"{f' --timings-log {args.timings_log}' if args.timings_log else ''}`"]
     return "\n".join(lines) + "\n"
 
 

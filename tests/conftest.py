@@ -48,6 +48,13 @@ def read(path) -> str:
     return Path(path).read_text()
 
 
+def hold_row(mode: str, a: float, b: float, thread: int = 1) -> dict:
+    """A device-hold log line (machine/device_lock.log_hold) from second ``a`` to ``b``, for the bench readers'
+    tests (bench/phase_sums.py, bench/hold_timeline.py)."""
+    return {"lock": "gpu-x.lock", "mode": mode, "pid": 1, "thread": thread, "start_ns": int(a * 1e9),
+            "end_ns": int(b * 1e9)}
+
+
 class Hung(BaseException):
     """Raised by ``no_hang`` (a BaseException: the evaluator's own ``except Exception`` must not swallow it)."""
 

@@ -948,7 +948,7 @@ def test_timings_again_run_on_the_blocks_already_set_up():
     assert [again for _, again in timings] == [False, True, True] * len(names), timings
     assert sorted(set_ups) == sorted(names), set_ups  # one set-up a configuration (ahead or in the first timing)
     assert [c.timed_block_calls for c in r.configs] == [blocks[n] for n in names]
-    assert r.phase_seconds.get("timing_again", 0.0) > 0.0
+    assert "timing_again" in r.phase_seconds  # (the phase is there; how long it took is bench/'s to say)
 
 
 # ---------------------------------------------------------------------- check inputs drawn on the device

@@ -9,16 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import hold_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 hold_timeline = importlib.import_module("hold_timeline")
 
 S = 1_000_000_000  # ns a second
-
-
-def _hold(mode, a, b, thread=1):
-    return {"lock": "gpu-x.lock", "mode": mode, "pid": 1, "thread": thread, "start_ns": int(a * S),
-            "end_ns": int(b * S)}
+_hold = hold_row
 
 
 HOLDS = [_hold("shared", 0, 2, thread=9), _hold("exclusive", 2, 3, thread=1),

@@ -9,16 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import hold_row
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 phase_sums = importlib.import_module("phase_sums")
 
-S = 1_000_000_000  # ns a second
-
-
-def _hold(mode, a, b, thread=1):
-    return {"lock": "gpu-x.lock", "mode": mode, "pid": 1, "thread": thread, "start_ns": int(a * S),
-            "end_ns": int(b * S)}
+_hold = hold_row
 
 
 def test_a_pass_sums_each_phase_over_its_candidates(tmp_path):

@@ -336,8 +336,7 @@ def time_gpu_retimed(*args, ahead: Ahead | None = None, **kwargs) -> GpuTiming:
             t0 = time.perf_counter()
             given, ahead = ahead, None  # (time_gpu closes what it is given if it fails)
             got = time_gpu(*args, ahead=given, shrink=shrink, keep=True, **kwargs)
-            if got.short and got.run is not None:  # timed again at the reference's size: set up anew
-                close(got, got.run)
+            # (a short timing is timed again at the reference's size: set up anew, its blocks closed)
             if got.ratio > RETIME_RATIO and len(timings) + 1 < RETIMINGS and not got.short:
                 ahead = again(got, kwargs.get("reference"))
             elif got.run is not None:
