@@ -18,7 +18,9 @@ precompiled shared start), each configuration with its own build store and preco
 With --renamed the distinct candidate also names its extension anew, as a policy's new sample may: its binding
 object is reused, its init function renamed, where the file names the module only in PYBIND11_MODULE
 (pch.name_free), and compiled afresh with --no-renamed-reuse; --compare-renamed makes each build without (before)
-and with (after) that reuse, both with the stepped compile. With --wall every command runs as the builder runs it
+and with (after) that reuse, both with the stepped compile; --compare-apart without (before) and with (after) the
+build cut apart (backends/host_device_split.py: kernels by nvcc without torch's head, host code by GCC with it
+precompiled; --no-apart: never cut). With --wall every command runs as the builder runs it
 (ninja's targets and the stepped device code side by side), so the wall times are the builder's, and no per-step
 table is made.
 """
@@ -70,8 +72,10 @@ def _targets(directory: str) -> list:
 
 def stepwise_run(label: str):
     """A stand-in for compiler.run that runs ``ninja`` one target at a time (the command's own targets, or every
-    target) and records each target's CPU time."""
+    target) and records each target's CPU time; another command (a cut build's host compile, nm) is measured whole."""
     def run(command, cwd, timeout, what):
+        if os.path.basename(command[0]) != "ninja":
+            return measured_run(label, _apart_step)(command, cwd, timeout, what)
         named = [t for i, t in enumerate(command[1:], 1) if not t.startswith("-") and command[i - 1] != "-j"]
         for target in named or _targets(cwd):
             c0, w0 = _cpu(), time.perf_counter()
@@ -90,7 +94,14 @@ def _head(directory: str, target: str | None) -> str:
     with open(os.path.join(directory, target[:-len(".cuda.o")] + ".cu")) as f:
         first = f.readline()
     return " (narrow head)" if first.startswith(narrow_head.MARK) else " (<torch/types.h>)" if "torch/types.h" in \
-        first else ""
+        first else " (device code apart)" if first.startswith("#include <cuda.h>") else ""
+
+
+def _apart_step(command) -> str:
+    """The name of a cut build's own command (builder/torch_ext._compile_apart)."""
+    if os.path.basename(command[0]) == "nm":
+        return "cuda_host.o: nm"
+    return "cuda_host.cpp: host compile (apart)" + (" (precompiled head)" if "-include" in command else "")
 
 
 def measured_run(label: str, step):
@@ -106,7 +117,10 @@ def measured_run(label: str, step):
 
 
 def _precompile_step(command) -> str:
-    return "precompile host start" if command[0] == "/bin/sh" else "precompile binding head"
+    if command[0] == "/bin/sh":
+        return "precompile host start"
+    return "precompile host head (apart)" if any(f"/{pch.HOST}/" in c for c in command) else \
+        "precompile binding head"
 
 
 def _nvcc_step(command) -> str:
@@ -228,22 +242,26 @@ def build_one(path: Path, store_root: str, workdir: Path, salt: str = "", label:
 def _runs(args, paths: list, d: str) -> list:
     """Every build, in order: per source its first build then (--warm) a distinct candidate, and with --compare the
     builder without and with the stepped device code one after the other (the load lands on both)."""
-    # (label, stepped device code, a binding object reused for a module named anew)
-    if args.compare_renamed:
-        configs = [("before", True, False), ("after", True, True)]
+    # (label, stepped device code, a binding object reused for a module named anew, the build cut apart tried)
+    if args.compare_apart:
+        configs = [("before", True, True, False), ("after", True, True, True)]
+    elif args.compare_renamed:
+        configs = [("before", True, False, True), ("after", True, True, True)]
     elif args.compare:
-        configs = [("before", False, True), ("after", True, True)]
+        configs = [("before", False, True, True), ("after", True, True, True)]
     else:
-        configs = [("", not args.no_steps, not args.no_renamed_reuse)]
+        configs = [("", not args.no_steps, not args.no_renamed_reuse, not args.no_apart)]
     # One builder process per configuration: its precompiled heads (made by the first build needing one) serve the rest.
     headers = {c[0]: None if args.no_pch else pch.BindingHeaders(os.path.join(d, f"pch-{c[0] or 'one'}"))
                for c in configs}
     results, stepped_code, name_free = [], torch_ext._device_code_in_steps, pch.name_free
+    cut = CudaBackend.split_cuda_sources
     try:
         for p in paths:
             results += _source_runs(args, p, d, configs, headers, stepped_code)
     finally:
         torch_ext._device_code_in_steps, pch.name_free = stepped_code, name_free
+        CudaBackend.split_cuda_sources = cut
     return results
 
 
@@ -252,12 +270,13 @@ def _source_runs(args, p: Path, d: str, configs: list, headers: dict, stepped_co
     stepped device code, or nvcc's own device compile where the configuration turns the steps off)."""
     results = []
     stores = {c[0]: tempfile.mkdtemp(dir=d) for c in configs}  # cold: nothing built before
-    name_free = pch.name_free
+    name_free, cut = pch.name_free, CudaBackend.split_cuda_sources
     for salt, label in [("", p.stem)] + ([("\n// a distinct candidate\n", p.stem + " (2nd, new kernel)")]
                                         if args.warm else []):
-        for c, stepped, renamed_reuse in configs:
+        for c, stepped, renamed_reuse, apart in configs:
             torch_ext._device_code_in_steps = stepped_code if stepped else (lambda *a, **k: None)
             pch.name_free = name_free if renamed_reuse else (lambda text: False)
+            CudaBackend.split_cuda_sources = cut if apart else (lambda self, cuda_sources: None)
             load = os.getloadavg()[0]
             r = build_one(p, stores[c], Path(d), salt=salt, label=f"{c}: {label}" if c else label,
                           headers=headers[c], rename="_2" if salt and args.renamed else "", wall=args.wall)
@@ -309,6 +328,9 @@ def main(argv=None) -> int:
                     "stepped device code, one after the other")
     ap.add_argument("--no-renamed-reuse", action="store_true", help="a binding file compiled afresh for a module "
                     "named anew (as it was), not its object reused renamed (pch.name_free)")
+    ap.add_argument("--no-apart", action="store_true", help="no build cut apart (host_device_split.py; as it was)")
+    ap.add_argument("--compare-apart", action="store_true", help="as --compare, but before is the builder without "
+                    "the build cut apart, after with it (use with --warm --renamed)")
     ap.add_argument("--compare-renamed", action="store_true", help="as --compare, but before is the builder "
                     "without the binding object reused for a module named anew (--no-renamed-reuse), after with it; "
                     "both step the device code (use with --warm --renamed)")
@@ -323,7 +345,7 @@ def main(argv=None) -> int:
     lines = [f"### {args.title or 'build cost'} ({datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, "
              f"{platform.machine()}, {os.cpu_count()} cores)", "",
              f"`python bench/build_cost.py {' '.join(sys.argv[1:] if argv is None else argv)}`", ""]
-    args.compare = args.compare or args.compare_renamed
+    args.compare = args.compare or args.compare_renamed or args.compare_apart
     if args.compare:
         lines += _summary(results) + ([""] + _summary(results, "wall") if args.wall else []) + [""]
     lines += ["| build | step | CPU s (user+sys) | wall s |", "| --- | --- | --- | --- |"]

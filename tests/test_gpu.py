@@ -1056,3 +1056,66 @@ def test_a_reference_whose_launches_the_host_delays_gets_blocks_sized_by_its_dev
     handed = [probe]
     block = CudaBackend()._block_size(fn, make, probe, handed, BLOCK_TARGET_MS, MAX_BLOCK, BLOCK_BYTES)
     assert block >= 64, block  # two kernels of a few microseconds: 5 ms of them is hundreds of calls
+
+
+# ---------------------------------------------------------------------- a build cut apart (host_device_split.py)
+
+CUT_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+struct Scale { float a; };
+template <typename T, int VEC>
+__global__ void kb_cut_relu(const T* __restrict__ x, T* __restrict__ y, int64_t n, Scale s) {
+    const int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+    for (int k = 0; k < VEC; ++k) if (i + k < n) {
+        const float f = static_cast<float>(x[i + k]);
+        y[i + k] = static_cast<T>((f < 0.f ? 0.f : f) * s.a);
+    }
+}
+__global__ void kb_cut_fill(float* y, float v) { y[threadIdx.x] = v; }
+torch::Tensor cut_relu(torch::Tensor x, double a) {
+    auto y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    AT_DISPATCH_FLOATING_TYPES_AND_HALF(x.scalar_type(), "cut_relu", [&] {
+        kb_cut_relu<scalar_t, 2><<<(n + 255) / 256, 128, 0, at::cuda::getCurrentCUDAStream()>>>(
+            x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n, Scale{(float)a});
+    });
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+}
+torch::Tensor cut_fill(int64_t threads) {
+    auto y = torch::zeros({32}, torch::dtype(torch::kFloat).device(torch::kCUDA));
+    kb_cut_fill<<<1, threads, 0, at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>(), 3.f);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    return y;
+}
+"""
+
+
+def test_a_build_cut_apart_launches_its_kernels_as_written(tmp_path):
+    """The builder's cut plan (kernels by nvcc without torch, host code by GCC): every dispatched type's
+    instantiation runs and gives torch's answer, a struct argument and a double converted to the kernel's float
+    arrive, and a launch the device refuses (too many threads) raises as a <<<...>>> launch would (its error is
+    cudaLaunchKernel's "invalid argument", where <<<...>>> says "invalid configuration argument")."""
+    import importlib.util
+
+    from kbench_env.backends.cuda import CudaBackend
+    from kbench_env.builder import pch, requests, torch_ext
+    from kbench_env.builder.store import Store
+
+    req = requests.normalise({"kind": "inline", "name": "kb_cut_gpu", "cpp_sources":
+                              "torch::Tensor cut_relu(torch::Tensor x, double a);\ntorch::Tensor cut_fill(int64_t t);",
+                              "cuda_sources": CUT_SOURCE, "functions": ["cut_relu", "cut_fill"], "options": {}})
+    manifest = torch_ext.build(req, CudaBackend(), Store(str(tmp_path / "store")), {}, 600.0, 1 << 31,
+                               pch=pch.BindingHeaders(str(tmp_path / "scratch")))
+    assert manifest["plan"] == "apart"
+    spec = importlib.util.spec_from_file_location(manifest["module"], manifest["path"])
+    ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    for dtype in (torch.float32, torch.float64, torch.float16):
+        x = torch.randn(1001, device="cuda", dtype=dtype)
+        torch.testing.assert_close(ext.cut_relu(x, 0.5), torch.relu(x) * 0.5)
+    assert ext.cut_fill(32).tolist() == [3.0] * 32
+    with pytest.raises(RuntimeError, match="CUDA error: invalid"):
+        ext.cut_fill(4096)
+    torch.cuda.synchronize()

@@ -41,7 +41,7 @@ from kbench_env.backends import cutlass
 from kbench_env.backends.base import calls_named
 from kbench_env.backends.gpu_calibration import calibrate_gpu
 from kbench_env.machine.device import Device
-from kbench_env.backends import narrow_head
+from kbench_env.backends import host_device_split, narrow_head
 from kbench_env.backends.extension import NEEDS_EXTENSION_H, ExtensionBackend, _with_opt, lighten
 
 _LOADERS = {"load_inline", "load"}
@@ -120,6 +120,17 @@ class CudaBackend(ExtensionBackend):
         a build that then fails for want of a declaration from torch is rebuilt as written (needs_full_headers)."""
         light = lighten(cuda_sources)
         return light if light is not None and light != cuda_sources else None  # nothing replaced: as written
+
+    def split_cuda_sources(self, cuda_sources):
+        """The device code cut into its kernels, compiled without torch's head, and its host code, compiled by the
+        host compiler with torch's head precompiled (backends/host_device_split.py; a build that fails cut is built
+        again whole), or None where the source's shape does not allow it or it uses what only
+        <torch/extension.h> declares (its <torch/extension.h> becomes <torch/types.h>, as for the light build)."""
+        texts = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources or [])
+        if not texts or not all(isinstance(t, str) for t in texts) or NEEDS_EXTENSION_H.search("\n".join(texts)):
+            return None
+        light = lighten(texts)
+        return None if light is None else host_device_split.split("\n".join(light))
 
     def narrow_cuda_sources(self, cuda_sources):
         """The device code with the narrow head (backends/narrow_head.py: what <torch/types.h> declares for the

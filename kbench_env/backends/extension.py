@@ -84,6 +84,11 @@ class ExtensionBackend(Backend):
         build, or None. Only the CUDA backend has one (backends/cuda.py, narrow_head.py)."""
         return None
 
+    def split_cuda_sources(self, cuda_sources):
+        """The device code cut into a host file and a device file (backends/host_device_split.Split), to try
+        before the others, or None. Only the CUDA backend cuts (backends/cuda.py)."""
+        return None
+
     def lighter_cpp_sources(self, cpp_sources, kwargs: dict):
         """``(cpp_sources, kwargs)`` to build in place of the candidate's, or None (build as written).
 

@@ -43,7 +43,7 @@ MAX_HOST_PREFIXES = 6  # shared starts of nvcc's host compiles (builder/nvcc_ste
 #: The heads builder/torch_ext.py and backends/extension.py put on top of main.cpp, longest first.
 HEADS = ("#include <torch/types.h>\n#include <torch/python.h>\n", "#include <torch/extension.h>\n",
          "#include <torch/types.h>\n")
-_EXTENSION_NAME = re.compile(r"(?:^|\s)-DTORCH_EXTENSION_NAME=\S+")
+EXTENSION_NAME = re.compile(r"(?:^|\s)-DTORCH_EXTENSION_NAME=\S+")
 _MODULE_MACRO = re.compile(r"\bPYBIND11_MODULE\(\s*TORCH_EXTENSION_NAME\s*,")
 
 
@@ -67,7 +67,7 @@ def binding_key(ninja_file: str, text: str, head: str | None = None) -> str:
             if eq and key in ("cxx", "cflags", "post_cflags"):
                 if head is not None and key == "cflags":
                     value = re.sub(rf"(?<!\S)-include {re.escape(head)}(?!\S)", "", value)
-                values[key] = _EXTENSION_NAME.sub("", value).strip() if free else value.strip()
+                values[key] = EXTENSION_NAME.sub("", value).strip() if free else value.strip()
     spec = "\n".join([values.get("cxx", ""), values.get("cflags", ""), values.get("post_cflags", ""),
                       f"name-free: {free}", text])
     return hashlib.sha256(spec.encode()).hexdigest()[:32]
@@ -130,7 +130,7 @@ def ninja_flags(ninja_file: str) -> tuple[str, str, str]:
         for line in f:
             key, eq, value = line.partition(" = ")
             if eq and key in ("cxx", "cflags", "post_cflags"):
-                values[key] = _EXTENSION_NAME.sub("", value).strip()
+                values[key] = EXTENSION_NAME.sub("", value).strip()
     return values.get("cxx") or "c++", values.get("cflags", ""), values.get("post_cflags", "")
 
 

@@ -14,6 +14,7 @@ checked before any of that (flags.py).
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import os
 import re
@@ -24,6 +25,8 @@ import time
 
 import torch
 
+from kbench_env.backends import host_device_split as hds
+from kbench_env.backends import kernel_launch
 from kbench_env.backends.extension import compiler_id
 from kbench_env.builder import flags, nvcc_steps, requests
 from kbench_env.builder import pch as pch_heads
@@ -33,6 +36,9 @@ from kbench_env.builder.pch import BindingHeaders
 _LIB_EXT = ".so"
 #: Seconds a binding waits, once the device code is compiled, for its head still being made in the background.
 HEAD_GRACE_S = 5.0
+#: Seconds a cut build's host compile waits for its head being made in the background (it takes about as long as
+#: compiling the host file without it).
+APART_HEAD_WAIT_S = 30.0
 #: Units whose narrow build failed in this process (a repeat goes straight to <torch/types.h>), at most this many.
 _NARROW_FAILED: dict = {}
 _NARROW_FAILED_MAX = 4096
@@ -45,9 +51,10 @@ def _call(fn, **kwargs):
 
 
 def compile_with_ninja(name: str, sources: list, options: dict, directory: str, timeout: float,
-                       pch: BindingHeaders | None = None) -> None:
+                       pch: BindingHeaders | None = None, apart: bool = False) -> None:
     """Write torch's build.ninja for ``sources`` (paths in ``directory``) and run ninja there; with ``pch``, the
-    head the builder put on main.cpp comes precompiled (builder/pch.py)."""
+    head the builder put on main.cpp comes precompiled (builder/pch.py); ``apart``: the sources are a cut build's
+    (backends/host_device_split.py), its host file compiled first (_compile_apart)."""
     import torch.utils.cpp_extension as cpp
 
     deadline = time.monotonic() + timeout
@@ -85,7 +92,9 @@ def compile_with_ninja(name: str, sources: list, options: dict, directory: str, 
         return made is not None
 
     try:
-        if pch is not None:  # the device code step by step (nvcc_steps.py), beside ninja's C++ objects
+        if apart:
+            _compile_apart(name, ninja_file, directory, pch, deadline, header)
+        elif pch is not None:  # the device code step by step (nvcc_steps.py), beside ninja's C++ objects
             _device_code_in_steps(name, ninja_file, directory, pch, deadline, ninja,
                                   head_made if head is not None and header is None else None)
         run(ninja, directory, deadline - time.monotonic(), f"Error building extension '{name}'")
@@ -150,6 +159,58 @@ def _device_code_in_steps(name: str, ninja_file: str, directory: str, pch: Bindi
             text = f.read()  # (the object thread may have named the binding's head in it)
         with open(ninja_file, "w") as f:
             f.write(re.sub(r"^build \S+\.o: cuda_compile \S+\n", "", text, flags=re.M))  # an input that exists now
+
+
+def _compile_apart(name: str, ninja_file: str, directory: str, pch: BindingHeaders | None, deadline: float,
+                   binding_head: str | None) -> None:
+    """The host file of a cut build compiled with the ninja file's C++ command (less the binding's head, with the
+    host head precompiled where the builder keeps heads), and its object's undefined symbols read (binutils' nm):
+    the device file is completed with the handles the host code launches (kernel_launch.instantiations) and
+    the host object's compile taken out of the ninja file, which then compiles the device file and links. Raises
+    CompileError where the host file does not compile or its object uses a kernel otherwise than by a launch."""
+    what = f"Error building extension '{name}' (cut apart)"
+    with open(ninja_file) as f:
+        text = f.read()
+    obj = os.path.splitext(hds.HOST_FILE)[0] + ".o"
+    rule = re.compile(rf"^build {re.escape(obj)}: compile (\S+)\n", re.M)
+    found = rule.findall(text)
+    values = dict(re.findall(r"^(cxx|cflags|post_cflags) = (.*)$", text, re.M))
+    nm = shutil.which("nm")
+    if len(found) != 1 or nm is None or "$" in found[0] + "".join(values.values()):
+        raise CompileError(f"{what}: not the build's shape")
+    cxx = shlex.split(values.get("cxx") or "c++")
+    cflags = values.get("cflags", "")
+    if binding_head is not None:
+        cflags = re.sub(rf"(?<!\S)-include {re.escape(binding_head)}(?!\S)", "", cflags)
+    post = shlex.split(values.get("post_cflags", ""))
+    include = []
+    if pch is not None:  # the host head precompiled, once per builder and flags (named without the module)
+        head_command = [*cxx, "-x", "c++-header", *shlex.split(pch_heads.EXTENSION_NAME.sub("", cflags))]
+        key = hashlib.sha256(("\n".join(head_command + post) + "\n" + hds.HOST_HEAD).encode()).hexdigest()[:24]
+        gch = pch.host_prefix(key, hds.HOST_HEAD, lambda header, out: [*head_command, header, "-o", out, *post],
+                              deadline - time.monotonic(), wait=min(APART_HEAD_WAIT_S, deadline - time.monotonic()))
+        if gch is not None:
+            include = ["-include", gch[:-len(".gch")]]
+    source = os.path.join(directory, found[0]) if not os.path.isabs(found[0]) else found[0]
+    target = os.path.join(directory, obj)
+    run([*cxx, *shlex.split(cflags), *include, "-c", source, "-o", target, *post], directory,
+        deadline - time.monotonic(), what)
+    listed = run([nm, "-u", "-C", target], directory, deadline - time.monotonic(), "nm")
+    undefined = [line.split(None, 1)[1] for line in listed.splitlines() if line.split(None, 1)[:1] == ["U"]]
+    with open(source) as f:
+        kernels = kernel_launch.kernels_of(f.read())
+    device = os.path.join(directory, hds.DEVICE_FILE)
+    with open(device) as f:
+        device_text = f.read()
+    import torch.utils.cpp_extension as cpp  # late: the fork server imports this module
+
+    ends = kernel_launch.instantiations(kernels, undefined, cpp.include_paths())
+    if ends is None:
+        raise CompileError(f"{what}: the host code names a kernel otherwise than by a launch")
+    with open(device, "w") as f:
+        f.write(hds.DEVICE_HEAD + ends[0] + device_text + ends[1])
+    with open(ninja_file, "w") as f:
+        f.write(rule.sub("", text))  # the host object is an input that exists now
 
 
 def _finished(directory: str, target: str) -> bool:
@@ -228,9 +289,10 @@ def inline_files(name: str, cpp_sources: list, cuda_sources, functions, options:
     return files
 
 
-def _plans(req: dict, backend, light_headers: bool) -> list:
+def _plans(req: dict, backend, light_headers: bool, apart: bool = False) -> list:
     """The builds to try in order, each (kind, sources for the key, {file: text}, options), the lightest first:
-    "narrow" (device code with the narrow torch head), "light" (<torch/types.h>), "written" (as written)."""
+    "apart" (with ``apart``: host and device code compiled apart, backends/host_device_split.py), "narrow"
+    (device code with the narrow torch head), "light" (<torch/types.h>), "written" (as written)."""
     options = backend.adjust_kwargs(dict(req["options"]))
     name = req["name"]
     if req["kind"] == "load":
@@ -244,6 +306,12 @@ def _plans(req: dict, backend, light_headers: bool) -> list:
         cpp2, opt2 = light_cpp if light_cpp is not None else (cpp, options)
         implicit = not options.get("no_implicit_headers")
         narrow = backend.narrow_cuda_sources(cuda) if cuda and implicit else None
+        cut = (backend.split_cuda_sources(cuda) if apart and cuda and implicit
+               and hds.device_only_flags(opt2.get("extra_cuda_cflags")) else None)
+        if cut is not None:
+            files = inline_files(name, cpp2, None, functions, opt2)
+            files[hds.HOST_FILE], files[hds.DEVICE_FILE] = cut.host, cut.device
+            plans.append(("apart", sorted(files.items()), files, opt2))
         if narrow is not None:
             head, cuda_n = narrow
             files = inline_files(name, cpp2, cuda_n, functions, opt2, cuda_implicit=True, cuda_head=head)
@@ -270,11 +338,11 @@ def build_context(backend, build_env: dict) -> dict:
     return {"torch": torch.__version__, "cxx": compiler_id(), "backend": backend.name, "env": build_env}
 
 
-def plan_units(req: dict, backend, context: dict, light_headers: bool) -> list:
+def plan_units(req: dict, backend, context: dict, light_headers: bool, apart: bool = True) -> list:
     """The units ``build`` tries for ``req`` (requests.normalise'd), in order: a remote build must come back as one
     of them (builder/ray_builds.py)."""
     return [requests.extension_unit(req["kind"], req["name"], key_sources, options, context)
-            for _, key_sources, _, options in _plans(req, backend, light_headers)]
+            for _, key_sources, _, options in _plans(req, backend, light_headers, apart)]
 
 
 def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: int, light_headers: bool = True,
@@ -285,7 +353,7 @@ def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: i
     flags.check_request(req["options"])
     deadline = time.monotonic() + timeout
     name = req["name"]
-    plans = _plans(req, backend, light_headers)
+    plans = _plans(req, backend, light_headers, apart=pch is not None)
     for i, (kind, key_sources, files, options) in enumerate(plans):
         unit = requests.extension_unit(req["kind"], name, key_sources, options, context)
         if unit in _NARROW_FAILED:
@@ -298,6 +366,8 @@ def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: i
             paths = [os.path.join(directory, f) for f in files]
             if pch is None:
                 compile_fn(name, paths, options, directory, deadline - time.monotonic())
+            elif kind == "apart":
+                compile_fn(name, paths, options, directory, deadline - time.monotonic(), pch=pch, apart=True)
             else:
                 compile_fn(name, paths, options, directory, deadline - time.monotonic(), pch=pch)
             return name + _LIB_EXT, name
@@ -307,9 +377,9 @@ def build(req: dict, backend, store, context: dict, timeout: float, max_bytes: i
             return {**manifest, "cached": cached, "python_module": options.get("is_python_module", True),
                     "plan": kind}
         except CompileError as exc:
-            if kind == "narrow":
-                # Any failure: the narrow head is the builder's choice, never a reason for the candidate's build
-                # to fail, so the build with <torch/types.h> decides.
+            if kind in ("narrow", "apart"):
+                # Any failure: the narrow head and the cut are the builder's choices, never a reason for the
+                # candidate's build to fail, so the next build decides.
                 _remember_narrow_failure(unit)
                 continue
             if i + 1 < len(plans) and backend.needs_full_headers(str(exc)):
