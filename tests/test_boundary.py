@@ -39,8 +39,8 @@ WORKER_CLOSURE = {
     "kbench_env.measure": ["", "compare", "inputs", "ownership", "stats"],
     "kbench_env.protocol": ["", "cuda_ipc", "messages", "screen_error", "wire"],
     "kbench_env.config": ["", "environ"],  # the KBENCH_* variables' one reader (the builder's CUTLASS checkout)
-    "kbench_env.backends": ["", "base", "cpu", "cuda", "cutlass", "extension", "gpu_calibration", "narrow_head",
-                            "triton"],
+    "kbench_env.backends": ["", "base", "cpu", "cu_scan", "cuda", "cutlass", "extension", "gpu_calibration",
+                            "host_device_split", "kernel_launch", "narrow_head", "triton"],
     "kbench_env.tasks": ["", "pysource", "sizes", "task"],  # pysource: the parses of task.py and sizes.py
     "kbench_env.sandbox": [""],
     "kbench_env.sandbox.confine": ["", "audit_hook", "confinement", "environment", "landlock", "libc", "namespaces",
