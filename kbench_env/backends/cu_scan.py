@@ -11,7 +11,6 @@ IDENT = re.compile(r"[A-Za-z_]\w*")
 _TEMPLATE = re.compile(r"\s*template\s*<")
 TYPE_HEAD = re.compile(r"\s*(?:typedef\b|using\b|(?:struct|class|union|enum)\b)")
 _BLOCK_HEAD = re.compile(r'\s*(?:inline\s+)?namespace\b|\s*extern\s*"[^"\n]*"\s*$')  # (masked: "C" blanked)
-#: c10 types that a launched instantiation may name (AT_DISPATCH's): the header that defines each.
 
 
 def mask(text: str) -> str:

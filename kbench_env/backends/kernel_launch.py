@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from kbench_env.backends.cu_scan import IDENT, mask, match
 
+#: The helper the host file's head ends with: a launch's configuration, and the call of cudaLaunchKernel.
 LAUNCHER = """\
 #ifndef KBENCH_SPLIT_LAUNCHER
 #define KBENCH_SPLIT_LAUNCHER
@@ -29,6 +30,7 @@ HANDLE = "kbench_handle_"
 LAUNCH = "kbench_launch_"
 _HANDLE_DECL = re.compile(r"^(template\s*<[^\n]*>)?\s*struct " + HANDLE + r"(\w+) \{ static const void\* get\(\); \};$",
                           re.M)
+#: c10 types that a launched instantiation may name (AT_DISPATCH's): the header that defines each.
 C10_TYPES = {"Half": "c10/util/Half.h", "BFloat16": "c10/util/BFloat16.h", "complex": "c10/util/complex.h",
              "Float8_e4m3fn": "c10/util/Float8_e4m3fn.h", "Float8_e5m2": "c10/util/Float8_e5m2.h",
              "Float8_e4m3fnuz": "c10/util/Float8_e4m3fnuz.h", "Float8_e5m2fnuz": "c10/util/Float8_e5m2fnuz.h"}
