@@ -120,6 +120,18 @@ def test_a_host_object_that_names_a_kernel_otherwise_gets_no_device_file(symbol)
     assert kernel_launch.instantiations(hds.split(TEMPLATED).kernels, [symbol], cpp.include_paths()) is None
 
 
+def test_a_host_object_that_names_a_device_function_or_variable_gets_no_device_file():
+    # the builder reads the device file, not the Split: its first line names the device symbols
+    cut = hds.split(PLAIN.replace("struct Scale {", "__constant__ float table[4];\nstruct Scale {"))
+    names = hds.device_names_of(cut.device)
+    assert names == cut.device_names == {"twice", "table"}
+    assert hds.device_names_of(hds.split(PLAIN).device) == {"twice"}
+    launch = ["kbench_handle_scale_kernel::get()", "cudaLaunchKernel"]
+    assert kernel_launch.instantiations(cut.kernels, launch, cpp.include_paths(), names) is not None
+    for symbol in ("twice(float)", "table"):  # declared again as host code (a plain declaration) and used there
+        assert kernel_launch.instantiations(cut.kernels, launch + [symbol], cpp.include_paths(), names) is None
+
+
 def test_template_arguments_left_to_deduction_are_deduced_as_for_the_kernel_and_unnamed_parameters_named():
     source = TEMPLATED.replace("relu_kernel<scalar_t, 2><<<", "relu_kernel<<<").replace(
         "template <typename T, int VEC>", "template <typename T, int VEC = 2>").replace(

@@ -86,10 +86,14 @@ def device_only_flags(flags) -> bool:
     return True
 
 
+#: The device file's first line: the names of its __device__ functions and variables (``device_names_of``).
+DEVICE_NAMES = "// kbench_split device symbols:"
+
+
 @dataclass
 class Split:
     host: str  # the host file's text, HOST_HEAD first
-    device: str  # the device file's text, less the handles' definitions (instantiations)
+    device: str  # the device file's text (DEVICE_NAMES first), less the handles' definitions (instantiations)
     kernels: dict = field(default_factory=dict)  # name -> Kernel
     device_names: frozenset = frozenset()  # the names of __device__ functions and variables
 
@@ -179,6 +183,13 @@ class _Cut:
         return True
 
 
+def device_names_of(device: str) -> frozenset:
+    """The names of the ``__device__`` functions and variables a Split's device file defines (its first line says
+    them: the builder reads the files, not the Split, and refuses a host object that names one of them)."""
+    first = device.split("\n", 1)[0]
+    return frozenset(first[len(DEVICE_NAMES):].split()) if first.startswith(DEVICE_NAMES) else frozenset()
+
+
 def split(source: str) -> Split | None:
     """The host and device files of ``source`` (a ``.cu``'s text, the builder's head not on it), or None where
     its shape does not allow the cut (module docstring)."""
@@ -200,5 +211,6 @@ def split(source: str) -> Split | None:
     device_text = "\n".join(cut.device) + "\n"
     if HALF_TYPES.search(mask(device_text)):
         device_text = HALF_HEAD + device_text
+    device_text = f"{DEVICE_NAMES} {' '.join(sorted(cut.device_names))}\n" + device_text
     return Split(host=HOST_HEAD + host_text + "\n", device=device_text, kernels=cut.kernels,
                  device_names=frozenset(cut.device_names))

@@ -204,9 +204,9 @@ def _compile_apart(name: str, ninja_file: str, directory: str, pch: BindingHeade
         device_text = f.read()
     import torch.utils.cpp_extension as cpp  # late: the fork server imports this module
 
-    ends = kernel_launch.instantiations(kernels, undefined, cpp.include_paths())
+    ends = kernel_launch.instantiations(kernels, undefined, cpp.include_paths(), hds.device_names_of(device_text))
     if ends is None:
-        raise CompileError(f"{what}: the host code names a kernel otherwise than by a launch")
+        raise CompileError(f"{what}: the host code names a kernel or a device symbol otherwise than by a launch")
     with open(device, "w") as f:
         f.write(hds.DEVICE_HEAD + ends[0] + device_text + ends[1])
     with open(ninja_file, "w") as f:
