@@ -60,14 +60,11 @@ def binding_key(ninja_file: str, text: str, head: str | None = None) -> str:
     (header_for), so an object compiled with it is the object compiled without it, and a build that finds the
     head made reuses the binding an earlier build compiled before it was."""
     free = name_free(text)
-    values = {}
     with open(ninja_file) as f:
-        for line in f:
-            key, eq, value = line.partition(" = ")
-            if eq and key in ("cxx", "cflags", "post_cflags"):
-                if head is not None and key == "cflags":
-                    value = re.sub(rf"(?<!\S)-include {re.escape(head)}(?!\S)", "", value)
-                values[key] = EXTENSION_NAME.sub("", value).strip() if free else value.strip()
+        values = ninja_values(f.read())
+    if head is not None and "cflags" in values:
+        values["cflags"] = without_head(values["cflags"], head)
+    values = {k: (EXTENSION_NAME.sub("", v) if free else v).strip() for k, v in values.items()}
     spec = "\n".join([values.get("cxx", ""), values.get("cflags", ""), values.get("post_cflags", ""),
                       f"name-free: {free}", text])
     return hashlib.sha256(spec.encode()).hexdigest()[:32]
@@ -125,13 +122,24 @@ def rename_module(path: str, name: str, timeout: float) -> bool:
 def ninja_flags(ninja_file: str) -> tuple[str, str, str]:
     """(compiler, flags before the source, flags after it) of a torch build.ninja's C++ compile, the module's name
     left out (the headers do not use it, so GCC accepts the header for any module)."""
-    values = {}
     with open(ninja_file) as f:
-        for line in f:
-            key, eq, value = line.partition(" = ")
-            if eq and key in ("cxx", "cflags", "post_cflags"):
-                values[key] = EXTENSION_NAME.sub("", value).strip()
+        values = {k: EXTENSION_NAME.sub("", v).strip() for k, v in ninja_values(f.read()).items()}
     return values.get("cxx") or "c++", values.get("cflags", ""), values.get("post_cflags", "")
+
+
+def ninja_values(text: str) -> dict:
+    """The lines of a torch build.ninja's C++ compile (``cxx``, ``cflags``, ``post_cflags``) as written."""
+    values = {}
+    for line in text.splitlines():
+        key, eq, value = line.partition(" = ")
+        if eq and key in ("cxx", "cflags", "post_cflags"):
+            values[key] = value
+    return values
+
+
+def without_head(cflags: str, head: str) -> str:
+    """``cflags`` less the ``-include`` of the precompiled head ``head`` the builder put there."""
+    return re.sub(rf"(?<!\S)-include {re.escape(head)}(?!\S)", "", cflags)
 
 
 class BindingHeaders:

@@ -174,14 +174,14 @@ def _compile_apart(name: str, ninja_file: str, directory: str, pch: BindingHeade
     obj = os.path.splitext(hds.HOST_FILE)[0] + ".o"
     rule = re.compile(rf"^build {re.escape(obj)}: compile (\S+)\n", re.M)
     found = rule.findall(text)
-    values = dict(re.findall(r"^(cxx|cflags|post_cflags) = (.*)$", text, re.M))
+    values = pch_heads.ninja_values(text)
     nm = shutil.which("nm")
     if len(found) != 1 or nm is None or "$" in found[0] + "".join(values.values()):
         raise CompileError(f"{what}: not the build's shape")
     cxx = shlex.split(values.get("cxx") or "c++")
     cflags = values.get("cflags", "")
     if binding_head is not None:
-        cflags = re.sub(rf"(?<!\S)-include {re.escape(binding_head)}(?!\S)", "", cflags)
+        cflags = pch_heads.without_head(cflags, binding_head)
     post = shlex.split(values.get("post_cflags", ""))
     include = []
     if pch is not None:  # the host head precompiled, once per builder and flags (named without the module)
