@@ -95,9 +95,8 @@ def _then_ok(ev):
     (TRUNCATED_AT_LOAD, "build", ["timed out after 8 s during build and load", "7 of the 1,000 bytes"]),
     (TRUNCATED_IN_FORWARD, "run", ["timed out after 4 s during forward", "7 of the 1,000 bytes"]),
     (SHARED_BYTES, "run", ["unreadable message", "same bytes"]),
-    (OVERSIZE_OUTPUT, "run", ["refused unread", "33,554,", "at most"]),
     (STOPS_READING, "run", ["timed out after 4 s sending the worker its 'run' request", "stopped reading"]),
-], ids=["truncated-at-load", "truncated-in-forward", "shared-bytes", "oversize-output", "stops-reading"])
+], ids=["truncated-at-load", "truncated-in-forward", "shared-bytes", "stops-reading"])
 def test_hostile_wire_costs_only_the_candidate(ev, source, stage, words):
     with no_hang(GUARD_S):
         r = ev.evaluate(RELU, source)
@@ -105,6 +104,23 @@ def test_hostile_wire_costs_only_the_candidate(ev, source, stage, words):
     for w in words:
         assert w in r.error, r.error
     _then_ok(ev)
+
+
+def test_an_oversize_reply_is_refused_unread(evaluator):
+    # Its own run limit, far above what the 32 MiB take to make and send: the workers' heap is on transparent huge
+    # pages (sandbox/confine/environment.py), which some virtual machines fault in at about 100 MB/s, and a loaded
+    # development VM took 3.2 s of the 4 s the other cases have (0.24 s on another try).
+    roomy = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
+                      limits=Limits(build_timeout=60, run_timeout=120, time_timeout=120, memory_bytes=2 << 30))
+    try:
+        with no_hang(GUARD_S):
+            r = roomy.evaluate(RELU, OVERSIZE_OUTPUT)
+        assert not r.correct and r.error_stage == "run", r.feedback()
+        for w in ("refused unread", "33,554,", "at most"):
+            assert w in r.error, r.error
+        _then_ok(roomy)
+    finally:
+        roomy.close()
 
 
 def test_truncated_report_does_not_stop_the_parent(ev):
