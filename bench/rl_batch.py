@@ -244,7 +244,8 @@ def run_pass(label: str, items: list, devices: list[str], cache_dir: Path, seed:
                          "step_s": r.eval_seconds, "device_hold_s": round(hold, 4),
                          "exclusive_hold_s": round(exclusive, 4), "check_s": round(hold - exclusive, 4),
                          "phases": r.phase_seconds,
-                         "configs": [[c.name, c.candidate_ms] for c in r.configs],
+                         # (the timed block's calls: with the inputs' sizes, what a set-up ahead would take)
+                         "configs": [[c.name, c.candidate_ms, c.timed_block_calls] for c in r.configs],
                          "done_s": round(time.perf_counter() - t0, 3)})
             log.add(rows[-1])
             print(f"  [{label} {len(rows)}/{len(items)}] {task} {cand} on {r.device}: "
