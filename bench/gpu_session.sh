@@ -331,7 +331,8 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
   # cost a fresh machine (its references are then not the steps' when those compile: they time them again);
   # COLD_LATER=0: the cold pass with the compiled reference timed beside the eager one (KBENCH_COMPILE_LATER=0, as
   # before pipeline/compile_later.py); later0, a variant: the same for a trainer's steps.
-  # before: the base settings on the kbench_env carried in .carry/before (an A/B of two trees on one machine).
+  # before: the base settings on another tree carried in .carry/before (an A/B of two trees on one machine and one
+  # cache folder): git archive REV kbench_env tasks bench ':(exclude)bench/results' | tar x -C .carry/before.
   root=$OUT variants=${VARIANTS:-base gil spares26}
   parts="cold $variants"
   cache="${KBENCH_CACHE}-steady-${FORMAT:-kernelbench}"
@@ -350,7 +351,7 @@ trainer)  # issue #36: a trainer's steps under several settings in one call, aft
           bash "$0" steady
         [ -n "${KEEP_REFS:-}" ] && (cd "$cache" && tar czf "$root/refs.tgz" reference) ;;
       base) train ;;
-      before) train PYTHONPATH="$PWD/.carry/before${PYTHONPATH:+:$PYTHONPATH}" ;;  # kbench_env of another tree (git archive REV kbench_env | tar x -C .carry/before), same cache
+      before) (cd .carry/before && PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" train) ;;  # another tree, same cache (its bench/rl_batch.py puts its own root first)
       none) ;;  # (VARIANTS=none: the cold pass alone)
       gil|idle) train PROFILE=$part ;;
       spares*) train KBENCH_SPARE_WORKERS=${part#spares} ;;
