@@ -71,11 +71,14 @@ def test_memory_bomb_is_contained(evaluator):
     # 384 MiB of address space on a 2-core machine).
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
                    limits=Limits(build_timeout=600, run_timeout=120, time_timeout=120, memory_bytes=768 << 20))
-    with no_hang(600):
-        r = ev.evaluate(RELU, C.MEMORY_BOMB)
-    assert not r.correct
-    assert "MemoryError" in r.error or "SIGKILL" in r.error, r.feedback()
-    _then_ok(ev)
+    try:
+        with no_hang(600):
+            r = ev.evaluate(RELU, C.MEMORY_BOMB)
+        assert not r.correct
+        assert "MemoryError" in r.error or "SIGKILL" in r.error, r.feedback()
+        _then_ok(ev)
+    finally:
+        ev.close()
 
 
 def test_input_modification_is_flagged(tight):
