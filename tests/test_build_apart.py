@@ -69,7 +69,7 @@ torch::Tensor relu(torch::Tensor x) {
 def test_a_plain_kernel_is_cut_into_its_device_code_and_a_host_file_that_launches_it_through_its_stub():
     cut = hds.split(PLAIN)
     assert cut is not None and set(cut.kernels) == {"scale_kernel"} and cut.kernels["scale_kernel"].template is None
-    assert cut.device_names == {"twice"}
+    assert hds.device_names_of(cut.device) == {"twice"}
     host, device = cut.host, cut.device
     assert host.startswith(hds.HOST_HEAD)
     # the host file: no device code, the kernel declared as a plain function, the launch through its handle
@@ -103,7 +103,8 @@ def test_a_template_kernels_launched_instantiations_are_defined_from_the_host_ob
     assert kernel_launch.kernels_of(cut.host) == cut.kernels
     undefined = ["kbench_handle_relu_kernel<float, 2>::get()", "kbench_handle_relu_kernel<c10::Half, 2>::get()",
                  "at::cuda::getCurrentCUDAStream(signed char)", "cudaLaunchKernel"]
-    head, tail = kernel_launch.instantiations(cut.kernels, undefined, cpp.include_paths(), cut.device_names)
+    head, tail = kernel_launch.instantiations(cut.kernels, undefined, cpp.include_paths(),
+                                              hds.device_names_of(cut.device))
     assert head == "#include <c10/util/Half.h>\n"
     assert "template <typename T, int VEC> struct kbench_handle_relu_kernel { static const void* get(); };" in tail
     for args in ("float, 2", "c10::Half, 2"):
@@ -124,8 +125,7 @@ def test_a_host_object_that_names_a_device_function_or_variable_gets_no_device_f
     # the builder reads the device file, not the Split: its first line names the device symbols
     cut = hds.split(PLAIN.replace("struct Scale {", "__constant__ float table[4];\nstruct Scale {"))
     names = hds.device_names_of(cut.device)
-    assert names == cut.device_names == {"twice", "table"}
-    assert hds.device_names_of(hds.split(PLAIN).device) == {"twice"}
+    assert names == {"twice", "table"}
     launch = ["kbench_handle_scale_kernel::get()", "cudaLaunchKernel"]
     assert kernel_launch.instantiations(cut.kernels, launch, cpp.include_paths(), names) is not None
     for symbol in ("twice(float)", "table"):  # declared again as host code (a plain declaration) and used there

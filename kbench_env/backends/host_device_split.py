@@ -95,7 +95,6 @@ class Split:
     host: str  # the host file's text, HOST_HEAD first
     device: str  # the device file's text (DEVICE_NAMES first), less the handles' definitions (instantiations)
     kernels: dict = field(default_factory=dict)  # name -> Kernel
-    device_names: frozenset = frozenset()  # the names of __device__ functions and variables
 
 
 def _kernel_name(masked_head: str) -> str | None:
@@ -212,5 +211,4 @@ def split(source: str) -> Split | None:
     if HALF_TYPES.search(mask(device_text)):
         device_text = HALF_HEAD + device_text
     device_text = f"{DEVICE_NAMES} {' '.join(sorted(cut.device_names))}\n" + device_text
-    return Split(host=HOST_HEAD + host_text + "\n", device=device_text, kernels=cut.kernels,
-                 device_names=frozenset(cut.device_names))
+    return Split(host=HOST_HEAD + host_text + "\n", device=device_text, kernels=cut.kernels)
