@@ -65,8 +65,8 @@ def test_hang_at_import_times_out(evaluator):
 
 def test_memory_bomb_is_contained(evaluator):
     # The worker's heap is on transparent huge pages (sandbox/confine/environment.py, MALLOC_TUNABLES), which some
-    # virtual machines fault in at about 100 MB/s (this project's development VM, some days: 1 GiB in 10-18 s against
-    # under 1 s on 4 KiB pages). A small allowance and a long run limit make the address-space limit, not the run
+    # virtual machines fault in slowly where the memory is fresh (the development VM: a worker's 1 GiB bomb 11.5 s,
+    # a plain 1 GiB 0.7 s on 4 KiB pages; bench/results/hugepage_cost_cpu_20261204.md). A small allowance and a long run limit make the address-space limit, not the run
     # limit, what stops the bomb wherever the machine lies in that range (the relu evaluation after it needs over
     # 384 MiB of address space on a 2-core machine).
     ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,

@@ -108,8 +108,8 @@ def test_hostile_wire_costs_only_the_candidate(ev, source, stage, words):
 
 def test_an_oversize_reply_is_refused_unread(evaluator):
     # Its own run limit, far above what the 32 MiB take to make and send: the workers' heap is on transparent huge
-    # pages (sandbox/confine/environment.py), which some virtual machines fault in at about 100 MB/s, and a loaded
-    # development VM took 3.2 s of the 4 s the other cases have (0.24 s on another try).
+    # pages (sandbox/confine/environment.py), which some virtual machines fault in slowly where the memory is fresh
+    # (bench/results/hugepage_cost_cpu_20261204.md): in a full suite on the development VM it timed out at 4 s.
     roomy = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
                       limits=Limits(build_timeout=60, run_timeout=120, time_timeout=120, memory_bytes=2 << 30))
     try:
