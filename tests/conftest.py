@@ -38,6 +38,25 @@ def evaluator():
     return cpu_evaluator()
 
 
+@pytest.fixture
+def own_evaluator(evaluator):
+    """``own_evaluator(limits, **options)``: a CPU evaluator of a test's own limits, sharing the session evaluator's
+    build cache and timing, closed when the test ends (its workers and spares do not outlive the test that made
+    them)."""
+    from kbench_env.pipeline.evaluator import Evaluator
+
+    made = []
+
+    def make(limits, **options):
+        options.setdefault("timing", evaluator.timing)
+        made.append(Evaluator(device="cpu", cache_dir=evaluator.cache_dir, limits=limits, **options))
+        return made[-1]
+
+    yield make
+    for ev in made:
+        ev.close()
+
+
 @pytest.fixture(scope="session")
 def kernelbench_evaluator():
     """The test evaluator under rules="kernelbench" (PyTorch operators allowed beside an own kernel)."""

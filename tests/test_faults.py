@@ -21,8 +21,10 @@ RELU_SOLUTION = read(ROOT / "tasks/solutions/cpu/level1/relu.py")
 @pytest.fixture(scope="module")
 def tight(evaluator):
     """An evaluator with short run timeouts and a 1 GiB memory allowance, sharing the session's build cache."""
-    return Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                     limits=Limits(build_timeout=600, run_timeout=4, time_timeout=20, memory_bytes=1 << 30))
+    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
+                   limits=Limits(build_timeout=600, run_timeout=4, time_timeout=20, memory_bytes=1 << 30))
+    yield ev
+    ev.close()
 
 
 def _then_ok(ev):
@@ -56,29 +58,25 @@ def test_infinite_loop_times_out(tight):
     _then_ok(tight)
 
 
-def test_hang_at_import_times_out(evaluator):
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, limits=Limits(build_timeout=3))
+def test_hang_at_import_times_out(own_evaluator):
+    ev = own_evaluator(Limits(build_timeout=3))
     with no_hang(600):
         r = ev.evaluate(RELU, C.HANG_AT_IMPORT)
     assert "timed out after 3 s" in r.error and r.error_stage == "build", r.feedback()
 
 
-def test_memory_bomb_is_contained(evaluator):
+def test_memory_bomb_is_contained(own_evaluator):
     # The worker's heap is on transparent huge pages (sandbox/confine/environment.py, MALLOC_TUNABLES), which some
-    # virtual machines fault in slowly where the memory is fresh (the development VM: a worker's 1 GiB bomb 11.5 s,
-    # a plain 1 GiB 0.7 s on 4 KiB pages; bench/results/hugepage_cost_cpu_20261204.md). A small allowance and a long run limit make the address-space limit, not the run
-    # limit, what stops the bomb wherever the machine lies in that range (the relu evaluation after it needs over
-    # 384 MiB of address space on a 2-core machine).
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                   limits=Limits(build_timeout=600, run_timeout=120, time_timeout=120, memory_bytes=768 << 20))
-    try:
-        with no_hang(600):
-            r = ev.evaluate(RELU, C.MEMORY_BOMB)
-        assert not r.correct
-        assert "MemoryError" in r.error or "SIGKILL" in r.error, r.feedback()
-        _then_ok(ev)
-    finally:
-        ev.close()
+    # virtual machines fault in slowly where the memory is fresh (bench/results/hugepage_cost_cpu_20261204.md). A
+    # small allowance and a long run limit make the address-space limit, not the run limit, what stops the bomb
+    # wherever the machine lies in that range (the relu evaluation after it needs over 384 MiB of address space on
+    # a 2-core machine).
+    ev = own_evaluator(Limits(build_timeout=600, run_timeout=120, time_timeout=120, memory_bytes=768 << 20))
+    with no_hang(600):
+        r = ev.evaluate(RELU, C.MEMORY_BOMB)
+    assert not r.correct
+    assert "MemoryError" in r.error or "SIGKILL" in r.error, r.feedback()
+    _then_ok(ev)
 
 
 def test_input_modification_is_flagged(tight):
@@ -177,9 +175,8 @@ class ModelNew(nn.Module):
 '''
 
 
-def test_fork_bomb_is_bounded_and_killed(evaluator):
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                   limits=Limits(run_timeout=4, processes=48, memory_bytes=1 << 30))
+def test_fork_bomb_is_bounded_and_killed(own_evaluator):
+    ev = own_evaluator(Limits(run_timeout=4, processes=48, memory_bytes=1 << 30))
     before = _processes_named("kbench-bomb")  # another session's test may run at the same time
     with no_hang(600):
         r = ev.evaluate(RELU, FORK_BOMB)
@@ -189,42 +186,37 @@ def test_fork_bomb_is_bounded_and_killed(evaluator):
 
 
 @pytest.mark.parametrize("off", [(), ("cgroup",)], ids=["pids-cgroup", "session-scan"])
-def test_children_that_leave_the_process_group_are_killed(evaluator, off):
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, time_candidates=False,
-                   limits=Limits(run_timeout=10, memory_bytes=1 << 30, isolation_off=off))
+def test_children_that_leave_the_process_group_are_killed(own_evaluator, off):
+    ev = own_evaluator(Limits(run_timeout=10, memory_bytes=1 << 30, isolation_off=off), time_candidates=False)
     before = _processes_named("kbench-orphan")
     r = ev.evaluate(RELU, ORPHAN)
     assert r.stage in ("ran", "built"), r.feedback()
     assert _gone("kbench-orphan", before=before), "a child that left the process group outlived its worker"
 
 
-def test_filling_the_disk_is_stopped(evaluator):
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                   limits=Limits(run_timeout=30, disk_bytes=256 << 20, memory_bytes=1 << 30))
+def test_filling_the_disk_is_stopped(own_evaluator):
+    ev = own_evaluator(Limits(run_timeout=30, disk_bytes=256 << 20, memory_bytes=1 << 30))
     r = ev.evaluate(RELU, DISK_FILL)
     assert not r.correct and "scratch directory" in r.error, r.feedback()
     _then_ok(ev)
 
 
-def test_file_size_limit(evaluator):
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                   limits=Limits(run_timeout=10, file_bytes=64 << 20, memory_bytes=1 << 30))
+def test_file_size_limit(own_evaluator):
+    ev = own_evaluator(Limits(run_timeout=10, file_bytes=64 << 20, memory_bytes=1 << 30))
     r = ev.evaluate(RELU, BIG_FILE)
     assert not r.correct and ("File too large" in r.error or "SIGXFSZ" in r.error), r.feedback()
 
 
-def test_cpu_time_limit(evaluator):
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                   limits=Limits(run_timeout=60, cpu_seconds=2, memory_bytes=1 << 30))
+def test_cpu_time_limit(own_evaluator):
+    ev = own_evaluator(Limits(run_timeout=60, cpu_seconds=2, memory_bytes=1 << 30))
     with no_hang(600):
         r = ev.evaluate(RELU, C.INFINITE_LOOP)
     assert "SIGXCPU" in r.error, r.feedback()  # the CPU-time limit (2 s) fired, not the 60 s run limit
-    _then_ok(tight_for(evaluator))
+    _then_ok(own_evaluator(Limits(run_timeout=10, memory_bytes=1 << 30)))
 
 
-def test_hang_in_the_compiler_is_killed(evaluator):
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                   limits=Limits(build_timeout=6, run_timeout=10, memory_bytes=1 << 30))
+def test_hang_in_the_compiler_is_killed(own_evaluator):
+    ev = own_evaluator(Limits(build_timeout=6, run_timeout=10, memory_bytes=1 << 30))
     with no_hang(600):
         r = ev.evaluate(RELU, COMPILE_HANG)
     assert r.error_stage == "build" and "timed out" in r.error and "the compiler was killed" in r.error, r.feedback()
@@ -233,11 +225,6 @@ def test_hang_in_the_compiler_is_killed(evaluator):
         assert time.monotonic() < deadline, "the compiler outlived its worker"
         time.sleep(0.05)
     _then_ok(ev)
-
-
-def tight_for(evaluator):
-    return Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                     limits=Limits(run_timeout=10, memory_bytes=1 << 30))
 
 
 def _all_pids() -> list[int]:
@@ -252,14 +239,13 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def test_stale_torch_build_lock_does_not_hang_the_next_build(evaluator):
+def test_stale_torch_build_lock_does_not_hang_the_next_build(own_evaluator):
     """A worker killed while torch held its build lock (a file named ``lock`` in the build directory) left it
     behind, and the next candidate with the same source waited on it until its build timeout (an H100,
     2026-11-25). Under kbench's own lock such a file is stale and is removed."""
     from pathlib import Path
 
-    ev = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                   limits=Limits(build_timeout=60, run_timeout=10, memory_bytes=1 << 30))
+    ev = own_evaluator(Limits(build_timeout=60, run_timeout=10, memory_bytes=1 << 30))
     _then_ok(ev)  # built (or found) in the shared cache
     dirs = [d for d in Path(ev.build_root).glob("*") if d.is_dir() and any(d.glob("*.so"))]  # one unit a build
     assert dirs

@@ -106,21 +106,17 @@ def test_hostile_wire_costs_only_the_candidate(ev, source, stage, words):
     _then_ok(ev)
 
 
-def test_an_oversize_reply_is_refused_unread(evaluator):
+def test_an_oversize_reply_is_refused_unread(own_evaluator):
     # Its own run limit, far above what the 32 MiB take to make and send: the workers' heap is on transparent huge
     # pages (sandbox/confine/environment.py), which some virtual machines fault in slowly where the memory is fresh
     # (bench/results/hugepage_cost_cpu_20261204.md): in a full suite on the development VM it timed out at 4 s.
-    roomy = Evaluator(device="cpu", cache_dir=evaluator.cache_dir, timing=evaluator.timing,
-                      limits=Limits(build_timeout=60, run_timeout=120, time_timeout=120, memory_bytes=2 << 30))
-    try:
-        with no_hang(GUARD_S):
-            r = roomy.evaluate(RELU, OVERSIZE_OUTPUT)
-        assert not r.correct and r.error_stage == "run", r.feedback()
-        for w in ("refused unread", "33,554,", "at most"):
-            assert w in r.error, r.error
-        _then_ok(roomy)
-    finally:
-        roomy.close()
+    roomy = own_evaluator(Limits(build_timeout=60, run_timeout=120, time_timeout=120, memory_bytes=2 << 30))
+    with no_hang(GUARD_S):
+        r = roomy.evaluate(RELU, OVERSIZE_OUTPUT)
+    assert not r.correct and r.error_stage == "run", r.feedback()
+    for w in ("refused unread", "33,554,", "at most"):
+        assert w in r.error, r.error
+    _then_ok(roomy)
 
 
 def test_truncated_report_does_not_stop_the_parent(ev):
