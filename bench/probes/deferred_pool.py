@@ -6,8 +6,9 @@ inputs, to judge after its exclusive hold; what does not fit in the process's po
 memory, shared by every timing in flight) is judged at once, inside the hold. A timing runs at least
 ``stats.gpu_blocks_done``'s five blocks, so a configuration keeps at least 5 x min(check_calls, block) x (its
 outputs + its inputs) bytes. The block size needs the reference's time (the device), so this takes the least
-possible (one block of ``check_calls`` calls or more, which every configuration here reaches: the worker's byte
-bound allows 15 calls of the largest); the real count of blocks is that or more. One JSON line per GPU
+possible, blocks of ``check_calls`` calls or more (the worker's byte bound allows 15 calls of the largest; a
+configuration whose call takes over a quarter of the 5 ms block target has fewer, and keeps that much less:
+matmul_square's calls of 5-41 ms make blocks of one call); the real count of blocks is that or more. One JSON line per GPU
 configuration of the tasks in ``bench/data/rl_batch/<format>`` and ``tasks/solutions/<format>`` (the trainer's
 batch), largest first, then a summary line: per task, the least its configurations keep together (one candidate's
 timing), and which configurations cannot keep their checks out of the hold even alone on the device; each also
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from kbench_env.config.evaluator_config import TimingConfig  # noqa: E402
+from kbench_env.measure.compare import flatten_outputs  # noqa: E402
 from kbench_env.pipeline.deferred_checks import DEFER_SHARE  # noqa: E402
 from kbench_env.tasks.suite import resolve_task  # noqa: E402
 from kbench_env.tasks.task import DTYPES, cast_input, meta_inputs  # noqa: E402
@@ -37,11 +39,7 @@ MIN_BLOCKS = 5  # measure/stats.py gpu_blocks_done: at least five blocks
 
 
 def _nbytes(values) -> int:
-    if isinstance(values, torch.Tensor):
-        return values.numel() * values.element_size()
-    if isinstance(values, (list, tuple)):
-        return sum(_nbytes(v) for v in values)
-    return 0
+    return sum(x.numel() * x.element_size() for x in flatten_outputs(values) if isinstance(x, torch.Tensor))
 
 
 def config_bytes(task, cfg) -> tuple[int, int, int]:
@@ -81,15 +79,14 @@ def main() -> None:
     rows.sort(key=lambda r: -r["least_kept_gb"])
     for r in rows:
         print(json.dumps(r))
-    over = [f"{r['task']} {r['config']}" for r in rows if r["pool_share"] > 1.0]
-    per_task: dict = {}
-    for r in rows:
-        shares = per_task.setdefault(r["task"], [0.0, 0.0])
-        shares[0], shares[1] = round(shares[0] + r["pool_share"], 3), round(shares[1] + r["pool_share_seeded"], 3)
+    def over(key: str) -> list:
+        return [f"{r['task']} {r['config']}" for r in rows if r[key] > 1.0]
+
+    per_task = {name: [round(sum(r[key] for r in rows if r["task"] == name), 3)
+                       for key in ("pool_share", "pool_share_seeded")] for name in names}
     print(json.dumps({"summary": True, "pool_gb": round(pool / 1e9, 2), "check_calls": check_calls,
-                      "min_blocks": MIN_BLOCKS, "configs": len(rows), "over_the_pool_alone": over,
-                      "over_the_pool_alone_seeded": [f"{r['task']} {r['config']}" for r in rows
-                                                     if r["pool_share_seeded"] > 1.0],
+                      "min_blocks": MIN_BLOCKS, "configs": len(rows), "over_the_pool_alone": over("pool_share"),
+                      "over_the_pool_alone_seeded": over("pool_share_seeded"),
                       "task_pool_share": dict(sorted(per_task.items(), key=lambda kv: -kv[1][0]))}))
 
 

@@ -2,8 +2,9 @@
 MALLOC_TUNABLES), where a machine clears fresh huge pages slowly (the development VM): a plain process filling
 1 GiB in 64 MiB pieces, and a CPU worker's memory bomb (tests/candidates.py MEMORY_BOMB) reaching a 1 GiB
 address-space allowance, the bomb first (memory a process has just freed is faulted in again fast: the
-bomb reached its limit in 0.18 s right after the plain fill, in 12-18 s on its own). Prints one JSON line per measure; run once as is and once with the tunable given off
-(an ordinary evaluation's cost: bench/cpu_noise.py under both, as in bench/results/hugepage_cost_cpu_20261204.md):
+bomb reached its limit in 0.18 s right after memory was freed, in 11.47 s first thing). Prints one JSON line per
+measure; run once as is and once with the tunable given off (an ordinary evaluation's cost: bench/cpu_noise.py
+under both, as in bench/results/hugepage_cost_cpu_20261204.md):
 
     python bench/probes/hugepage_fill.py
     GLIBC_TUNABLES=glibc.malloc.hugetlb=0 python bench/probes/hugepage_fill.py
